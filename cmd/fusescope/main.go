@@ -1,0 +1,54 @@
+// Command fusescope shows where a FUSE file system spends its time.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	root := newRootCmd()
+	if err := root.Execute(); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(os.Stderr, "fusescope: "+ee.msg)
+			}
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "fusescope: "+err.Error())
+		os.Exit(1)
+	}
+}
+
+// exitError carries an exit status other than 1, or a status with no message.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "fusescope",
+		Short: "Show where a FUSE file system spends its time",
+		Long: `fusescope shows where a FUSE file system spends its time: per-opcode request
+latency and counts measured in the kernel for any FUSE file system, with no
+change to its daemon, saved as versioned records that render the same later.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%v (see %s --help)", err, c.CommandPath())
+	})
+	root.AddCommand(newTraceCmd(), newShowCmd())
+	return root
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/report"
+	"github.com/spf13/cobra"
+)
+
+// outputFlags are the flags that choose how profiles are shown; trace and
+// show share them so a saved record renders exactly as the live trace did.
+type outputFlags struct {
+	msecs, usecs, nsecs bool
+	json, csv           bool
+	counts              bool
+	noHists             bool
+}
+
+func (o *outputFlags) register(c *cobra.Command) {
+	f := c.Flags()
+	f.BoolVarP(&o.msecs, "milliseconds", "m", false, "show times in milliseconds")
+	f.BoolVarP(&o.usecs, "microseconds", "u", false, "show times in microseconds (the default)")
+	f.BoolVar(&o.nsecs, "ns", false, "show times in nanoseconds")
+	f.BoolVar(&o.json, "json", false, "print the record as JSON (docs/record.md)")
+	f.BoolVar(&o.csv, "csv", false, "print one CSV row per mount and opcode (docs/record.md)")
+	f.BoolVar(&o.counts, "counts", false, "counters only: requests and errors per opcode, no latency")
+	f.BoolVar(&o.noHists, "no-hist", false, "print the table without the per-opcode histograms")
+	c.MarkFlagsMutuallyExclusive("milliseconds", "microseconds", "ns")
+	c.MarkFlagsMutuallyExclusive("json", "csv")
+}
+
+func (o *outputFlags) unit() hist.Unit {
+	switch {
+	case o.msecs:
+		return hist.Msecs
+	case o.nsecs:
+		return hist.Nsecs
+	}
+	return hist.Usecs
+}
+
+// renderer writes records in the chosen format; in interval mode it is called
+// once per interval (CSV prints its header once, JSON one object per line).
+type renderer struct {
+	o       *outputFlags
+	w       io.Writer
+	stamp   bool // -T: a time line before each text report
+	csvDone bool
+	lines   bool // JSON: one compact object per line (interval mode)
+}
+
+func (r *renderer) render(rec *profile.Record) error {
+	switch {
+	case r.o.json:
+		if r.lines {
+			b, err := json.Marshal(rec)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(r.w, "%s\n", b)
+			return err
+		}
+		return rec.Write(r.w)
+	case r.o.csv:
+		err := rec.WriteCSV(r.w, r.o.counts, !r.csvDone)
+		r.csvDone = true
+		return err
+	}
+	if r.stamp {
+		fmt.Fprintf(r.w, "%s\n", rec.Meta.End.Format("15:04:05"))
+	}
+	return report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists})
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/report"
+	"github.com/spf13/cobra"
+)
+
+func newTraceCmd() *cobra.Command {
+	var (
+		out      outputFlags
+		mounts   []string
+		conns    []uint
+		pid      int
+		comm     string
+		ops      []string
+		stamp    bool
+		recordTo string
+		reapAge  time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "trace [flags] [interval [count]]",
+		Short: "Per-opcode FUSE request latency and counts, measured in the kernel",
+		Long: `Trace FUSE requests from the kernel's fuse:fuse_request_send and
+fuse:fuse_request_end tracepoints (Linux 6.18+) for any FUSE file system, with
+no change to its daemon. Latency is from the moment the kernel queues a
+request to the moment its reply is complete, aggregated in kernel maps into a
+log2 histogram per mount and opcode.
+
+On Ctrl-C, or every interval seconds (count times), it prints a histogram per
+opcode and a table sorted by total time. -o saves the whole run as a record
+that "fusescope show" renders the same way.`,
+		Example: `  fusescope trace                        # every FUSE mount, until Ctrl-C
+  fusescope trace --mount /mnt/sshfs 5   # one mount, a report every 5 s
+  fusescope trace -p 1234 --op LOOKUP,GETATTR -m 1 10
+  fusescope trace --counts --csv 1       # counters only, as CSV every second
+  fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json`,
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			interval, count, err := parseIntervalCount(args)
+			if err != nil {
+				return err
+			}
+			cfg := ktrace.SessionConfig{
+				Options:  ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge},
+				Interval: interval, Count: count, Command: os.Args, Tool: version,
+			}
+			if pid < 0 {
+				return fmt.Errorf("-p %d: give a positive process id", pid)
+			}
+			if pid > 0 {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+					return fmt.Errorf("-p %d: no such process", pid)
+				}
+			}
+			for _, s := range ops {
+				for _, name := range strings.Split(s, ",") {
+					op, err := fuseproto.ParseOpcode(name)
+					if err != nil {
+						return fmt.Errorf("--op: %v", err)
+					}
+					cfg.Ops = append(cfg.Ops, op)
+				}
+			}
+			for _, c := range conns {
+				cfg.Conns = append(cfg.Conns, uint32(c))
+			}
+			if len(mounts) > 0 {
+				infos, err := ktrace.ReadMountInfo()
+				if err != nil {
+					return err
+				}
+				for _, m := range mounts {
+					mi, err := ktrace.ResolveMount(m, infos)
+					if err != nil {
+						return err
+					}
+					cfg.Mounts = append(cfg.Mounts, mi)
+				}
+			}
+			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
+			cfg.Ready = func(conns []uint32) {
+				what := "every FUSE connection"
+				if len(conns) > 0 {
+					what = fmt.Sprintf("%d FUSE connection(s)", len(conns))
+				}
+				if interval > 0 {
+					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s, reporting every %s... Hit Ctrl-C to end.\n", what, interval)
+				} else {
+					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
+				}
+			}
+			cfg.Emit = func(rec *profile.Record, final bool) error {
+				if err := r.render(rec); err != nil {
+					return err
+				}
+				if final && !out.json && !out.csv {
+					report.WriteConnections(os.Stdout, rec)
+				}
+				return nil
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			whole, runErr := ktrace.RunSession(ctx, cfg)
+			if whole != nil && recordTo != "" {
+				if err := whole.Save(recordTo); err != nil {
+					return fmt.Errorf("saving the record: %v", err)
+				}
+			}
+			var gone *ktrace.ErrMountGone
+			if errors.As(runErr, &gone) {
+				return runErr
+			}
+			return runErr
+		},
+	}
+	out.register(c)
+	f := c.Flags()
+	f.StringArrayVar(&mounts, "mount", nil, "trace only the FUSE file system mounted at `PATH` (repeatable)")
+	f.UintSliceVar(&conns, "conn", nil, "trace only FUSE connection `N` (/sys/fs/fuse/connections/N; repeatable)")
+	f.IntVarP(&pid, "pid", "p", 0, "trace only requests made by process `PID`")
+	f.StringVar(&comm, "comm", "", "trace only requests made by commands named `NAME`")
+	f.StringSliceVar(&ops, "op", nil, "trace only these opcodes, e.g. `LOOKUP,GETATTR`")
+	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
+	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
+	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "forget requests in flight for longer than this (counted as dropped)")
+	return c
+}
+
+// parseIntervalCount reads bcc's [interval [count]] arguments.
+func parseIntervalCount(args []string) (time.Duration, int, error) {
+	var interval time.Duration
+	count := 0
+	if len(args) > 0 {
+		secs, err := strconv.ParseFloat(args[0], 64)
+		if err != nil || secs <= 0 {
+			return 0, 0, fmt.Errorf("interval %q: give a positive number of seconds, e.g. fusescope trace 5", args[0])
+		}
+		interval = time.Duration(secs * float64(time.Second))
+	}
+	if len(args) > 1 {
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n <= 0 {
+			return 0, 0, fmt.Errorf("count %q: give a positive number of reports, e.g. fusescope trace 5 10", args[1])
+		}
+		count = n
+	}
+	return interval, count, nil
+}

@@ -1,0 +1,6 @@
+// Package bpf holds fusescope's BPF programs and their bpf2go output. The
+// generated files are committed so that `go build` needs no clang; `make
+// generate` rebuilds them.
+package bpf
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type op_stats -type inflight_key -type inflight_val -type stats_key -type errno_key FuseReq fusereq.bpf.c -- -I.

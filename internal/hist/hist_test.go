@@ -1,0 +1,210 @@
+package hist
+
+import (
+	"bytes"
+	"flag"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestBucketEdges(t *testing.T) {
+	cases := []struct {
+		v    uint64
+		want int
+	}{{0, 0}, {1, 0}, {2, 1}, {3, 1}, {4, 2}, {1023, 9}, {1024, 10}, {1 << 21, 21}, {1<<22 - 1, 21}, {^uint64(0), 63}}
+	for _, c := range cases {
+		if got := Bucket(c.v); got != c.want {
+			t.Errorf("Bucket(%d) = %d, want %d", c.v, got, c.want)
+		}
+		if i := Bucket(c.v); c.v < BucketLow(i) || c.v > BucketHigh(i) {
+			t.Errorf("%d outside its bucket [%d, %d]", c.v, BucketLow(i), BucketHigh(i))
+		}
+	}
+}
+
+func randomValues(r *rand.Rand, n int) []uint64 {
+	vs := make([]uint64, n)
+	for i := range vs {
+		vs[i] = r.Uint64N(1 << r.UintN(40))
+	}
+	return vs
+}
+
+func TestMergeEqualsAddingEverything(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 200; trial++ {
+		a, b := randomValues(r, r.IntN(50)), randomValues(r, r.IntN(50))
+		var ha, hb, all Hist
+		for _, v := range a {
+			ha.Add(v)
+			all.Add(v)
+		}
+		for _, v := range b {
+			hb.Add(v)
+			all.Add(v)
+		}
+		ha.Merge(&hb)
+		if ha != all {
+			t.Fatalf("trial %d: merge %+v != all %+v", trial, ha, all)
+		}
+	}
+}
+
+func TestSubUndoesMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		var first, cum Hist
+		for _, v := range randomValues(r, 1+r.IntN(30)) {
+			first.Add(v)
+			cum.Add(v)
+		}
+		var second Hist
+		for _, v := range randomValues(r, r.IntN(30)) {
+			second.Add(v)
+			cum.Add(v)
+		}
+		d, err := cum.Sub(&first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Buckets != second.Buckets || d.Count != second.Count || d.Sum != second.Sum {
+			t.Fatalf("trial %d: interval %+v != second %+v", trial, d, second)
+		}
+		if d.Count > 0 && (d.Min > second.Min || d.Max < second.Max) {
+			t.Fatalf("trial %d: interval bounds [%d,%d] do not cover [%d,%d]", trial, d.Min, d.Max, second.Min, second.Max)
+		}
+	}
+	var a, b Hist
+	a.Add(5)
+	b.Add(500)
+	if _, err := a.Sub(&b); err == nil {
+		t.Fatal("subtracting an unrelated histogram must fail")
+	}
+}
+
+func TestQuantilesMonotoneAndInTheRightBucket(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	qs := []float64{0, 0.1, 0.5, 0.9, 0.99, 0.999, 1}
+	for trial := 0; trial < 300; trial++ {
+		var h Hist
+		vs := randomValues(r, 1+r.IntN(100))
+		for _, v := range vs {
+			h.Add(v)
+		}
+		prev := -1.0
+		for _, q := range qs {
+			got := h.Quantile(q)
+			if got < prev {
+				t.Fatalf("trial %d: q%.3f = %f < previous %f", trial, q, got, prev)
+			}
+			prev = got
+			// The bucket holding the rank-th value must hold the estimate.
+			rank := uint64(math.Ceil(q * float64(h.Count))) // nearest rank
+			if rank == 0 {
+				rank = 1
+			}
+			var cum uint64
+			want := -1
+			for i, c := range h.Buckets {
+				cum += c
+				if cum >= rank {
+					want = i
+					break
+				}
+			}
+			if b := Bucket(uint64(got)); b != want {
+				t.Fatalf("trial %d: q%.3f = %f in bucket %d, want bucket %d", trial, q, got, b, want)
+			}
+		}
+		if h.Quantile(0) != float64(h.Min) || h.Quantile(1) != float64(h.Max) {
+			t.Fatalf("q0=%f q1=%f, want min %d max %d", h.Quantile(0), h.Quantile(1), h.Min, h.Max)
+		}
+	}
+}
+
+func TestQuantileSingleBucket(t *testing.T) {
+	var h Hist
+	for i := 0; i < 100; i++ {
+		h.Add(2_100_000 + uint64(i)*1000) // 2.1 ms .. 2.199 ms, all in bucket 21
+	}
+	p50 := h.Quantile(0.5)
+	if p50 < 2_100_000 || p50 > 2_199_000 {
+		t.Fatalf("p50 = %f, want inside [min, max]", p50)
+	}
+	if Bucket(uint64(p50)) != 21 {
+		t.Fatalf("p50 bucket %d", Bucket(uint64(p50)))
+	}
+}
+
+func TestFromBuckets(t *testing.T) {
+	b := make([]uint64, NumBuckets)
+	b[3], b[10] = 2, 1
+	h := FromBuckets(b, 8+9+1500, 8, 1500)
+	if h.Count != 3 || h.Min != 8 || h.Max != 1500 || h.Buckets[10] != 1 {
+		t.Fatalf("%+v", h)
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	var h Hist
+	// 2..3 us: 40 values, 16..31 us: 10, one 4 ms outlier.
+	for i := 0; i < 40; i++ {
+		h.Add(2500)
+	}
+	for i := 0; i < 10; i++ {
+		h.Add(20_000)
+	}
+	h.Add(4_500_000)
+	for _, u := range []Unit{Nsecs, Usecs, Msecs} {
+		var buf bytes.Buffer
+		if err := h.WriteLog2(&buf, u); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "log2_"+u.Name+".golden", buf.Bytes())
+	}
+	var wide Hist
+	wide.Add(1)
+	wide.Add(1 << 40)
+	var buf bytes.Buffer
+	if err := wide.WriteLog2(&buf, Nsecs); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "log2_wide.golden", buf.Bytes())
+	var empty Hist
+	buf.Reset()
+	_ = empty.WriteLog2(&buf, Usecs)
+	if buf.Len() != 0 {
+		t.Fatalf("empty histogram printed %q", buf.String())
+	}
+}
+
+func TestStarBarMatchesLibbpfTools(t *testing.T) {
+	if got := starBar(5, 10, 40); got != "********************                    " {
+		t.Fatalf("%q", got)
+	}
+	if got := starBar(10, 10, 4); got != "****" {
+		t.Fatalf("%q", got)
+	}
+}

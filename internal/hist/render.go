@@ -1,0 +1,87 @@
+package hist
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Unit is a display unit for histograms and tables.
+type Unit struct {
+	Name    string // as in libbpf-tools' headers: nsecs, usecs, msecs
+	Divisor uint64 // ns per unit
+}
+
+// The units bcc's tools offer (their -m and -u flags, and nanoseconds).
+var (
+	Nsecs = Unit{"nsecs", 1}
+	Usecs = Unit{"usecs", 1000}
+	Msecs = Unit{"msecs", 1000000}
+)
+
+// Rebin maps the ns buckets onto log2 buckets of the unit, the way a BPF tool
+// that divided each value by the unit before log2l() would have counted them.
+// Each ns bucket goes to the unit bucket that holds its lower edge; for usecs
+// and msecs the top ~5% of a bucket's width would belong one bucket higher, so
+// counts near an edge may show one bucket low.
+func (h *Hist) Rebin(u Unit) [NumBuckets]uint64 {
+	if u.Divisor <= 1 {
+		return h.Buckets
+	}
+	var out [NumBuckets]uint64
+	for i, c := range h.Buckets {
+		if c > 0 {
+			out[Bucket(BucketLow(i)/u.Divisor)] += c
+		}
+	}
+	return out
+}
+
+// WriteLog2 renders the histogram in the layout of libbpf-tools'
+// print_log2_hist (trace_helpers.c), so output reads like biolatency's or
+// fsdist's. An empty histogram prints nothing, as there.
+func (h *Hist) WriteLog2(w io.Writer, u Unit) error {
+	vals := h.Rebin(u)
+	idxMax := -1
+	var valMax uint64
+	for i, v := range vals {
+		if v > 0 {
+			idxMax = i
+		}
+		if v > valMax {
+			valMax = v
+		}
+	}
+	if idxMax < 0 {
+		return nil
+	}
+	pad, typeWidth, stars, width := 5, 19, 40, 10
+	if idxMax > 32 {
+		pad, typeWidth, stars, width = 15, 29, 20, 20
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%*s%-*s : count    distribution\n", pad, "", typeWidth, u.Name)
+	for i := 0; i <= idxMax; i++ {
+		low := (uint64(1) << uint(i+1)) >> 1
+		high := (uint64(1) << uint(i+1)) - 1
+		if i == 63 {
+			high = ^uint64(0)
+		}
+		if low == high {
+			low--
+		}
+		fmt.Fprintf(&b, "%*d -> %-*d : %-8d |%s|\n", width, low, width, high, vals[i], starBar(vals[i], valMax, stars))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// starBar is libbpf-tools' print_stars.
+func starBar(val, valMax uint64, width int) string {
+	n := int(min(val, valMax) * uint64(width) / valMax)
+	s := strings.Repeat("*", n) + strings.Repeat(" ", width-n)
+	if val > valMax {
+		s += "+"
+	}
+	return s
+}

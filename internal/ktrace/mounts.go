@@ -1,0 +1,140 @@
+package ktrace
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MountInfo is one line of /proc/self/mountinfo.
+type MountInfo struct {
+	Major, Minor uint32
+	MountPoint   string
+	FSType       string
+	Source       string
+	Options      string // per-mount options, then super-block options
+}
+
+// IsFUSE reports whether the mount is served over a FUSE connection whose
+// number is the mount's minor device number. fuseblk mounts use a block
+// device's number instead and are not included.
+func (m *MountInfo) IsFUSE() bool {
+	return m.Major == 0 && (m.FSType == "fuse" || strings.HasPrefix(m.FSType, "fuse."))
+}
+
+// ReadMountInfo parses /proc/self/mountinfo.
+func ReadMountInfo() ([]MountInfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseMountInfo(f)
+}
+
+// ParseMountInfo parses mountinfo text (proc(5)).
+func ParseMountInfo(r io.Reader) ([]MountInfo, error) {
+	var out []MountInfo
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" && i >= 6 {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || len(fields) < sep+3 {
+			continue
+		}
+		maj, min, ok := strings.Cut(fields[2], ":")
+		if !ok {
+			continue
+		}
+		ma, err1 := strconv.ParseUint(maj, 10, 32)
+		mi, err2 := strconv.ParseUint(min, 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		m := MountInfo{
+			Major: uint32(ma), Minor: uint32(mi),
+			MountPoint: unescapeMount(fields[4]),
+			FSType:     fields[sep+1],
+			Source:     unescapeMount(fields[sep+2]),
+			Options:    fields[5],
+		}
+		if len(fields) > sep+3 {
+			m.Options += "," + fields[sep+3]
+		}
+		out = append(out, m)
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// KernelDevMinor splits a kernel-encoded dev_t (as tracepoints report it:
+// MAJOR << 20 | MINOR) into major and minor. User space's dev_t (st_dev)
+// encodes them differently, which unix.Major and unix.Minor undo.
+func KernelDevMinor(dev uint32) (major, minor uint32) {
+	return dev >> 20, dev & (1<<20 - 1)
+}
+
+// ResolveMount maps a path to the FUSE connection that serves it: the
+// mountinfo entry with the same major:minor as the path's st_dev.
+func ResolveMount(path string, mounts []MountInfo) (MountInfo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return MountInfo{}, err
+	}
+	// A mount point listed in mountinfo is resolved without touching it, so a
+	// hung daemon cannot block us in stat().
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if mounts[i].MountPoint == abs {
+			if !mounts[i].IsFUSE() {
+				return MountInfo{}, fmt.Errorf("%s is a %s mount, not a FUSE file system: give the mount point of a FUSE file system (see findmnt -t fuse)", path, mounts[i].FSType)
+			}
+			return mounts[i], nil
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(abs, &st); err != nil {
+		return MountInfo{}, fmt.Errorf("%s: %v: give the mount point of a FUSE file system", path, err)
+	}
+	major, minor := unix.Major(st.Dev), unix.Minor(st.Dev)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		m := mounts[i]
+		if m.Major == major && m.Minor == minor {
+			if !m.IsFUSE() {
+				return MountInfo{}, fmt.Errorf("%s is on a %s file system (%s), not FUSE: give the mount point of a FUSE file system (see findmnt -t fuse)", path, m.FSType, m.MountPoint)
+			}
+			return m, nil
+		}
+	}
+	return MountInfo{}, fmt.Errorf("%s (device %d:%d) is not on any mount in /proc/self/mountinfo: give the mount point of a FUSE file system", path, major, minor)
+}

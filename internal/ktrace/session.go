@@ -1,0 +1,246 @@
+package ktrace
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// Source names what the kernel tracer measures, in records.
+const Source = "kernel:fuse_request (fuse_request_send -> fuse_request_end)"
+
+// SessionConfig is one run of the tracer.
+type SessionConfig struct {
+	Options
+	Mounts   []MountInfo   // resolved --mount paths; their connections are traced
+	Interval time.Duration // 0: one report at the end
+	Count    int           // reports to print in interval mode; 0: until stopped
+	Command  []string      // recorded in the metadata
+	Tool     string        // fusescope version
+	// Ready is called once the probes are attached, before any workload
+	// should start.
+	Ready func(conns []uint32)
+	// Emit receives each interval's record (interval mode) or the whole
+	// run's record (at the end); final is true for the last call.
+	Emit func(r *profile.Record, final bool) error
+}
+
+// ErrMountGone reports a traced mount that went away while being traced.
+type ErrMountGone struct{ What string }
+
+func (e *ErrMountGone) Error() string {
+	return fmt.Sprintf("%s disappeared while traced (unmounted, or its daemon died); the statistics above cover the time until then", e.What)
+}
+
+// RunSession traces until ctx ends, Count intervals have been reported, or a
+// traced mount disappears, and returns the record of the whole run. Probes
+// are detached before it returns, whatever happens.
+func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error) {
+	if err := EnsureFusectl(); err != nil {
+		return nil, err
+	}
+	conns := append([]uint32(nil), cfg.Conns...)
+	for _, m := range cfg.Mounts {
+		conns = append(conns, m.Minor)
+	}
+	conns = dedup(conns)
+	if len(cfg.Conns) > 0 {
+		live, err := LiveConns()
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cfg.Conns {
+			if !live[c] {
+				return nil, fmt.Errorf("FUSE connection %d does not exist (%s lists the live ones)", c, ConnectionsDir)
+			}
+		}
+	}
+	opts := cfg.Options
+	opts.Conns = conns
+	t, err := Start(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+
+	labels := newMountBook(conns)
+	labels.refresh()
+	start := time.Now()
+	if cfg.Ready != nil {
+		cfg.Ready(conns)
+	}
+
+	record := func(p profile.Profile, from, to time.Time) *profile.Record {
+		r := &profile.Record{Schema: profile.Schema, Profile: p}
+		r.Meta = profile.Meta{
+			Tool: cfg.Tool, Source: Source, Kernel: KernelRelease(), Host: Hostname(),
+			Start: from, End: to, Command: cfg.Command, Mounts: labels.mounts(p),
+			Filters: profile.Filters{PID: cfg.PID, Comm: cfg.Comm, Conns: conns},
+		}
+		for _, op := range cfg.Ops {
+			r.Meta.Filters.Ops = append(r.Meta.Filters.Ops, op.String())
+		}
+		return r
+	}
+
+	housekeeping := time.NewTicker(time.Second)
+	defer housekeeping.Stop()
+	var intervalC <-chan time.Time
+	if cfg.Interval > 0 {
+		it := time.NewTicker(cfg.Interval)
+		defer it.Stop()
+		intervalC = it.C
+	}
+	var prev profile.Profile
+	prevTime := start
+	emitted := 0
+	emitInterval := func(final bool) error {
+		now := time.Now()
+		cur, err := t.Snapshot()
+		if err != nil {
+			return err
+		}
+		d, err := cur.Sub(&prev)
+		if err != nil {
+			return fmt.Errorf("interval statistics: %v", err)
+		}
+		from := prevTime
+		prev, prevTime = cur, now
+		emitted++
+		return cfg.Emit(record(d, from, now), final)
+	}
+	var stopErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-housekeeping.C:
+			if _, err := t.Reap(); err != nil {
+				stopErr = fmt.Errorf("reaping in-flight requests: %v", err)
+				break loop
+			}
+			labels.refresh()
+			if gone := labels.gone(); gone != "" {
+				stopErr = &ErrMountGone{What: gone}
+				break loop
+			}
+		case <-intervalC:
+			if cfg.Count > 0 && emitted+1 >= cfg.Count {
+				break loop
+			}
+			if err := emitInterval(false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := t.Reap(); err != nil && stopErr == nil {
+		stopErr = err
+	}
+	end := time.Now()
+	whole, err := t.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Interval > 0 {
+		d, err := whole.Sub(&prev)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.Emit(record(d, prevTime, end), true); err != nil {
+			return nil, err
+		}
+	} else if err := cfg.Emit(record(whole, start, end), true); err != nil {
+		return nil, err
+	}
+	return record(whole, start, end), stopErr
+}
+
+func dedup(v []uint32) []uint32 {
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	out := v[:0]
+	for i, c := range v {
+		if i == 0 || c != v[i-1] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// mountBook remembers every FUSE mount seen during a run, so a connection
+// keeps its label after it is unmounted, and notices traced ones that go.
+type mountBook struct {
+	traced  []uint32
+	known   map[uint32]profile.Mount
+	present map[uint32]bool
+}
+
+func newMountBook(traced []uint32) *mountBook {
+	return &mountBook{traced: traced, known: map[uint32]profile.Mount{}}
+}
+
+func (b *mountBook) refresh() {
+	infos, err := ReadMountInfo()
+	if err != nil {
+		return
+	}
+	live, _ := LiveConns()
+	b.present = map[uint32]bool{}
+	for _, m := range DescribeMounts(infos, nil) {
+		if live[m.Conn] {
+			b.present[m.Conn] = true
+			b.known[m.Conn] = m
+		}
+	}
+	for c := range live {
+		if _, ok := b.known[c]; !ok {
+			b.known[c] = profile.Mount{Conn: c, Connection: ReadConn(c)}
+		}
+		if b.known[c].MountPoint == "" {
+			b.present[c] = true
+		}
+	}
+}
+
+// gone names the traced connections that are no longer there.
+func (b *mountBook) gone() string {
+	var out []string
+	for _, c := range b.traced {
+		if !b.present[c] {
+			if m, ok := b.known[c]; ok && m.MountPoint != "" {
+				out = append(out, fmt.Sprintf("%s (conn %d)", m.MountPoint, c))
+			} else {
+				out = append(out, fmt.Sprintf("FUSE connection %d", c))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// mounts describes the traced connections, or every connection that appears
+// in the profile when all are traced.
+func (b *mountBook) mounts(p profile.Profile) []profile.Mount {
+	want := map[uint32]bool{}
+	for _, c := range b.traced {
+		want[c] = true
+	}
+	if len(want) == 0 {
+		for _, s := range p.Ops {
+			want[s.Conn] = true
+		}
+	}
+	out := []profile.Mount{}
+	for c := range want {
+		m, ok := b.known[c]
+		if !ok {
+			m = profile.Mount{Conn: c}
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Conn < out[j].Conn })
+	return out
+}

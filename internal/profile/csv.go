@@ -1,0 +1,81 @@
+package profile
+
+import (
+	"encoding/csv"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CSVColumns are the columns of the per-opcode CSV export, documented in
+// docs/record.md. Times are nanoseconds; new columns are only ever appended.
+var CSVColumns = []string{
+	"end_time", "mount", "fs_type", "conn", "op", "count", "errors", "req_bytes", "reply_bytes",
+	"total_ns", "avg_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "pct_time", "errnos",
+}
+
+// CountColumns are the columns of the counters-only CSV (trace --counts).
+var CountColumns = []string{"end_time", "mount", "fs_type", "conn", "op", "count", "errors"}
+
+// WriteCSV writes the record's statistics, sorted by total time, one row per
+// (connection, opcode), after a header line if header is true. end_time is
+// the end of the measured window, so interval reports append cleanly.
+func (r *Record) WriteCSV(w io.Writer, countsOnly, header bool) error {
+	cw := csv.NewWriter(w)
+	cols := CSVColumns
+	if countsOnly {
+		cols = CountColumns
+	}
+	if header {
+		if err := cw.Write(cols); err != nil {
+			return err
+		}
+	}
+	end := r.Meta.End.UTC().Format(time.RFC3339Nano)
+	p := r.Profile
+	p.Ops = append([]OpStats(nil), p.Ops...)
+	p.SortByTime()
+	total := p.TotalNs()
+	for i := range p.Ops {
+		s := &p.Ops[i]
+		fsType := ""
+		if m := r.Mount(s.Conn); m != nil {
+			fsType = m.FSType
+		}
+		row := []string{end, r.Label(s.Conn), fsType, u(uint64(s.Conn)), s.Op, u(s.Count), u(s.Errors)}
+		if !countsOnly {
+			h := &s.Latency
+			pct := 0.0
+			if total > 0 {
+				pct = 100 * float64(h.Sum) / float64(total)
+			}
+			row = append(row, u(s.ReqBytes), u(s.ReplyBytes), u(h.Sum), f(h.Mean()), u(h.Min),
+				f(h.Quantile(0.5)), f(h.Quantile(0.9)), f(h.Quantile(0.99)), f(h.Quantile(0.999)), u(h.Max),
+				strconv.FormatFloat(pct, 'f', 2, 64), errnoList(s.Errnos))
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func u(v uint64) string  { return strconv.FormatUint(v, 10) }
+func f(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+
+// errnoList renders {"ENOENT": 3, "EIO": 1} as "EIO:1;ENOENT:3".
+func errnoList(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ":" + u(m[k])
+	}
+	return strings.Join(parts, ";")
+}

@@ -1,0 +1,145 @@
+// Package profile is fusescope's data model: a Profile holds per-opcode
+// statistics with full histograms, and a Record is a profile plus the metadata
+// that says where and how it was measured. Every view renders profiles, so a
+// live trace and a saved record look the same.
+package profile
+
+import (
+	"sort"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/hist"
+)
+
+// OpStats is what was measured for one opcode on one FUSE connection.
+type OpStats struct {
+	Conn       uint32            `json:"conn"`
+	Op         string            `json:"op"`
+	Opcode     uint32            `json:"opcode"`
+	Count      uint64            `json:"count"`
+	Errors     uint64            `json:"errors"`
+	Errnos     map[string]uint64 `json:"errnos,omitempty"` // "ENOENT": n
+	ReqBytes   uint64            `json:"req_bytes"`
+	ReplyBytes uint64            `json:"reply_bytes"`
+	Latency    hist.Hist         `json:"latency"` // send -> end, ns
+}
+
+// Drops counts what the tracer saw but could not account for.
+type Drops struct {
+	InflightFull   uint64 `json:"inflight_full"`    // sends lost: in-flight table full
+	UnmatchedEnd   uint64 `json:"unmatched_end"`    // ends of requests sent before tracing began
+	StatsFull      uint64 `json:"stats_full"`       // ends lost: no room for a new (conn, opcode)
+	ErrnoFull      uint64 `json:"errno_full"`       // errors not broken down by errno
+	UniqueZero     uint64 `json:"unique_zero"`      // sends without a request id (kernel < 6.18)
+	ReapedConnGone uint64 `json:"reaped_conn_gone"` // in flight when their connection went away
+	ReapedStale    uint64 `json:"reaped_stale"`     // in flight longer than the reaping age
+}
+
+// Lost is the number of requests that are missing from the statistics.
+func (d Drops) Lost() uint64 {
+	return d.InflightFull + d.StatsFull + d.ReapedConnGone + d.ReapedStale
+}
+
+// Profile is a set of per-opcode statistics.
+type Profile struct {
+	Ops   []OpStats `json:"ops"`
+	Drops Drops     `json:"drops"`
+}
+
+// Key identifies an OpStats within a profile.
+type Key struct {
+	Conn   uint32
+	Opcode uint32
+}
+
+// Key returns the statistics' identity.
+func (s *OpStats) Key() Key { return Key{s.Conn, s.Opcode} }
+
+// Find returns the statistics for (conn, op), or nil.
+func (p *Profile) Find(conn uint32, op fuseproto.Opcode) *OpStats {
+	for i := range p.Ops {
+		if p.Ops[i].Conn == conn && p.Ops[i].Opcode == uint32(op) {
+			return &p.Ops[i]
+		}
+	}
+	return nil
+}
+
+// TotalNs is the time spent in all requests of the profile.
+func (p *Profile) TotalNs() uint64 {
+	var t uint64
+	for i := range p.Ops {
+		t += p.Ops[i].Latency.Sum
+	}
+	return t
+}
+
+// SortByTime orders the statistics by total time, largest first, then by
+// connection and opcode so that output is stable.
+func (p *Profile) SortByTime() {
+	sort.SliceStable(p.Ops, func(i, j int) bool {
+		a, b := &p.Ops[i], &p.Ops[j]
+		if a.Latency.Sum != b.Latency.Sum {
+			return a.Latency.Sum > b.Latency.Sum
+		}
+		if a.Conn != b.Conn {
+			return a.Conn < b.Conn
+		}
+		return a.Opcode < b.Opcode
+	})
+}
+
+// Sub returns p - earlier for two snapshots of one cumulative profile: what
+// happened in the interval between them. Statistics with no requests in the
+// interval are left out.
+func (p *Profile) Sub(earlier *Profile) (Profile, error) {
+	prev := make(map[Key]*OpStats, len(earlier.Ops))
+	for i := range earlier.Ops {
+		prev[earlier.Ops[i].Key()] = &earlier.Ops[i]
+	}
+	out := Profile{Drops: subDrops(p.Drops, earlier.Drops)}
+	for i := range p.Ops {
+		cur := p.Ops[i]
+		if old, ok := prev[cur.Key()]; ok {
+			lat, err := cur.Latency.Sub(&old.Latency)
+			if err != nil {
+				return Profile{}, err
+			}
+			cur.Latency = lat
+			cur.Count -= old.Count
+			cur.Errors -= old.Errors
+			cur.ReqBytes -= old.ReqBytes
+			cur.ReplyBytes -= old.ReplyBytes
+			cur.Errnos = subCounts(cur.Errnos, old.Errnos)
+		}
+		if cur.Count > 0 {
+			out.Ops = append(out.Ops, cur)
+		}
+	}
+	return out, nil
+}
+
+func subCounts(cur, old map[string]uint64) map[string]uint64 {
+	if len(cur) == 0 {
+		return nil
+	}
+	out := make(map[string]uint64, len(cur))
+	for k, v := range cur {
+		if d := v - old[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func subDrops(a, b Drops) Drops {
+	return Drops{
+		InflightFull:   a.InflightFull - b.InflightFull,
+		UnmatchedEnd:   a.UnmatchedEnd - b.UnmatchedEnd,
+		StatsFull:      a.StatsFull - b.StatsFull,
+		ErrnoFull:      a.ErrnoFull - b.ErrnoFull,
+		UniqueZero:     a.UniqueZero - b.UniqueZero,
+		ReapedConnGone: a.ReapedConnGone - b.ReapedConnGone,
+		ReapedStale:    a.ReapedStale - b.ReapedStale,
+	}
+}

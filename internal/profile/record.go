@@ -1,0 +1,150 @@
+package profile
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+)
+
+// Schema names the record format and its version (docs/record.md). A change
+// that breaks readers gets a new version; loaders refuse versions they do not
+// know.
+const Schema = "fusescope.record/v1"
+
+// Record is a saved profile with the metadata that makes it comparable.
+type Record struct {
+	Schema  string  `json:"schema"`
+	Meta    Meta    `json:"meta"`
+	Profile Profile `json:"profile"`
+}
+
+// Meta says where, when and how a profile was measured.
+type Meta struct {
+	Tool    string    `json:"tool"`   // fusescope version
+	Source  string    `json:"source"` // what measured it, e.g. "kernel:fuse_request"
+	Kernel  string    `json:"kernel"` // uname -r
+	Host    string    `json:"host"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Command []string  `json:"command"`
+	Filters Filters   `json:"filters"`
+	Mounts  []Mount   `json:"mounts"`
+}
+
+// Filters records which requests were kept.
+type Filters struct {
+	PID   int      `json:"pid,omitempty"`
+	Comm  string   `json:"comm,omitempty"`
+	Ops   []string `json:"ops,omitempty"`
+	Conns []uint32 `json:"conns,omitempty"` // empty: every FUSE connection
+}
+
+// Mount describes one FUSE connection and where it is mounted.
+type Mount struct {
+	Conn       uint32    `json:"conn"` // /sys/fs/fuse/connections/N
+	MountPoint string    `json:"mount_point,omitempty"`
+	FSType     string    `json:"fs_type,omitempty"`
+	Source     string    `json:"source,omitempty"`
+	Options    string    `json:"options,omitempty"` // per-mount and super-block options
+	Connection *ConnInfo `json:"connection,omitempty"`
+}
+
+// ConnInfo is what /sys/fs/fuse/connections/N shows.
+type ConnInfo struct {
+	Waiting             uint64 `json:"waiting"`
+	MaxBackground       uint64 `json:"max_background"`
+	CongestionThreshold uint64 `json:"congestion_threshold"`
+}
+
+// Label names a connection for people: its mount point, or conn N.
+func (r *Record) Label(conn uint32) string {
+	if m := r.Mount(conn); m != nil && m.MountPoint != "" {
+		return m.MountPoint
+	}
+	return fmt.Sprintf("conn %d", conn)
+}
+
+// Mount returns the mount of a connection, or nil.
+func (r *Record) Mount(conn uint32) *Mount {
+	for i := range r.Meta.Mounts {
+		if r.Meta.Mounts[i].Conn == conn {
+			return &r.Meta.Mounts[i]
+		}
+	}
+	return nil
+}
+
+// Write saves the record as indented JSON.
+func (r *Record) Write(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Save writes the record to a file.
+func (r *Record) Save(path string) error {
+	var buf bytes.Buffer
+	if err := r.Write(&buf); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// Load reads a record and checks it; the error says what is wrong.
+func Load(path string) (*Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Parse decodes and validates a record.
+func Parse(b []byte) (*Record, error) {
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("not a fusescope record: %v", err)
+	}
+	if head.Schema != Schema {
+		if strings.HasPrefix(head.Schema, "fusescope.record/") {
+			return nil, fmt.Errorf("record schema %q is not supported by this fusescope (it reads %q)", head.Schema, Schema)
+		}
+		return nil, fmt.Errorf("not a fusescope record (schema %q, want %q)", head.Schema, Schema)
+	}
+	var r Record
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("malformed record: %v", err)
+	}
+	seen := make(map[Key]bool, len(r.Profile.Ops))
+	for i := range r.Profile.Ops {
+		s := &r.Profile.Ops[i]
+		if s.Count != s.Latency.Count {
+			return nil, fmt.Errorf("malformed record: %s on conn %d counts %d requests but its histogram %d", s.Op, s.Conn, s.Count, s.Latency.Count)
+		}
+		if s.Errors > s.Count {
+			return nil, fmt.Errorf("malformed record: %s on conn %d has more errors (%d) than requests (%d)", s.Op, s.Conn, s.Errors, s.Count)
+		}
+		if want := fuseproto.Opcode(s.Opcode).String(); s.Op != want {
+			return nil, fmt.Errorf("malformed record: opcode %d is named %q, want %q", s.Opcode, s.Op, want)
+		}
+		if seen[s.Key()] {
+			return nil, fmt.Errorf("malformed record: %s on conn %d appears twice", s.Op, s.Conn)
+		}
+		seen[s.Key()] = true
+	}
+	return &r, nil
+}

@@ -1,0 +1,179 @@
+// Package report renders profiles for people: bcc-style histograms and a
+// per-opcode table ordered by total time, the same for a live trace and a
+// saved record.
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// TextOptions choose what the text view shows.
+type TextOptions struct {
+	Unit       hist.Unit
+	CountsOnly bool // counters only: no histograms, no latency columns
+	NoHists    bool // the table without the histograms
+}
+
+// WriteText renders a record: a log2 histogram per (mount, opcode), then the
+// table, then what the tracer could not account for.
+func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
+	if o.Unit.Divisor == 0 {
+		o.Unit = hist.Usecs
+	}
+	p := r.Profile
+	p.Ops = append([]profile.OpStats(nil), p.Ops...)
+	p.SortByTime()
+	var b strings.Builder
+	if len(p.Ops) == 0 {
+		b.WriteString("No FUSE requests were traced.\n")
+	}
+	if !o.CountsOnly && !o.NoHists {
+		for i := range p.Ops {
+			s := &p.Ops[i]
+			fmt.Fprintf(&b, "\nmount = %s  op = %s\n", mountTitle(r, s.Conn), s.Op)
+			if err := s.Latency.WriteLog2(&b, o.Unit); err != nil {
+				return err
+			}
+		}
+		if len(p.Ops) > 0 {
+			b.WriteString("\n")
+		}
+	}
+	if len(p.Ops) > 0 {
+		writeTable(&b, r, &p, o)
+	}
+	writeDrops(&b, p.Drops)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mountTitle(r *profile.Record, conn uint32) string {
+	m := r.Mount(conn)
+	if m == nil || m.MountPoint == "" {
+		return fmt.Sprintf("conn %d", conn)
+	}
+	return fmt.Sprintf("%s (%s, conn %d)", m.MountPoint, m.FSType, conn)
+}
+
+func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOptions) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	u := shortUnit(o.Unit)
+	if o.CountsOnly {
+		fmt.Fprintln(tw, "MOUNT\tOP\tCOUNT\tERRORS\t")
+	} else {
+		fmt.Fprintf(tw, "MOUNT\tOP\tCOUNT\tERRORS\tREQ_BYTES\tREPLY_BYTES\tAVG(%s)\tP50(%s)\tP99(%s)\tMAX(%s)\t%%TIME\t\n", u, u, u, u)
+	}
+	total := p.TotalNs()
+	for i := range p.Ops {
+		s := &p.Ops[i]
+		if o.CountsOnly {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t\n", r.Label(s.Conn), s.Op, s.Count, s.Errors)
+			continue
+		}
+		h := &s.Latency
+		pct := 0.0
+		if total > 0 {
+			pct = 100 * float64(h.Sum) / float64(total)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
+			r.Label(s.Conn), s.Op, s.Count, s.Errors, Bytes(s.ReqBytes), Bytes(s.ReplyBytes),
+			inUnit(h.Mean(), o.Unit), inUnit(h.Quantile(0.5), o.Unit), inUnit(h.Quantile(0.99), o.Unit),
+			inUnit(float64(h.Max), o.Unit), pct)
+	}
+	tw.Flush()
+	var errs []string
+	for i := range p.Ops {
+		s := &p.Ops[i]
+		if len(s.Errnos) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(s.Errnos))
+		for k := range s.Errnos {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for j, k := range names {
+			parts[j] = fmt.Sprintf("%s %d", k, s.Errnos[k])
+		}
+		errs = append(errs, fmt.Sprintf("  %s %s: %s", r.Label(s.Conn), s.Op, strings.Join(parts, ", ")))
+	}
+	if len(errs) > 0 {
+		fmt.Fprintf(w, "\nErrors by errno:\n%s\n", strings.Join(errs, "\n"))
+	}
+}
+
+func writeDrops(w io.Writer, d profile.Drops) {
+	var parts []string
+	add := func(n uint64, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(d.InflightFull, "requests not timed (in-flight table full)")
+	add(d.StatsFull, "requests not counted (statistics table full)")
+	add(d.ReapedConnGone, "requests that never ended (connection gone)")
+	add(d.ReapedStale, "requests in flight beyond the reaping age")
+	add(d.UniqueZero, "requests without an id (kernel before 6.18)")
+	add(d.ErrnoFull, "errors not broken down by errno (table full)")
+	add(d.UnmatchedEnd, "replies to requests sent before tracing began")
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "\nNot in the statistics: %s.\n", strings.Join(parts, "; "))
+	}
+}
+
+// WriteConnections prints each traced mount with its fusectl counters.
+func WriteConnections(w io.Writer, r *profile.Record) {
+	for _, m := range r.Meta.Mounts {
+		if m.Connection == nil {
+			continue
+		}
+		fmt.Fprintf(w, "conn %d %s (%s): waiting %d, max_background %d, congestion_threshold %d\n",
+			m.Conn, m.MountPoint, m.FSType, m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold)
+	}
+}
+
+func shortUnit(u hist.Unit) string {
+	switch u.Divisor {
+	case 1:
+		return "ns"
+	case 1000:
+		return "us"
+	case 1000000:
+		return "ms"
+	}
+	return u.Name
+}
+
+func inUnit(ns float64, u hist.Unit) string {
+	v := ns / float64(u.Divisor)
+	switch {
+	case u.Divisor == 1 || v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// Bytes formats a byte count with binary prefixes, as ls -h does.
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%c", float64(n)/float64(div), "KMGTPE"[exp])
+}
