@@ -73,5 +73,9 @@ func (r *renderer) render(rec *profile.Record) error {
 	if r.stamp {
 		fmt.Fprintf(r.w, "%s\n", rec.Meta.End.Format("15:04:05"))
 	}
-	return report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists})
+	if err := report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists}); err != nil {
+		return err
+	}
+	report.WriteConnections(r.w, rec)
+	return nil
 }

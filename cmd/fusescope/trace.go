@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,7 +13,6 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
-	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
 )
 
@@ -102,15 +100,7 @@ that "fusescope show" renders the same way.`,
 					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
 				}
 			}
-			cfg.Emit = func(rec *profile.Record, final bool) error {
-				if err := r.render(rec); err != nil {
-					return err
-				}
-				if final && !out.json && !out.csv {
-					report.WriteConnections(os.Stdout, rec)
-				}
-				return nil
-			}
+			cfg.Emit = func(rec *profile.Record, final bool) error { return r.render(rec) }
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			whole, runErr := ktrace.RunSession(ctx, cfg)
@@ -118,10 +108,6 @@ that "fusescope show" renders the same way.`,
 				if err := whole.Save(recordTo); err != nil {
 					return fmt.Errorf("saving the record: %v", err)
 				}
-			}
-			var gone *ktrace.ErrMountGone
-			if errors.As(runErr, &gone) {
-				return runErr
 			}
 			return runErr
 		},

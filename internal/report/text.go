@@ -8,7 +8,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -63,31 +62,28 @@ func mountTitle(r *profile.Record, conn uint32) string {
 }
 
 func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOptions) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	u := shortUnit(o.Unit)
-	if o.CountsOnly {
-		fmt.Fprintln(tw, "MOUNT\tOP\tCOUNT\tERRORS\t")
-	} else {
-		fmt.Fprintf(tw, "MOUNT\tOP\tCOUNT\tERRORS\tREQ_BYTES\tREPLY_BYTES\tAVG(%s)\tP50(%s)\tP99(%s)\tMAX(%s)\t%%TIME\t\n", u, u, u, u)
+	rows := [][]string{{"MOUNT", "OP", "COUNT", "ERRORS"}}
+	if !o.CountsOnly {
+		rows[0] = append(rows[0], "REQ_BYTES", "REPLY_BYTES", "AVG("+u+")", "P50("+u+")", "P99("+u+")", "MAX("+u+")", "%TIME")
 	}
 	total := p.TotalNs()
 	for i := range p.Ops {
 		s := &p.Ops[i]
-		if o.CountsOnly {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t\n", r.Label(s.Conn), s.Op, s.Count, s.Errors)
-			continue
+		row := []string{r.Label(s.Conn), s.Op, fmt.Sprint(s.Count), fmt.Sprint(s.Errors)}
+		if !o.CountsOnly {
+			h := &s.Latency
+			pct := 0.0
+			if total > 0 {
+				pct = 100 * float64(h.Sum) / float64(total)
+			}
+			row = append(row, Bytes(s.ReqBytes), Bytes(s.ReplyBytes), inUnit(h.Mean(), o.Unit),
+				inUnit(h.Quantile(0.5), o.Unit), inUnit(h.Quantile(0.99), o.Unit),
+				inUnit(float64(h.Max), o.Unit), fmt.Sprintf("%.1f", pct))
 		}
-		h := &s.Latency
-		pct := 0.0
-		if total > 0 {
-			pct = 100 * float64(h.Sum) / float64(total)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
-			r.Label(s.Conn), s.Op, s.Count, s.Errors, Bytes(s.ReqBytes), Bytes(s.ReplyBytes),
-			inUnit(h.Mean(), o.Unit), inUnit(h.Quantile(0.5), o.Unit), inUnit(h.Quantile(0.99), o.Unit),
-			inUnit(float64(h.Max), o.Unit), pct)
+		rows = append(rows, row)
 	}
-	tw.Flush()
+	writeColumns(w, rows, 2)
 	var errs []string
 	for i := range p.Ops {
 		s := &p.Ops[i]
@@ -176,4 +172,33 @@ func Bytes(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f%c", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// writeColumns prints rows as aligned columns: the first `left` columns
+// (names) flush left, the rest (numbers) flush right, two spaces apart.
+func writeColumns(w io.Writer, rows [][]string, left int) {
+	widths := map[int]int{}
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], len(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		for i, cell := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			switch {
+			case i < left && i == len(row)-1:
+				b.WriteString(cell)
+			case i < left:
+				fmt.Fprintf(&b, "%-*s", widths[i], cell)
+			default:
+				fmt.Fprintf(&b, "%*s", widths[i], cell)
+			}
+		}
+		b.WriteString("\n")
+	}
+	io.WriteString(w, b.String())
 }

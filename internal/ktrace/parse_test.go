@@ -1,0 +1,131 @@
+package ktrace
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseMountInfo(t *testing.T) {
+	text := `22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
+43 27 0:39 / /tmp/my\040mnt rw,nosuid,nodev,relatime shared:5 - fuse.sshfs user@host:/srv rw,user_id=0,group_id=0
+44 27 0:1048577 / /mnt/big rw - fuse /src rw
+45 27 8:17 / /mnt/ntfs rw - fuseblk /dev/sdb1 rw
+garbage line
+`
+	ms, err := ParseMountInfo(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 4 {
+		t.Fatalf("parsed %d mounts: %+v", len(ms), ms)
+	}
+	m := ms[1]
+	if m.MountPoint != "/tmp/my mnt" || m.FSType != "fuse.sshfs" || m.Minor != 39 || !m.IsFUSE() || m.Source != "user@host:/srv" {
+		t.Errorf("%+v", m)
+	}
+	if !strings.Contains(m.Options, "user_id=0") || !strings.HasPrefix(m.Options, "rw,nosuid") {
+		t.Errorf("options %q", m.Options)
+	}
+	if ms[2].Minor != 1048577 || !ms[2].IsFUSE() {
+		t.Errorf("large minor: %+v", ms[2])
+	}
+	if ms[0].IsFUSE() || ms[3].IsFUSE() {
+		t.Error("ext4 and fuseblk are not FUSE connections by minor")
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	b, err := os.ReadFile("testdata/fuse_request_send.format")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, err := ParseFormat(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]TracepointField{}
+	for _, f := range fields {
+		byName[f.Name] = f
+	}
+	if f := byName["unique"]; f.Offset != 16 || f.Size != 8 {
+		t.Errorf("unique: %+v", f)
+	}
+	if f := byName["opcode"]; f.Offset != 24 || f.Size != 4 {
+		t.Errorf("opcode: %+v", f)
+	}
+	if _, ok := byName["connection"]; !ok {
+		t.Error("no connection field")
+	}
+}
+
+func TestParseRelease(t *testing.T) {
+	for rel, want := range map[string][2]int{"6.18.44-fc-v669": {6, 18}, "6.1.0-28-amd64": {6, 1}, "5.15.0": {5, 15}, "6.12rc1": {6, 12}} {
+		ma, mi, ok := ParseRelease(rel)
+		if !ok || ma != want[0] || mi != want[1] {
+			t.Errorf("ParseRelease(%q) = %d.%d %v", rel, ma, mi, ok)
+		}
+	}
+	if _, _, ok := ParseRelease("garbage"); ok {
+		t.Error("garbage parsed")
+	}
+}
+
+func TestKernelDevEncoding(t *testing.T) {
+	// A tracepoint's dev_t is MAJOR<<20|MINOR; fusectl names the connection
+	// by the same number, which for FUSE (major 0) is the minor.
+	ma, mi := KernelDevMinor(0<<20 | 300)
+	if ma != 0 || mi != 300 {
+		t.Errorf("%d:%d", ma, mi)
+	}
+	ma, mi = KernelDevMinor(8<<20 | 17)
+	if ma != 8 || mi != 17 {
+		t.Errorf("%d:%d", ma, mi)
+	}
+}
+
+// The Go constants for the drops map must match enum drop_reason.
+func TestDropReasonsMatchHeader(t *testing.T) {
+	b, err := os.ReadFile("../bpf/fusereq.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		"DROP_INFLIGHT_FULL": dropInflightFull, "DROP_UNMATCHED_END": dropUnmatchedEnd,
+		"DROP_STATS_FULL": dropStatsFull, "DROP_UNIQUE_ZERO": dropUniqueZero,
+		"DROP_ERRNO_FULL": dropErrnoFull, "DROP_REASONS": dropReasons,
+	}
+	re := regexp.MustCompile(`(DROP_[A-Z_]+) = (\d+)`)
+	found := 0
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		n, _ := strconv.Atoi(m[2])
+		if w, ok := want[m[1]]; !ok || w != n {
+			t.Errorf("%s = %d in fusereq.h, %d (ok=%v) in Go", m[1], n, w, ok)
+		}
+		found++
+	}
+	if found != len(want) {
+		t.Errorf("found %d drop reasons in the header, want %d", found, len(want))
+	}
+}
+
+func TestErrnoName(t *testing.T) {
+	if ErrnoName(-2) != "ENOENT" || ErrnoName(-61) != "ENODATA" || ErrnoName(-4000) != "E4000" {
+		t.Error(ErrnoName(-2), ErrnoName(-61), ErrnoName(-4000))
+	}
+}
+
+func TestResolveMountNotFUSE(t *testing.T) {
+	ms, err := ReadMountInfo()
+	if err != nil {
+		t.Skip(err)
+	}
+	if _, err := ResolveMount(t.TempDir(), ms); err == nil || !strings.Contains(err.Error(), "not FUSE") {
+		t.Errorf("a temp dir resolved as FUSE: %v", err)
+	}
+	if _, err := ResolveMount("/nonexistent/path", ms); err == nil {
+		t.Error("a missing path resolved")
+	}
+}

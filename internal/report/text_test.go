@@ -1,0 +1,140 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// sampleRecord is a deterministic record shaped like a real trace of two
+// mounts: fast metadata on one, slow reads with errors on the other.
+func sampleRecord() *profile.Record {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	r := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{
+		Tool: "test", Source: "kernel:fuse_request", Kernel: "6.18.44", Host: "lab",
+		Start: t0, End: t0.Add(10 * time.Second), Command: []string{"fusescope", "trace"},
+		Mounts: []profile.Mount{
+			{Conn: 45, MountPoint: "/cvmfs/sft.cern.ch", FSType: "fuse.cvmfs2", Source: "cvmfs2", Options: "ro,nodev",
+				Connection: &profile.ConnInfo{Waiting: 0, MaxBackground: 12, CongestionThreshold: 9}},
+			{Conn: 52, MountPoint: "/mnt/s3 <b>", FSType: "fuse.s3fs", Source: "s3fs"},
+		},
+	}}
+	add := func(conn uint32, op fuseproto.Opcode, vals []uint64, errnos map[string]uint64, req, reply uint64) {
+		s := profile.OpStats{Conn: conn, Op: op.String(), Opcode: uint32(op), Errnos: errnos, ReqBytes: req, ReplyBytes: reply}
+		for _, v := range vals {
+			s.Latency.Add(v)
+		}
+		s.Count = s.Latency.Count
+		for _, n := range errnos {
+			s.Errors += n
+		}
+		r.Profile.Ops = append(r.Profile.Ops, s)
+	}
+	var lookups, getattrs, reads []uint64
+	for i := uint64(0); i < 200; i++ {
+		lookups = append(lookups, 9_000+i*97)
+		getattrs = append(getattrs, 4_000+i*31)
+	}
+	for i := uint64(0); i < 30; i++ {
+		reads = append(reads, 1_500_000+i*90_000)
+	}
+	add(45, fuseproto.Lookup, lookups, map[string]uint64{"ENOENT": 12}, 200*58, 200*144)
+	add(45, fuseproto.Getattr, getattrs, nil, 200*56, 200*120)
+	add(52, fuseproto.Read, reads, map[string]uint64{"EIO": 2}, 30*80, 30*131072)
+	r.Profile.Drops = profile.Drops{UnmatchedEnd: 3}
+	return r
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestTextGolden(t *testing.T) {
+	r := sampleRecord()
+	for name, o := range map[string]TextOptions{
+		"text_usecs.golden":  {Unit: hist.Usecs},
+		"text_msecs.golden":  {Unit: hist.Msecs, NoHists: true},
+		"text_counts.golden": {CountsOnly: true},
+	} {
+		var buf bytes.Buffer
+		if err := WriteText(&buf, r, o); err != nil {
+			t.Fatal(err)
+		}
+		WriteConnections(&buf, r)
+		golden(t, name, buf.Bytes())
+	}
+}
+
+func TestCSVGolden(t *testing.T) {
+	r := sampleRecord()
+	var buf bytes.Buffer
+	if err := r.WriteCSV(&buf, false, true); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "record.csv.golden", buf.Bytes())
+	buf.Reset()
+	if err := r.WriteCSV(&buf, true, true); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "counts.csv.golden", buf.Bytes())
+}
+
+func TestJSONGoldenRoundTrip(t *testing.T) {
+	r := sampleRecord()
+	var buf bytes.Buffer
+	if err := r.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "record.json.golden", buf.Bytes())
+	back, err := profile.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	if err := back.Write(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), again.Bytes()) {
+		t.Error("a record does not survive a save and load unchanged")
+	}
+}
+
+func TestEmptyRecord(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteText(&buf, &profile.Record{Schema: profile.Schema}, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != "No FUSE requests were traced.\n" {
+		t.Errorf("%q", buf.String())
+	}
+}
+
+func TestBytes(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0", 1023: "1023", 1024: "1.0K", 1536: "1.5K", 3 << 30: "3.0G"} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

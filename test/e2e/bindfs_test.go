@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+)
+
+// mountBindfs mounts bindfs (an independent libfuse daemon) over a directory
+// of n files, with entry and attr timeouts of 0.
+func mountBindfs(t *testing.T, n int) (src, mnt string) {
+	t.Helper()
+	need(t, "bindfs", "fusermount3")
+	src, mnt = t.TempDir(), t.TempDir()
+	for i := 0; i < n; i++ {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, "bindfs", "-o", "entry_timeout=0,attr_timeout=0,negative_timeout=0", src, mnt)
+	t.Cleanup(func() {
+		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+			t.Logf("fusermount3 -u %s: %v %s", mnt, err, out)
+		}
+	})
+	return src, mnt
+}
+
+// bpftraceCounts runs a bpftrace program that does the tracer's matching of
+// sends and ends on the same tracepoints, independently, and returns the
+// per-opcode counts of completed requests on one connection.
+type bpftraceOracle struct {
+	cmd  *exec.Cmd
+	out  strings.Builder
+	done chan error
+}
+
+func startBpftrace(t *testing.T, conn uint32) *bpftraceOracle {
+	t.Helper()
+	need(t, "bpftrace")
+	prog := fmt.Sprintf(`tracepoint:fuse:fuse_request_send /args->connection == %d/ { @op[args->unique] = args->opcode + 1; }
+tracepoint:fuse:fuse_request_end /args->connection == %d && @op[args->unique]/ { @done[@op[args->unique] - 1] = count(); delete(@op[args->unique]); }
+END { clear(@op); }`, conn, conn)
+	o := &bpftraceOracle{cmd: exec.Command("bpftrace", "-e", prog), done: make(chan error, 1)}
+	pr, pw := io.Pipe()
+	o.cmd.Stdout, o.cmd.Stderr = pw, pw
+	if err := o.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			o.out.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "Attaching") {
+				ready <- true
+			}
+		}
+	}()
+	go func() { err := o.cmd.Wait(); pw.Close(); o.done <- err }()
+	select {
+	case <-ready:
+		time.Sleep(200 * time.Millisecond) // "Attaching" precedes the attach itself
+	case err := <-o.done:
+		t.Fatalf("bpftrace exited: %v\n%s", err, o.out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("bpftrace did not attach within 60 s")
+	}
+	t.Cleanup(func() { o.cmd.Process.Kill() })
+	return o
+}
+
+var bpftraceLine = regexp.MustCompile(`^@done\[(\d+)\]: (\d+)$`)
+
+func (o *bpftraceOracle) stop(t *testing.T) map[string]uint64 {
+	t.Helper()
+	o.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-o.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("bpftrace did not stop")
+	}
+	time.Sleep(50 * time.Millisecond)
+	out := map[string]uint64{}
+	for _, line := range strings.Split(o.out.String(), "\n") {
+		if m := bpftraceLine.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			op, _ := strconv.ParseUint(m[1], 10, 32)
+			n, _ := strconv.ParseUint(m[2], 10, 64)
+			out[fuseproto.Opcode(op).String()] = n
+		}
+	}
+	return out
+}
+
+func TestTraceBindfsAgainstBpftrace(t *testing.T) {
+	const n = 40
+	_, mnt := mountBindfs(t, n)
+	conn := connOf(t, mnt)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	oracle := startBpftrace(t, conn)
+	tr := startTrace(t, "--mount", mnt, "-o", rec)
+
+	// An independent process does the work: N lstat()s of distinct files
+	// cost exactly N LOOKUPs with entry_timeout=0.
+	names := make([]string, n)
+	for i := range names {
+		names[i] = filepath.Join(mnt, fmt.Sprintf("f%03d", i))
+	}
+	run(t, "stat", append([]string{"--format=%s"}, names...)...)
+	run(t, "cat", names[0], names[1])
+	if _, err := os.Stat(filepath.Join(mnt, "missing")); err == nil {
+		t.Fatal("missing file exists")
+	}
+	time.Sleep(200 * time.Millisecond)
+	tr.stop(t)
+	want := oracle.stop(t)
+	r := loadRecord(t, rec)
+	got := counts(r, conn)
+	t.Logf("fusescope %v\nbpftrace %v", got, want)
+
+	if got["LOOKUP"] < n+2+1 {
+		t.Errorf("LOOKUP = %d, want at least %d (stat of %d files, cat of 2, one missing)", got["LOOKUP"], n+3, n)
+	}
+	if len(want) == 0 {
+		t.Fatalf("bpftrace saw nothing:\n%s", oracle.out.String())
+	}
+	for op, w := range want {
+		if got[op] != w {
+			t.Errorf("%s: fusescope %d, bpftrace %d", op, got[op], w)
+		}
+	}
+	for op, g := range got {
+		if _, ok := want[op]; !ok {
+			t.Errorf("%s: fusescope %d, bpftrace none", op, g)
+		}
+	}
+	lookup := r.Profile.Find(conn, fuseproto.Lookup)
+	if lookup == nil || lookup.Errnos["ENOENT"] < 1 {
+		t.Errorf("the lookup of a missing file must show as ENOENT: %+v", lookup)
+	}
+	if m := r.Mount(conn); m == nil || m.MountPoint != mnt || m.Connection == nil {
+		t.Errorf("record does not describe the mount: %+v", r.Meta.Mounts)
+	}
+}
+
+// --comm keeps only the requests made by the named command, and -p only those
+// of one process.
+func TestTraceFilters(t *testing.T) {
+	const n = 10
+	_, mnt := mountBindfs(t, n)
+	conn := connOf(t, mnt)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = filepath.Join(mnt, fmt.Sprintf("f%03d", i))
+	}
+
+	rec := filepath.Join(t.TempDir(), "comm.json")
+	tr := startTrace(t, "--mount", mnt, "--comm", "stat", "-o", rec)
+	for _, name := range names[:5] { // this test process: not "stat"
+		os.Stat(name)
+	}
+	run(t, "stat", append([]string{"-c", "%s"}, names...)...)
+	tr.stop(t)
+	if got := counts(loadRecord(t, rec), conn)["LOOKUP"]; got != n {
+		t.Errorf("--comm stat: LOOKUP = %d, want %d", got, n)
+	}
+
+	// A process that waits for a line on stdin, then lstat()s the files.
+	need(t, "python3")
+	child := exec.Command("python3", "-c", "import os,sys\nsys.stdin.readline()\nfor p in sys.argv[1:]: os.lstat(p)", names[0], names[1], names[2])
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rec = filepath.Join(t.TempDir(), "pid.json")
+	tr = startTrace(t, "--mount", mnt, "-p", strconv.Itoa(child.Process.Pid), "-o", rec)
+	run(t, "stat", append([]string{"-c", "%s"}, names...)...) // another process
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	if err := child.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	tr.stop(t)
+	if got := counts(loadRecord(t, rec), conn)["LOOKUP"]; got != 3 {
+		t.Errorf("-p: LOOKUP = %d, want 3", got)
+	}
+}

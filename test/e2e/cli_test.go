@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Bad input gets one line that names the problem and a non-zero exit.
+func TestTraceBadInput(t *testing.T) {
+	plain := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "--mount", plain}, "not FUSE"},
+		{[]string{"trace", "--mount", "/nonexistent/x"}, "no such file"},
+		{[]string{"trace", "--op", "LOOKUPP"}, "unknown FUSE opcode"},
+		{[]string{"trace", "0"}, "positive number of seconds"},
+		{[]string{"trace", "1", "x"}, "positive number of reports"},
+		{[]string{"trace", "--conn", "999999"}, "does not exist"},
+		{[]string{"trace", "-p", "999999999"}, "no such process"},
+		{[]string{"trace", "--comm", "a-very-long-command-name"}, "15-character"},
+		{[]string{"trace", "--bogus"}, "unknown flag"},
+		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
+		{[]string{"show", "/etc/hostname"}, "not a fusescope record"},
+	}
+	for _, c := range cases {
+		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() == 0 {
+			t.Errorf("%v: want a non-zero exit, got %v", c.args, err)
+		}
+		text := strings.TrimSpace(string(out))
+		if strings.Count(text, "\n") != 0 || !strings.Contains(text, c.want) || !strings.HasPrefix(text, "fusescope: ") {
+			t.Errorf("%v: want one line containing %q, got:\n%s", c.args, c.want, out)
+		}
+	}
+}
+
+// A saved record renders exactly as the live trace printed it.
+func TestShowMatchesLive(t *testing.T) {
+	_, mnt := mountBindfs(t, 5)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	for _, flags := range [][]string{{}, {"-m", "--no-hist"}, {"--csv"}, {"--counts"}, {"--json"}} {
+		tr := startTrace(t, append([]string{"--mount", mnt, "-o", rec}, flags...)...)
+		run(t, "ls", "-l", mnt)
+		live := tr.stop(t)
+		shown, err := exec.Command(fusescopeBin, append([]string{"show", rec}, flags...)...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live != string(shown) {
+			t.Errorf("%v: show differs from live:\n--- live\n%s\n--- show\n%s", flags, live, shown)
+		}
+		if !strings.Contains(live, "LOOKUP") && !strings.Contains(live, "READDIR") {
+			t.Errorf("%v: no requests in output:\n%s", flags, live)
+		}
+	}
+}
+
+// A traced mount that goes away ends the trace with one line and a non-zero
+// exit, after printing what was measured; nothing stays attached.
+func TestTraceMountDisappears(t *testing.T) {
+	_, mnt := mountBindfs(t, 3)
+	tr := startTrace(t, "--mount", mnt)
+	run(t, "stat", filepath.Join(mnt, "f000"))
+	run(t, "fusermount3", "-u", mnt)
+	var err error
+	select {
+	case err = <-tr.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("fusescope trace did not notice the unmount within 10 s")
+	}
+	if err == nil {
+		t.Fatal("want a non-zero exit when the traced mount disappears")
+	}
+	if !strings.Contains(tr.stderr.String(), "disappeared while traced") {
+		t.Errorf("stderr does not say the mount disappeared:\n%s", tr.stderr.String())
+	}
+	if !strings.Contains(tr.stdout.String(), "LOOKUP") {
+		t.Errorf("the statistics gathered before the unmount were not printed:\n%s", tr.stdout.String())
+	}
+	assertNoProbesLeft(t)
+	os.MkdirAll(mnt, 0o755) // the cleanup's fusermount3 -u now fails harmlessly
+}
+
+// Interval mode prints count reports and exits 0 by itself.
+func TestTraceIntervalCount(t *testing.T) {
+	_, mnt := mountBindfs(t, 3)
+	done := make(chan []byte, 1)
+	go func() {
+		out, _ := exec.Command(fusescopeBin, "trace", "--mount", mnt, "--counts", "--csv", "0.3", "3").Output()
+		done <- out
+	}()
+	deadline := time.After(5 * time.Second)
+	var out []byte
+loop:
+	for {
+		select {
+		case out = <-done:
+			break loop
+		case <-deadline:
+			t.Fatal("trace 0.3 3 did not finish in 5 s")
+		case <-time.After(50 * time.Millisecond):
+			os.Stat(filepath.Join(mnt, "f000"))
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if lines[0] != "end_time,mount,fs_type,conn,op,count,errors" {
+		t.Fatalf("CSV header %q", lines[0])
+	}
+	stamps := map[string]bool{}
+	for _, l := range lines[1:] {
+		stamps[strings.SplitN(l, ",", 2)[0]] = true
+	}
+	if len(stamps) != 3 {
+		t.Errorf("want 3 intervals in the CSV, got %d:\n%s", len(stamps), out)
+	}
+}
+
+// assertNoProbesLeft checks that no BPF program of ours is still loaded.
+func assertNoProbesLeft(t *testing.T) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	if out, err := exec.Command("bpftool", "prog", "show").Output(); err == nil {
+		if strings.Contains(string(out), "fuse_send") || strings.Contains(string(out), "fuse_end") {
+			t.Errorf("BPF programs still loaded after exit:\n%s", out)
+		}
+		return
+	}
+	b, _ := os.ReadFile("/sys/kernel/tracing/events/fuse/fuse_request_send/enable")
+	if strings.TrimSpace(string(b)) != "0" && len(b) > 0 {
+		t.Errorf("fuse_request_send still enabled: %q", b)
+	}
+}

@@ -1,0 +1,152 @@
+// Package e2e runs fusescope as a user would, as root, against real FUSE
+// mounts (a go-fuse file system written here, and bindfs), and checks what it
+// measures against oracles that share no code with it.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+var fusescopeBin string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "e2e: skipped, these tests mount FUSE file systems and load BPF programs: run as root (make test)")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "fusescope-e2e")
+	if err != nil {
+		panic(err)
+	}
+	fusescopeBin = filepath.Join(dir, "fusescope")
+	build := exec.Command("go", "build", "-o", fusescopeBin, "github.com/fusescope/fusescope/cmd/fusescope")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building fusescope:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// tracer is a running `fusescope trace`.
+type tracer struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan error
+}
+
+// startTrace runs fusescope trace with args and returns once its probes are
+// attached (it prints "Tracing ..." on stderr then).
+func startTrace(t *testing.T, args ...string) *tracer {
+	t.Helper()
+	tr := &tracer{cmd: exec.Command(fusescopeBin, append([]string{"trace"}, args...)...), done: make(chan error, 1)}
+	tr.cmd.Stdout = &tr.stdout
+	pr, pw := io.Pipe()
+	tr.cmd.Stderr = pw
+	if err := tr.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			tr.stderr.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "Tracing FUSE requests") {
+				ready <- true
+			}
+		}
+	}()
+	go func() {
+		err := tr.cmd.Wait()
+		pw.Close()
+		tr.done <- err
+	}()
+	select {
+	case <-ready:
+	case err := <-tr.done:
+		t.Fatalf("fusescope trace %v exited before attaching: %v\n%s", args, err, tr.stderr.String())
+	case <-time.After(30 * time.Second):
+		tr.cmd.Process.Kill()
+		t.Fatalf("fusescope trace %v did not attach within 30 s", args)
+	}
+	t.Cleanup(func() { tr.cmd.Process.Kill() })
+	return tr
+}
+
+// stop sends SIGINT, as Ctrl-C would, and waits for the report.
+func (tr *tracer) stop(t *testing.T) string {
+	t.Helper()
+	tr.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-tr.done:
+		if err != nil {
+			t.Fatalf("fusescope trace: %v\n%s", err, tr.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		tr.cmd.Process.Kill()
+		t.Fatal("fusescope trace did not stop within 30 s of SIGINT")
+	}
+	return tr.stdout.String()
+}
+
+// counts maps opcode name to count for one connection of a record.
+func counts(r *profile.Record, conn uint32) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, s := range r.Profile.Ops {
+		if s.Conn == conn {
+			out[s.Op] = s.Count
+		}
+	}
+	return out
+}
+
+func loadRecord(t *testing.T, path string) *profile.Record {
+	t.Helper()
+	r, err := profile.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// connOf returns the FUSE connection number of a mount point (its minor).
+func connOf(t *testing.T, mnt string) uint32 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	return uint32(((st.Dev >> 12) & 0xfff00) | (st.Dev & 0xff))
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+func need(t *testing.T, cmds ...string) {
+	t.Helper()
+	for _, c := range cmds {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Fatalf("%s is not installed: run make test, which installs it", c)
+		}
+	}
+}

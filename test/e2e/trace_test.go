@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/hist"
+)
+
+// With entry and attr timeouts of 0, stat of N distinct files costs exactly N
+// LOOKUPs; every opcode's count must equal what the daemon served.
+func TestTraceCountsMatchDaemon(t *testing.T) {
+	const nFiles, bigPages = 50, 8
+	mnt, daemon := mountLab(t, nFiles, bigPages, 0)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	before := daemon.snapshot()
+	tr := startTrace(t, "--mount", mnt, "-o", rec)
+
+	for i := 0; i < nFiles; i++ {
+		if _, err := os.Stat(filepath.Join(mnt, "files", fmt.Sprintf("f%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// direct_io: each 4 KiB read() is one READ, plus one that finds EOF.
+	f, err := os.Open(filepath.Join(mnt, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		n, err := f.Read(buf)
+		if n == 0 || err != nil {
+			break
+		}
+	}
+	f.Close()
+	time.Sleep(100 * time.Millisecond) // RELEASE is sent asynchronously
+	tr.stop(t)
+	after := daemon.snapshot()
+
+	got := counts(loadRecord(t, rec), connOf(t, mnt))
+	t.Logf("traced %v; daemon after %v", got, after)
+	// The stat loop walks files/ once per file, and the open walks big.bin.
+	if got["LOOKUP"] != 2*nFiles+1 {
+		t.Errorf("LOOKUP = %d, want %d (%d stats of files/fNNN, each resolving files/ and the file, + big.bin)", got["LOOKUP"], 2*nFiles+1, nFiles)
+	}
+	if got["READ"] != bigPages+1 {
+		t.Errorf("READ = %d, want %d (%d pages + EOF)", got["READ"], bigPages+1, bigPages)
+	}
+	for op, n := range after {
+		want := n - before[op]
+		if got[op.String()] != want {
+			t.Errorf("%s: traced %d, daemon served %d", op, got[op.String()], want)
+		}
+	}
+	for op, n := range got {
+		o, _ := fuseproto.ParseOpcode(op)
+		if _, ok := after[o]; !ok && n > 0 {
+			t.Errorf("%s: traced %d requests the daemon's counters do not cover", op, n)
+		}
+	}
+}
+
+// A daemon that sleeps 2 ms in GETATTR must show GETATTR's p50 inside
+// [2^21, 2^22) ns.
+func TestTraceInjectedLatency(t *testing.T) {
+	mnt, _ := mountLab(t, 4, 1, 2*time.Millisecond)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--mount", mnt, "--op", "GETATTR", "-o", rec)
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(mnt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	s := r.Profile.Find(connOf(t, mnt), fuseproto.Getattr)
+	if s == nil || s.Count < 100 {
+		t.Fatalf("GETATTR statistics missing or short: %+v", s)
+	}
+	p50 := s.Latency.Quantile(0.5)
+	t.Logf("GETATTR n=%d min=%d p50=%.0f max=%d", s.Count, s.Latency.Min, p50, s.Latency.Max)
+	if b := hist.Bucket(uint64(p50)); b != 21 {
+		t.Errorf("GETATTR p50 = %.0f ns in bucket %d, want bucket 21 [2^21, 2^22) ns", p50, b)
+	}
+	if s.Latency.Min < uint64(2*time.Millisecond) {
+		t.Errorf("GETATTR min %d ns is below the injected 2 ms", s.Latency.Min)
+	}
+	for _, o := range r.Profile.Ops {
+		if o.Op != "GETATTR" {
+			t.Errorf("--op GETATTR let %s through", o.Op)
+		}
+	}
+}
