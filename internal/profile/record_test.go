@@ -11,12 +11,12 @@ import (
 
 func TestParseRejects(t *testing.T) {
 	cases := map[string]string{
-		`not json`:                                   "not a fusescope record",
-		`{"schema":"other/v1"}`:                      "not a fusescope record",
-		`{"schema":"fusescope.record/v9"}`:           "not supported",
-		`{"schema":"fusescope.record/v1","x":1}`:     "unknown field",
+		`not json`:                               "not a fusescope record",
+		`{"schema":"other/v1"}`:                  "not a fusescope record",
+		`{"schema":"fusescope.record/v9"}`:       "not supported",
+		`{"schema":"fusescope.record/v1","x":1}`: "unknown field",
 		`{"schema":"fusescope.record/v1","profile":{"ops":[{"conn":1,"op":"LOOKUP","opcode":1,"count":2,"latency":{"unit":"ns","count":1,"sum":5,"min":5,"max":5,"buckets":[0,0,1]}}]}}`: "histogram 1",
-		`{"schema":"fusescope.record/v1","profile":{"ops":[{"conn":1,"op":"READ","opcode":1,"count":0,"latency":{"unit":"ns","count":0,"sum":0,"min":0,"max":0,"buckets":[]}}]}}`:     "want \"LOOKUP\"",
+		`{"schema":"fusescope.record/v1","profile":{"ops":[{"conn":1,"op":"READ","opcode":1,"count":0,"latency":{"unit":"ns","count":0,"sum":0,"min":0,"max":0,"buckets":[]}}]}}`:        "want \"LOOKUP\"",
 		`{"schema":"fusescope.record/v1","profile":{"ops":[{"conn":1,"op":"LOOKUP","opcode":1,"count":1,"latency":{"unit":"us","count":1,"sum":5,"min":5,"max":5,"buckets":[0,0,1]}}]}}`: "unit",
 	}
 	for in, want := range cases {

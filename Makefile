@@ -1,0 +1,71 @@
+# fusescope. `make demo` and `make test` are the two commands a fresh machine
+# needs; every other target is for development.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/fusescope
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+TOOLS := $(CURDIR)/.cache/bin
+STATICCHECK_VERSION := v0.8.2
+export PATH := $(TOOLS):$(PATH)
+
+DEPS_GENERATE := clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev \
+	/usr/include/x86_64-linux-gnu/asm/types.h:linux-libc-dev
+DEPS_RUN := bindfs:bindfs fusermount3:fuse3 python3:python3
+DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git
+DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
+
+.PHONY: all build generate check-generated lint test unit e2e bench demo deps clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/fusescope
+
+# Rebuild the BPF objects and their Go bindings (bpf2go); the output is
+# committed so that `go build` needs no clang.
+generate:
+	@scripts/deps.sh $(DEPS_GENERATE)
+	$(GO) generate ./internal/bpf/
+
+# Fails when the committed bpf2go output is not what the sources produce.
+check-generated: generate
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  if ! git diff --quiet -- internal/bpf || [ -n "$$(git ls-files --others --exclude-standard internal/bpf)" ]; then \
+	    git --no-pager diff --stat -- internal/bpf; \
+	    echo "internal/bpf: generated files are stale: commit the output of make generate" >&2; exit 1; \
+	  fi; \
+	fi
+
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: $(TOOLS)/staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change: $$out" >&2; exit 1; fi
+	$(GO) vet ./...
+	staticcheck ./...
+
+unit:
+	$(GO) test -count=1 ./internal/... ./cmd/...
+
+# End-to-end tests mount FUSE file systems and load BPF programs: root only.
+e2e: build
+	@scripts/deps.sh $(DEPS_TEST)
+	$(GO) test -count=1 -timeout 15m ./test/...
+
+test:
+	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE)
+	$(MAKE) --no-print-directory check-generated lint
+	$(GO) test -count=1 -timeout 20m ./...
+
+# Benchmarks, not tests: they print the tables of docs/performance.md.
+bench: build
+	@scripts/deps.sh $(DEPS_BENCH)
+	FUSESCOPE_BENCH=1 $(GO) test -count=1 -timeout 30m -run 'Bench' -v ./test/bench/ | grep -v '^=== RUN'
+
+demo: build
+	@scripts/deps.sh $(DEPS_RUN)
+	@scripts/demo.sh $(BIN)
+
+clean:
+	rm -rf bin .cache
