@@ -121,7 +121,7 @@ that "fusescope show" renders the same way.`,
 	f.StringSliceVar(&ops, "op", nil, "trace only these opcodes, e.g. `LOOKUP,GETATTR`")
 	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
 	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
-	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "forget requests in flight for longer than this (counted as dropped)")
+	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "give up on requests in flight longer than this (counted, and their table slots reused)")
 	return c
 }
 

@@ -35,13 +35,28 @@ volatile const __u8 filter_comm_on = 0;
 volatile const char filter_comm[16] = {};
 volatile const __u8 filter_conn_on = 0;
 volatile const __u64 filter_op_mask = 0; /* bit n keeps opcode n; 0 keeps all */
+volatile const __u64 reap_age_ns = 600000000000ULL;
 
+/* In-flight requests in an array, not a hash: the verifier inlines array
+ * lookups, so the hot path does no hash-table work. Each request has two
+ * candidate slots; user space reads the array through mmap. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_INFLIGHT);
-	__type(key, struct inflight_key);
-	__type(value, struct inflight_val);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, INFLIGHT_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct inflight_slot);
 } inflight SEC(".maps");
+
+/* Statistics indexed by (connection mod FAST_CONNS, opcode): an inlined
+ * per-CPU array lookup. A (connection, opcode) whose index another
+ * connection already holds on this CPU goes to the stats hash instead. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FAST_CONNS * FAST_OPS);
+	__type(key, __u32);
+	__type(value, struct op_stats);
+} stats_fast SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -107,63 +122,135 @@ static __always_inline int comm_matches(void)
 	return 1;
 }
 
+static __always_inline __u32 slot_index(__u32 conn, __u64 unique, __u32 probe)
+{
+	/* Request ids step by 2 per connection: consecutive requests take
+	 * consecutive slots; the multiplier spreads connections apart. */
+	return ((__u32)(unique >> 1) + conn * 2654435761u + probe * (INFLIGHT_SLOTS / 2)) &
+	       (INFLIGHT_SLOTS - 1);
+}
+
+static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique, __u64 now)
+{
+#pragma unroll
+	for (__u32 probe = 0; probe < 2; probe++) {
+		__u32 idx = slot_index(conn, unique, probe);
+		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
+		if (!s)
+			return 0;
+		__u64 old = s->unique;
+		if (old == 0) {
+			if (__sync_val_compare_and_swap(&s->unique, 0, unique) == 0)
+				return s;
+			continue;
+		}
+		/* A request that never ended (its daemon died, its connection
+		 * was aborted) gives its slot up once it is older than the age. */
+		__u64 started = s->start_ns;
+		if (started && now > started && now - started > reap_age_ns &&
+		    __sync_val_compare_and_swap(&s->unique, old, unique) == old) {
+			count_drop(DROP_REAPED_STALE);
+			return s;
+		}
+	}
+	return 0;
+}
+
 SEC("tracepoint/fuse/fuse_request_send")
 int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
 {
-	struct inflight_key key = { .conn = ctx->connection, .unique = ctx->unique };
+	__u32 conn = ctx->connection;
+	__u64 unique = ctx->unique;
 	__u32 opcode = ctx->opcode;
-	__u64 id = bpf_get_current_pid_tgid();
 
 	if (filter_op_mask && (opcode >= 64 || !(filter_op_mask & (1ULL << opcode))))
 		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
 	if (filter_tgid && (__u32)(id >> 32) != filter_tgid)
 		return 0;
-	if (filter_conn_on && !bpf_map_lookup_elem(&filter_conns, &key.conn))
+	if (filter_conn_on && !bpf_map_lookup_elem(&filter_conns, &conn))
 		return 0;
 	if (filter_comm_on && !comm_matches())
 		return 0;
-	if (key.unique == 0) {
+	if (unique == 0) {
 		count_drop(DROP_UNIQUE_ZERO);
 		return 0;
 	}
 
-	struct inflight_val val = {
-		.start_ns = bpf_ktime_get_ns(),
-		.opcode = opcode,
-		.tgid = id >> 32,
-		.tid = (__u32)id,
-		.req_len = ctx->len,
-	};
-	if (bpf_map_update_elem(&inflight, &key, &val, BPF_NOEXIST))
+	__u64 now = bpf_ktime_get_ns();
+	struct inflight_slot *s = claim_slot(conn, unique, now);
+	if (!s) {
 		count_drop(DROP_INFLIGHT_FULL);
+		return 0;
+	}
+	s->conn = conn;
+	s->opcode = opcode;
+	s->tgid = id >> 32;
+	s->tid = (__u32)id;
+	s->req_len = ctx->len;
+	s->start_ns = now;
 	return 0;
+}
+
+static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
+{
+	if (opcode < FAST_OPS) {
+		__u32 idx = (conn & (FAST_CONNS - 1)) * FAST_OPS + opcode;
+		struct op_stats *s = bpf_map_lookup_elem(&stats_fast, &idx);
+		if (s) {
+			if (s->count == 0)
+				s->conn = conn;
+			if (s->conn == conn)
+				return s;
+		}
+	}
+	struct stats_key sk = { .conn = conn, .opcode = opcode };
+	struct op_stats *s = bpf_map_lookup_elem(&stats, &sk);
+	if (s)
+		return s;
+	/* NOEXIST may lose a race with another CPU; the lookup settles it. */
+	bpf_map_update_elem(&stats, &sk, &zero_stats, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(&stats, &sk);
+	if (s)
+		s->conn = conn;
+	return s;
 }
 
 SEC("tracepoint/fuse/fuse_request_end")
 int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
 {
-	struct inflight_key key = { .conn = ctx->connection, .unique = ctx->unique };
-	struct inflight_val *start = bpf_map_lookup_elem(&inflight, &key);
-	if (!start) {
+	__u32 conn = ctx->connection;
+	__u64 unique = ctx->unique;
+	struct inflight_slot *slot = 0;
+
+#pragma unroll
+	for (__u32 probe = 0; probe < 2; probe++) {
+		__u32 idx = slot_index(conn, unique, probe);
+		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
+		if (s && s->unique == unique && s->conn == conn) {
+			slot = s;
+			break;
+		}
+	}
+	if (!slot) {
 		/* Sent before we attached, or filtered out at send. */
 		if (!filter_tgid && !filter_comm_on && !filter_conn_on && !filter_op_mask)
 			count_drop(DROP_UNMATCHED_END);
 		return 0;
 	}
-	__u64 delta = bpf_ktime_get_ns() - start->start_ns;
-	struct stats_key sk = { .conn = key.conn, .opcode = start->opcode };
-	__u32 req_len = start->req_len;
-	bpf_map_delete_elem(&inflight, &key);
+	__u64 start = slot->start_ns;
+	__u32 opcode = slot->opcode;
+	__u32 req_len = slot->req_len;
+	slot->start_ns = 0;
+	__sync_val_compare_and_swap(&slot->unique, unique, 0);
+	if (!start)
+		return 0;
+	__u64 delta = bpf_ktime_get_ns() - start;
 
-	struct op_stats *s = bpf_map_lookup_elem(&stats, &sk);
+	struct op_stats *s = stats_for(conn, opcode);
 	if (!s) {
-		/* NOEXIST may lose a race with another CPU; the lookup settles it. */
-		bpf_map_update_elem(&stats, &sk, &zero_stats, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&stats, &sk);
-		if (!s) {
-			count_drop(DROP_STATS_FULL);
-			return 0;
-		}
+		count_drop(DROP_STATS_FULL);
+		return 0;
 	}
 	/* Per-CPU values: no other CPU writes this copy, so no atomics. */
 	if (s->count == 0 || delta < s->min_ns)
@@ -179,7 +266,7 @@ int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
 	__s32 err = ctx->error;
 	if (err) {
 		s->errors++;
-		struct errno_key ek = { .conn = key.conn, .opcode = sk.opcode, .error = err };
+		struct errno_key ek = { .conn = conn, .opcode = opcode, .error = err };
 		__u64 *n = bpf_map_lookup_elem(&errnos, &ek);
 		if (!n) {
 			__u64 zero = 0;

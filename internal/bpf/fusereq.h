@@ -5,33 +5,35 @@
 #define FUSESCOPE_FUSEREQ_H
 
 #define HIST_SLOTS 64
-#define MAX_INFLIGHT 16384
+#define INFLIGHT_SLOTS 65536 /* power of two */
+#define FAST_CONNS 64        /* power of two: connection bits of the fast stats index */
+#define FAST_OPS 64          /* opcodes below this use the fast stats array */
 #define MAX_STATS_KEYS 2048
 #define MAX_ERRNO_KEYS 1024
 #define MAX_FILTER_CONNS 64
 
 /* Indices of the drops counters: events the tracer could not account for. */
 enum drop_reason {
-	DROP_INFLIGHT_FULL = 0, /* a send found the in-flight map full */
+	DROP_INFLIGHT_FULL = 0, /* a send found both of its in-flight slots busy */
 	DROP_UNMATCHED_END = 1, /* an end with no send: sent before attach */
 	DROP_STATS_FULL = 2,    /* no room for a new (connection, opcode) */
 	DROP_UNIQUE_ZERO = 3,   /* kernel 6.12-6.17: send fired before the id was set */
 	DROP_ERRNO_FULL = 4,    /* no room for a new (connection, opcode, errno) */
-	DROP_REASONS = 5,
+	DROP_REAPED_STALE = 5,  /* a send took over a slot in flight beyond the reap age */
+	DROP_REASONS = 6,
 };
 
-struct inflight_key {
-	__u32 conn;
-	__u32 pad;
+/* One in-flight request. A slot is free when unique is 0; a send claims it
+ * with a compare-and-swap on unique, its end frees it the same way. */
+struct inflight_slot {
 	__u64 unique;
-};
-
-struct inflight_val {
-	__u64 start_ns;
+	__u64 start_ns; /* 0 while a claim is being filled in */
+	__u32 conn;
 	__u32 opcode;
 	__u32 tgid;
 	__u32 tid;
 	__u32 req_len;
+	__u32 pad;
 };
 
 struct stats_key {
@@ -39,8 +41,11 @@ struct stats_key {
 	__u32 opcode;
 };
 
-/* One per (connection, opcode) and CPU; user space sums the CPUs. */
+/* One per (connection, opcode) and CPU; user space sums the CPUs. In the
+ * fast array, conn says which connection a CPU's copy belongs to. */
 struct op_stats {
+	__u32 conn;
+	__u32 pad;
 	__u64 count;
 	__u64 errors;
 	__u64 req_bytes;

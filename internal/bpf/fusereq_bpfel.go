@@ -21,24 +21,22 @@ type FuseReqErrnoKey struct {
 	Pad    uint32
 }
 
-type FuseReqInflightKey struct {
-	_      structs.HostLayout
-	Conn   uint32
-	Pad    uint32
-	Unique uint64
-}
-
-type FuseReqInflightVal struct {
+type FuseReqInflightSlot struct {
 	_       structs.HostLayout
+	Unique  uint64
 	StartNs uint64
+	Conn    uint32
 	Opcode  uint32
 	Tgid    uint32
 	Tid     uint32
 	ReqLen  uint32
+	Pad     uint32
 }
 
 type FuseReqOpStats struct {
 	_          structs.HostLayout
+	Conn       uint32
+	Pad        uint32
 	Count      uint64
 	Errors     uint64
 	ReqBytes   uint64
@@ -64,6 +62,7 @@ const (
 	FuseReqMapFilterConns  = "filter_conns"
 	FuseReqMapInflight     = "inflight"
 	FuseReqMapStats        = "stats"
+	FuseReqMapStatsFast    = "stats_fast"
 	FuseReqProgFuseEnd     = "fuse_end"
 	FuseReqProgFuseSend    = "fuse_send"
 	FuseReqVarFilterComm   = "filter_comm"
@@ -71,6 +70,7 @@ const (
 	FuseReqVarFilterConnOn = "filter_conn_on"
 	FuseReqVarFilterOpMask = "filter_op_mask"
 	FuseReqVarFilterTgid   = "filter_tgid"
+	FuseReqVarReapAgeNs    = "reap_age_ns"
 )
 
 // LoadFuseReq returns the embedded CollectionSpec for FuseReq.
@@ -128,6 +128,7 @@ type FuseReqMapSpecs struct {
 	FilterConns *ebpf.MapSpec `ebpf:"filter_conns"`
 	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
 	Stats       *ebpf.MapSpec `ebpf:"stats"`
+	StatsFast   *ebpf.MapSpec `ebpf:"stats_fast"`
 }
 
 // FuseReqVariableSpecs contains global variables before they are loaded into the kernel.
@@ -139,6 +140,7 @@ type FuseReqVariableSpecs struct {
 	FilterConnOn *ebpf.VariableSpec `ebpf:"filter_conn_on"`
 	FilterOpMask *ebpf.VariableSpec `ebpf:"filter_op_mask"`
 	FilterTgid   *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	ReapAgeNs    *ebpf.VariableSpec `ebpf:"reap_age_ns"`
 }
 
 // FuseReqObjects contains all objects after they have been loaded into the kernel.
@@ -166,6 +168,7 @@ type FuseReqMaps struct {
 	FilterConns *ebpf.Map `ebpf:"filter_conns"`
 	Inflight    *ebpf.Map `ebpf:"inflight"`
 	Stats       *ebpf.Map `ebpf:"stats"`
+	StatsFast   *ebpf.Map `ebpf:"stats_fast"`
 }
 
 func (m *FuseReqMaps) Close() error {
@@ -175,6 +178,7 @@ func (m *FuseReqMaps) Close() error {
 		m.FilterConns,
 		m.Inflight,
 		m.Stats,
+		m.StatsFast,
 	)
 }
 
@@ -187,6 +191,7 @@ type FuseReqVariables struct {
 	FilterConnOn *ebpf.Variable `ebpf:"filter_conn_on"`
 	FilterOpMask *ebpf.Variable `ebpf:"filter_op_mask"`
 	FilterTgid   *ebpf.Variable `ebpf:"filter_tgid"`
+	ReapAgeNs    *ebpf.Variable `ebpf:"reap_age_ns"`
 }
 
 // FuseReqPrograms contains all programs after they have been loaded into the kernel.

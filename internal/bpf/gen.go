@@ -3,4 +3,4 @@
 // generate` rebuilds them.
 package bpf
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type op_stats -type inflight_key -type inflight_val -type stats_key -type errno_key FuseReq fusereq.bpf.c -- -I.
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type op_stats -type inflight_slot -type stats_key -type errno_key FuseReq fusereq.bpf.c -- -I.

@@ -120,10 +120,6 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-housekeeping.C:
-			if _, err := t.Reap(); err != nil {
-				stopErr = fmt.Errorf("reaping in-flight requests: %v", err)
-				break loop
-			}
 			labels.refresh()
 			if gone := labels.gone(); gone != "" {
 				stopErr = &ErrMountGone{What: gone}
@@ -137,9 +133,6 @@ loop:
 				return nil, err
 			}
 		}
-	}
-	if _, err := t.Reap(); err != nil && stopErr == nil {
-		stopErr = err
 	}
 	end := time.Now()
 	whole, err := t.Snapshot()

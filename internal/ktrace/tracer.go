@@ -1,13 +1,14 @@
 package ktrace
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -27,13 +28,14 @@ const (
 	dropStatsFull    = 2
 	dropUniqueZero   = 3
 	dropErrnoFull    = 4
-	dropReasons      = 5
+	dropReapedStale  = 5
+	dropReasons      = 6
 )
 
-// DefaultReapAge is how long a request may stay in flight before the reaper
-// gives up on it. Requests of a live connection normally end in well under a
-// second; a daemon that holds one for minutes is stuck, and its entry would
-// otherwise occupy the bounded in-flight table forever.
+// DefaultReapAge is how long a request may stay in flight before its slot in
+// the bounded in-flight table may be given to another request. Requests of a
+// live connection normally end in well under a second; a daemon that holds
+// one for minutes is stuck, or dead.
 const DefaultReapAge = 10 * time.Minute
 
 // Options select what is traced.
@@ -47,13 +49,9 @@ type Options struct {
 
 // Tracer holds the loaded programs, their links and maps.
 type Tracer struct {
-	objs    bpf.FuseReqObjects
-	links   []link.Link
-	reapAge time.Duration
-
-	mu             sync.Mutex
-	reapedConnGone uint64
-	reapedStale    uint64
+	objs     bpf.FuseReqObjects
+	links    []link.Link
+	inflight *ebpf.Memory
 }
 
 // Start checks the kernel, loads the BPF programs with the filters compiled
@@ -102,21 +100,27 @@ func Start(opts Options) (*Tracer, error) {
 		}
 		consts["filter_op_mask"] = mask
 	}
+	reapAge := opts.ReapAge
+	if reapAge <= 0 {
+		reapAge = DefaultReapAge
+	}
+	consts["reap_age_ns"] = uint64(reapAge.Nanoseconds())
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting %s: %v", name, err)
 		}
 	}
-	t := &Tracer{reapAge: opts.ReapAge}
-	if t.reapAge <= 0 {
-		t.reapAge = DefaultReapAge
-	}
+	t := &Tracer{}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the FUSE tracer: %v", strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
 		}
 		return nil, fmt.Errorf("loading the FUSE tracer into kernel %s: %v", KernelRelease(), err)
+	}
+	if t.inflight, err = t.objs.Inflight.Memory(); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("mapping the in-flight table: %v", err)
 	}
 	for _, c := range opts.Conns {
 		if err := t.objs.FilterConns.Put(c, uint8(1)); err != nil {
@@ -155,40 +159,51 @@ func (t *Tracer) Programs() map[string]*ebpf.Program {
 // Snapshot reads the cumulative statistics since Start.
 func (t *Tracer) Snapshot() (profile.Profile, error) {
 	var p profile.Profile
-	var key bpf.FuseReqStatsKey
+	merged := map[profile.Key]*opAccum{}
+	add := func(opcode uint32, c *bpf.FuseReqOpStats) {
+		if c.Count == 0 {
+			return
+		}
+		k := profile.Key{Conn: c.Conn, Opcode: opcode}
+		a := merged[k]
+		if a == nil {
+			a = &opAccum{}
+			merged[k] = a
+		}
+		a.add(c)
+	}
+	var idx uint32
 	var perCPU []bpf.FuseReqOpStats
-	byKey := map[profile.Key]int{}
+	fit := t.objs.StatsFast.Iterate()
+	for fit.Next(&idx, &perCPU) {
+		for i := range perCPU {
+			add(idx%fastOps, &perCPU[i])
+		}
+	}
+	if err := fit.Err(); err != nil {
+		return p, fmt.Errorf("reading FUSE statistics: %v", err)
+	}
+	var key bpf.FuseReqStatsKey
 	it := t.objs.Stats.Iterate()
 	for it.Next(&key, &perCPU) {
-		s := profile.OpStats{Conn: key.Conn, Opcode: key.Opcode, Op: fuseproto.Opcode(key.Opcode).String()}
-		var slots [hist.NumBuckets]uint64
-		var sum, lo, hi uint64
-		for _, c := range perCPU {
-			if c.Count == 0 {
-				continue
-			}
-			if s.Count == 0 || c.MinNs < lo {
-				lo = c.MinNs
-			}
-			hi = max(hi, c.MaxNs)
-			s.Count += c.Count
-			s.Errors += c.Errors
-			s.ReqBytes += c.ReqBytes
-			s.ReplyBytes += c.ReplyBytes
-			sum += c.SumNs
-			for i, n := range c.Slots {
-				slots[i] += n
-			}
+		for i := range perCPU {
+			perCPU[i].Conn = key.Conn
+			add(key.Opcode, &perCPU[i])
 		}
-		s.Latency = hist.FromBuckets(slots[:], sum, lo, hi)
-		// The count is the histogram's: a CPU may be mid-update while we read.
-		s.Count = s.Latency.Count
-		s.Errors = min(s.Errors, s.Count)
-		byKey[s.Key()] = len(p.Ops)
-		p.Ops = append(p.Ops, s)
 	}
 	if err := it.Err(); err != nil {
 		return p, fmt.Errorf("reading FUSE statistics: %v", err)
+	}
+	byKey := map[profile.Key]int{}
+	for k, a := range merged {
+		s := profile.OpStats{Conn: k.Conn, Opcode: k.Opcode, Op: fuseproto.Opcode(k.Opcode).String()}
+		s.Latency = hist.FromBuckets(a.slots[:], a.sum, a.lo, a.hi)
+		// The count is the histogram's: a CPU may be mid-update while we read.
+		s.Count = s.Latency.Count
+		s.Errors = min(a.errors, s.Count)
+		s.ReqBytes, s.ReplyBytes = a.reqBytes, a.replyBytes
+		byKey[k] = len(p.Ops)
+		p.Ops = append(p.Ops, s)
 	}
 	var ek bpf.FuseReqErrnoKey
 	var n uint64
@@ -216,14 +231,82 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 			drops[i] += v
 		}
 	}
-	t.mu.Lock()
+	abandoned, err := t.abandoned()
+	if err != nil {
+		return p, err
+	}
 	p.Drops = profile.Drops{
 		InflightFull: drops[dropInflightFull], UnmatchedEnd: drops[dropUnmatchedEnd],
 		StatsFull: drops[dropStatsFull], UniqueZero: drops[dropUniqueZero], ErrnoFull: drops[dropErrnoFull],
-		ReapedConnGone: t.reapedConnGone, ReapedStale: t.reapedStale,
+		ReapedStale: drops[dropReapedStale], ReapedConnGone: abandoned,
 	}
-	t.mu.Unlock()
 	return p, nil
+}
+
+// fastOps is FAST_OPS of fusereq.h: the stats_fast index is conn*64 + opcode.
+const fastOps = 64
+
+// opAccum sums one (connection, opcode) over CPUs and maps.
+type opAccum struct {
+	slots                        [hist.NumBuckets]uint64
+	sum, lo, hi, n               uint64
+	errors, reqBytes, replyBytes uint64
+}
+
+func (a *opAccum) add(c *bpf.FuseReqOpStats) {
+	if a.n == 0 || c.MinNs < a.lo {
+		a.lo = c.MinNs
+	}
+	a.hi = max(a.hi, c.MaxNs)
+	a.n += c.Count
+	a.sum += c.SumNs
+	a.errors += c.Errors
+	a.reqBytes += c.ReqBytes
+	a.replyBytes += c.ReplyBytes
+	for i, v := range c.Slots {
+		a.slots[i] += v
+	}
+}
+
+// abandoned counts requests still in flight on connections that no longer
+// exist: they will never end. Their slots are taken over after the reap age.
+func (t *Tracer) abandoned() (uint64, error) {
+	slots, err := t.inflightSlots()
+	if err != nil {
+		return 0, err
+	}
+	live, err := LiveConns()
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, s := range slots {
+		if !live[s.Conn] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// inflightSlots returns the occupied in-flight slots, read through mmap.
+func (t *Tracer) inflightSlots() ([]bpf.FuseReqInflightSlot, error) {
+	size := int(unsafe.Sizeof(bpf.FuseReqInflightSlot{}))
+	buf := make([]byte, t.inflight.Size())
+	if _, err := t.inflight.ReadAt(buf, 0); err != nil {
+		return nil, fmt.Errorf("reading the in-flight table: %v", err)
+	}
+	var out []bpf.FuseReqInflightSlot
+	for off := 0; off+size <= len(buf); off += size {
+		if binary.LittleEndian.Uint64(buf[off:]) == 0 {
+			continue
+		}
+		var s bpf.FuseReqInflightSlot
+		if _, err := binary.Decode(buf[off:off+size], binary.LittleEndian, &s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // ErrnoName names a FUSE reply error (a negative errno), e.g. ENOENT.
@@ -238,62 +321,10 @@ func ErrnoName(err int32) string {
 	return fmt.Sprintf("E%d", -err)
 }
 
-// Reap removes in-flight entries that will never end: their connection is
-// gone (aborted, or its daemon died and it was unmounted), or they are older
-// than the reaping age. It returns how many it removed.
-func (t *Tracer) Reap() (int, error) {
-	live, err := LiveConns()
-	if err != nil {
-		return 0, err
-	}
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0, err
-	}
-	now := uint64(ts.Nano())
-	var key bpf.FuseReqInflightKey
-	var val bpf.FuseReqInflightVal
-	var gone, stale []bpf.FuseReqInflightKey
-	it := t.objs.Inflight.Iterate()
-	for it.Next(&key, &val) {
-		switch {
-		case !live[key.Conn]:
-			gone = append(gone, key)
-		case now > val.StartNs && time.Duration(now-val.StartNs) > t.reapAge:
-			stale = append(stale, key)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, err
-	}
-	removed := func(keys []bpf.FuseReqInflightKey) uint64 {
-		var n uint64
-		for _, k := range keys {
-			// The end may have raced us; only what we delete counts.
-			if t.objs.Inflight.Delete(k) == nil {
-				n++
-			}
-		}
-		return n
-	}
-	g, s := removed(gone), removed(stale)
-	t.mu.Lock()
-	t.reapedConnGone += g
-	t.reapedStale += s
-	t.mu.Unlock()
-	return int(g + s), nil
-}
-
 // InFlight is the number of requests the tracer is waiting on.
 func (t *Tracer) InFlight() (int, error) {
-	var key bpf.FuseReqInflightKey
-	var val bpf.FuseReqInflightVal
-	n := 0
-	it := t.objs.Inflight.Iterate()
-	for it.Next(&key, &val) {
-		n++
-	}
-	return n, it.Err()
+	slots, err := t.inflightSlots()
+	return len(slots), err
 }
 
 // Hostname for records.

@@ -26,13 +26,13 @@ type OpStats struct {
 
 // Drops counts what the tracer saw but could not account for.
 type Drops struct {
-	InflightFull   uint64 `json:"inflight_full"`    // sends lost: in-flight table full
+	InflightFull   uint64 `json:"inflight_full"`    // sends not timed: both in-flight slots busy
 	UnmatchedEnd   uint64 `json:"unmatched_end"`    // ends of requests sent before tracing began
 	StatsFull      uint64 `json:"stats_full"`       // ends lost: no room for a new (conn, opcode)
 	ErrnoFull      uint64 `json:"errno_full"`       // errors not broken down by errno
 	UniqueZero     uint64 `json:"unique_zero"`      // sends without a request id (kernel < 6.18)
-	ReapedConnGone uint64 `json:"reaped_conn_gone"` // in flight when their connection went away
-	ReapedStale    uint64 `json:"reaped_stale"`     // in flight longer than the reaping age
+	ReapedConnGone uint64 `json:"reaped_conn_gone"` // still in flight on connections that went away: never to end
+	ReapedStale    uint64 `json:"reaped_stale"`     // in flight beyond the reap age; their slots were reused
 }
 
 // Lost is the number of requests that are missing from the statistics.

@@ -113,10 +113,10 @@ func writeDrops(w io.Writer, d profile.Drops) {
 			parts = append(parts, fmt.Sprintf("%d %s", n, what))
 		}
 	}
-	add(d.InflightFull, "requests not timed (in-flight table full)")
+	add(d.InflightFull, "requests not timed (both in-flight slots busy)")
 	add(d.StatsFull, "requests not counted (statistics table full)")
-	add(d.ReapedConnGone, "requests that never ended (connection gone)")
-	add(d.ReapedStale, "requests in flight beyond the reaping age")
+	add(d.ReapedConnGone, "requests that will never end (their connection is gone)")
+	add(d.ReapedStale, "requests in flight beyond the reap age (given up)")
 	add(d.UniqueZero, "requests without an id (kernel before 6.18)")
 	add(d.ErrnoFull, "errors not broken down by errno (table full)")
 	add(d.UnmatchedEnd, "replies to requests sent before tracing began")
