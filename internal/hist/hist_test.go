@@ -2,15 +2,11 @@ package hist
 
 import (
 	"bytes"
-	"flag"
+	"github.com/fusescope/fusescope/internal/golden"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestBucketEdges(t *testing.T) {
 	cases := []struct {
@@ -150,23 +146,6 @@ func TestFromBuckets(t *testing.T) {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
-
 func TestRenderGolden(t *testing.T) {
 	var h Hist
 	// 2..3 us: 40 values, 16..31 us: 10, one 4 ms outlier.
@@ -182,7 +161,7 @@ func TestRenderGolden(t *testing.T) {
 		if err := h.WriteLog2(&buf, u); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "log2_"+u.Name+".golden", buf.Bytes())
+		golden.Check(t, "log2_"+u.Name+".golden", buf.Bytes())
 	}
 	var wide Hist
 	wide.Add(1)
@@ -191,7 +170,7 @@ func TestRenderGolden(t *testing.T) {
 	if err := wide.WriteLog2(&buf, Nsecs); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "log2_wide.golden", buf.Bytes())
+	golden.Check(t, "log2_wide.golden", buf.Bytes())
 	var empty Hist
 	buf.Reset()
 	_ = empty.WriteLog2(&buf, Usecs)

@@ -98,13 +98,6 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// KernelDevMinor splits a kernel-encoded dev_t (as tracepoints report it:
-// MAJOR << 20 | MINOR) into major and minor. User space's dev_t (st_dev)
-// encodes them differently, which unix.Major and unix.Minor undo.
-func KernelDevMinor(dev uint32) (major, minor uint32) {
-	return dev >> 20, dev & (1<<20 - 1)
-}
-
 // ResolveMount maps a path to the FUSE connection that serves it: the
 // mountinfo entry with the same major:minor as the path's st_dev.
 func ResolveMount(path string, mounts []MountInfo) (MountInfo, error) {

@@ -73,19 +73,6 @@ func TestParseRelease(t *testing.T) {
 	}
 }
 
-func TestKernelDevEncoding(t *testing.T) {
-	// A tracepoint's dev_t is MAJOR<<20|MINOR; fusectl names the connection
-	// by the same number, which for FUSE (major 0) is the minor.
-	ma, mi := KernelDevMinor(0<<20 | 300)
-	if ma != 0 || mi != 300 {
-		t.Errorf("%d:%d", ma, mi)
-	}
-	ma, mi = KernelDevMinor(8<<20 | 17)
-	if ma != 8 || mi != 17 {
-		t.Errorf("%d:%d", ma, mi)
-	}
-}
-
 // The Go constants for the drops map must match enum drop_reason.
 func TestDropReasonsMatchHeader(t *testing.T) {
 	b, err := os.ReadFile("../bpf/fusereq.h")

@@ -151,11 +151,6 @@ func (t *Tracer) Close() error {
 	return t.objs.Close()
 }
 
-// Programs returns the attached programs (for their run-time statistics).
-func (t *Tracer) Programs() map[string]*ebpf.Program {
-	return map[string]*ebpf.Program{"fuse_request_send": t.objs.FuseSend, "fuse_request_end": t.objs.FuseEnd}
-}
-
 // Snapshot reads the cumulative statistics since Start.
 func (t *Tracer) Snapshot() (profile.Profile, error) {
 	var p profile.Profile
@@ -319,12 +314,6 @@ func ErrnoName(err int32) string {
 		return name
 	}
 	return fmt.Sprintf("E%d", -err)
-}
-
-// InFlight is the number of requests the tracer is waiting on.
-func (t *Tracer) InFlight() (int, error) {
-	slots, err := t.inflightSlots()
-	return len(slots), err
 }
 
 // Hostname for records.

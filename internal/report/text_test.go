@@ -2,9 +2,7 @@ package report
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
+	"github.com/fusescope/fusescope/internal/golden"
 	"testing"
 	"time"
 
@@ -12,8 +10,6 @@ import (
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // sampleRecord is a deterministic record shaped like a real trace of two
 // mounts: fast metadata on one, slow reads with errors on the other.
@@ -54,23 +50,6 @@ func sampleRecord() *profile.Record {
 	return r
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
-
 func TestTextGolden(t *testing.T) {
 	r := sampleRecord()
 	for name, o := range map[string]TextOptions{
@@ -83,7 +62,7 @@ func TestTextGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		WriteConnections(&buf, r)
-		golden(t, name, buf.Bytes())
+		golden.Check(t, name, buf.Bytes())
 	}
 }
 
@@ -93,12 +72,12 @@ func TestCSVGolden(t *testing.T) {
 	if err := r.WriteCSV(&buf, false, true); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "record.csv.golden", buf.Bytes())
+	golden.Check(t, "record.csv.golden", buf.Bytes())
 	buf.Reset()
 	if err := r.WriteCSV(&buf, true, true); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "counts.csv.golden", buf.Bytes())
+	golden.Check(t, "counts.csv.golden", buf.Bytes())
 }
 
 func TestJSONGoldenRoundTrip(t *testing.T) {
@@ -107,7 +86,7 @@ func TestJSONGoldenRoundTrip(t *testing.T) {
 	if err := r.Write(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "record.json.golden", buf.Bytes())
+	golden.Check(t, "record.json.golden", buf.Bytes())
 	back, err := profile.Parse(buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
