@@ -23,6 +23,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/fusescope/fusescope/internal/ktrace"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,6 +33,9 @@ func enabled(t *testing.T) {
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("benchmarks need root")
+	}
+	if _, err := ktrace.EnsureTracefs(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -25,6 +26,11 @@ func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "e2e: skipped, these tests mount FUSE file systems and load BPF programs: run as root (make test)")
 		os.Exit(0)
+	}
+	// The bpftrace oracle may start before fusescope has mounted tracefs.
+	if _, err := ktrace.EnsureTracefs(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
 	}
 	dir, err := os.MkdirTemp("", "fusescope-e2e")
 	if err != nil {
