@@ -10,7 +10,7 @@
 #define FAST_OPS 64          /* opcodes below this use the fast stats array */
 #define MAX_STATS_KEYS 2048
 #define MAX_ERRNO_KEYS 1024
-#define MAX_FILTER_CONNS 64
+#define CONN_BITMAP_WORDS 16384 /* one bit per connection number below 2^20 */
 
 /* Indices of the drops counters: events the tracer could not account for. */
 enum drop_reason {

@@ -122,10 +122,18 @@ func Start(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, fmt.Errorf("mapping the in-flight table: %v", err)
 	}
+	words := map[uint32]uint64{}
 	for _, c := range opts.Conns {
-		if err := t.objs.FilterConns.Put(c, uint8(1)); err != nil {
+		if c >= connBitmapWords*64 {
 			t.Close()
-			return nil, fmt.Errorf("filtering connection %d: %v", c, err)
+			return nil, fmt.Errorf("FUSE connection %d is beyond the %d the filter can hold", c, connBitmapWords*64)
+		}
+		words[c/64] |= 1 << (c % 64)
+	}
+	for w, bits := range words {
+		if err := t.objs.FilterConns.Put(w, bits); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("filtering connections: %v", err)
 		}
 	}
 	for _, p := range []struct {
@@ -238,8 +246,11 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 	return p, nil
 }
 
-// fastOps is FAST_OPS of fusereq.h: the stats_fast index is conn*64 + opcode.
-const fastOps = 64
+// Sizes from fusereq.h.
+const (
+	fastOps         = 64    // FAST_OPS: the stats_fast index is conn*64 + opcode
+	connBitmapWords = 16384 // CONN_BITMAP_WORDS
+)
 
 // opAccum sums one (connection, opcode) over CPUs and maps.
 type opAccum struct {
