@@ -136,27 +136,61 @@ func Start(opts Options) (*Tracer, error) {
 			return nil, fmt.Errorf("filtering connections: %v", err)
 		}
 	}
+	if err := t.Resume(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Pause detaches the programs and keeps the maps: requests made while paused
+// are not counted, and those in flight across a pause end unmatched.
+func (t *Tracer) Pause() {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+}
+
+// Resume attaches the programs (again).
+func (t *Tracer) Resume() error {
+	if t.links != nil {
+		return nil
+	}
 	for _, p := range []struct {
 		event string
 		prog  *ebpf.Program
 	}{{"fuse_request_send", t.objs.FuseSend}, {"fuse_request_end", t.objs.FuseEnd}} {
 		l, err := link.Tracepoint("fuse", p.event, p.prog, nil)
 		if err != nil {
-			t.Close()
-			return nil, fmt.Errorf("attaching to fuse:%s: %v", p.event, err)
+			t.Pause()
+			return fmt.Errorf("attaching to fuse:%s: %v", p.event, err)
 		}
 		t.links = append(t.links, l)
 	}
-	return t, nil
+	return nil
 }
 
 // Close detaches the programs and frees the maps. It is safe to call twice.
 func (t *Tracer) Close() error {
-	for _, l := range t.links {
-		l.Close()
-	}
-	t.links = nil
+	t.Pause()
 	return t.objs.Close()
+}
+
+// ProgramStats sums the run time and run count the kernel accounted to the
+// tracer's programs; both stay 0 unless kernel.bpf_stats_enabled is 1.
+func (t *Tracer) ProgramStats() (time.Duration, uint64, error) {
+	var total time.Duration
+	var runs uint64
+	for _, p := range []*ebpf.Program{t.objs.FuseSend, t.objs.FuseEnd} {
+		st, err := p.Stats()
+		if err != nil {
+			return 0, 0, err
+		}
+		total += st.Runtime
+		runs += st.RunCount
+	}
+	return total, runs, nil
 }
 
 // Snapshot reads the cumulative statistics since Start.

@@ -1,19 +1,22 @@
 // Package bench holds fusescope's benchmarks. They are not tests: `make
 // bench` runs them (FUSESCOPE_BENCH=1) and they print the tables that
-// docs/performance.md records, with ratios measured in one interleaved run.
+// docs/performance.md records, as ratios measured in one interleaved run.
 package bench
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,7 +30,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func enabled(t *testing.T) {
+// setup prepares a quiet machine: root, tracefs, and the CPUs kept out of
+// idle states for the benchmark's duration. On this project's VMs a halted
+// vCPU takes tens of microseconds to wake, which made identical 1,000-stat
+// blocks vary from 170 to 550 ms; with /dev/cpu_dma_latency held at 0 they
+// vary by a few percent (the latency-performance practice of tuned).
+func setup(t *testing.T) {
 	if os.Getenv("FUSESCOPE_BENCH") == "" {
 		t.Skip("benchmark: run with make bench")
 	}
@@ -37,47 +45,152 @@ func enabled(t *testing.T) {
 	if _, err := ktrace.EnsureTracefs(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// tracerConfig is one way of watching the workload.
-type tracerConfig struct {
-	name  string
-	start func(t *testing.T, mnt string) (stop func())
-}
-
-// bpftraceProg does what fusescope trace does, the bpftrace way: match send
-// and end by (connection, unique), one log2 histogram per (connection, opcode).
-const bpftraceProg = `tracepoint:fuse:fuse_request_send { @start[args->connection, args->unique] = nsecs; @op[args->connection, args->unique] = args->opcode; }
-tracepoint:fuse:fuse_request_end /@start[args->connection, args->unique]/ { @lat[args->connection, @op[args->connection, args->unique]] = hist(nsecs - @start[args->connection, args->unique]); delete(@start[args->connection, args->unique]); delete(@op[args->connection, args->unique]); }`
-
-// startAndWait runs cmd and returns once a line of its output starts with
-// readyPrefix (the probes are attached then).
-func startAndWait(t *testing.T, cmd *exec.Cmd, readyPrefix string) func() {
-	t.Helper()
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = io.Discard, pw
-	if readyPrefix == "Attaching" {
-		cmd.Stdout = pw
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
 	}
+	f, err := os.OpenFile("/dev/cpu_dma_latency", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("holding /dev/cpu_dma_latency: %v", err)
+	}
+	binary.Write(f, binary.LittleEndian, int32(0))
+	t.Cleanup(func() { f.Close() })
+}
+
+// statMount mounts bindfs over n empty files with entry
+// and attr timeouts of 0, so that every stat() is a LOOKUP and a GETATTR
+// round trip: the worst case for a per-request tracer.
+func statMount(t *testing.T, n int) (files []string, conn uint32) {
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := 0; i < n; i++ {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%05d", i)), nil, 0o644)
+		files = append(files, filepath.Join(mnt, fmt.Sprintf("f%05d", i)))
+	}
+	if out, err := exec.Command("bindfs", "-o", "entry_timeout=0,attr_timeout=0", src, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("bindfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("fusermount3", "-u", mnt).Run() })
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	return files, unix.Minor(st.Dev)
+}
+
+// statBlock stats every file once and returns the elapsed time. Nothing is
+// pinned: pinning the workload and the daemon apart forces a cross-CPU wakeup
+// per request, which on these VMs is both slow and erratic.
+func statBlock(files []string) time.Duration {
+	runtime.GC()
+	var st syscall.Stat_t
+	start := time.Now()
+	for _, f := range files {
+		syscall.Stat(f, &st)
+	}
+	return time.Since(start)
+}
+
+// settle is the pause before every timed block.
+var settle = 50 * time.Millisecond
+
+// pairs runs n pairs of blocks, one untraced and one traced, in random order
+// within each pair; arm attaches a tracer before the traced block (not timed)
+// and returns what detaches it. It returns traced/untraced per pair.
+func pairs(t *testing.T, n int, files []string, arm func() func()) []float64 {
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	ratios := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		var plain, traced time.Duration
+		for _, tracedFirst := range [][]bool{{false, true}, {true, false}}[r.IntN(2)] {
+			// Both blocks start after the same pause, so that work the
+			// kernel defers after an attach (or anything else) settles.
+			if tracedFirst {
+				disarm := arm()
+				time.Sleep(settle)
+				traced = statBlock(files)
+				disarm()
+			} else {
+				time.Sleep(settle)
+				plain = statBlock(files)
+			}
+		}
+		ratios = append(ratios, float64(traced)/float64(plain))
+	}
+	return ratios
+}
+
+// summary is "| median | geometric mean [95% CI] | min-max |" of ratios. The
+// geometric mean is the mean of log ratios, whose noise is symmetric: a pair
+// twice as slow and one twice as fast cancel out.
+func summary(rs []float64) string {
+	s := slices.Clone(rs)
+	slices.Sort(s)
+	var sum, sq float64
+	for _, v := range s {
+		sum += math.Log(v)
+	}
+	mean := sum / float64(len(s))
+	for _, v := range s {
+		sq += (math.Log(v) - mean) * (math.Log(v) - mean)
+	}
+	ci := 1.96 * math.Sqrt(sq/float64(len(s)-1)) / math.Sqrt(float64(len(s)))
+	return fmt.Sprintf("| %.4f | %.4f [%.4f, %.4f] | %.3f-%.3f |", s[len(s)/2], math.Exp(mean), math.Exp(mean-ci), math.Exp(mean+ci), s[0], s[len(s)-1])
+}
+
+// emptyOnTracepoints returns an arm function that attaches programs that do
+// nothing to fuse_request_send and fuse_request_end.
+func emptyOnTracepoints(t *testing.T) func() func() {
+	var progs []*ebpf.Program
+	for range 2 {
+		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		progs = append(progs, p)
+	}
+	return func() func() {
+		var links []link.Link
+		for i, ev := range []string{"fuse_request_send", "fuse_request_end"} {
+			l, err := link.Tracepoint("fuse", ev, progs[i], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			links = append(links, l)
+		}
+		return func() {
+			for _, l := range links {
+				l.Close()
+			}
+		}
+	}
+}
+
+// startProcess runs a tracer process and returns once a line of its output
+// starts with ready (its probes are attached then); stop sends SIGINT.
+func startProcess(t *testing.T, ready string, name string, args ...string) func() {
+	cmd := exec.Command(name, args...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan bool, 1)
+	ok := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), readyPrefix) {
-				ready <- true
+			if strings.HasPrefix(sc.Text(), ready) {
+				ok <- true
 			}
 		}
 	}()
 	select {
-	case <-ready:
+	case <-ok:
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("%v did not attach", cmd.Args)
+		t.Fatalf("%s did not attach", name)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // bpftrace prints "Attaching" before it attaches
 	return func() {
 		cmd.Process.Signal(syscall.SIGINT)
 		cmd.Wait()
@@ -85,44 +198,122 @@ func startAndWait(t *testing.T, cmd *exec.Cmd, readyPrefix string) func() {
 	}
 }
 
-func configs(bin string) []tracerConfig {
-	return []tracerConfig{
-		{"untraced", func(*testing.T, string) func() { return func() {} }},
-		{"fusescope trace", func(t *testing.T, mnt string) func() {
-			return startAndWait(t, exec.Command("taskset", "-c", "1", bin, "trace", "--mount", mnt, "-o", os.DevNull), "Tracing")
-		}},
-		{"bpftrace", func(t *testing.T, mnt string) func() {
-			return startAndWait(t, exec.Command("taskset", "-c", "1", "bpftrace", "-e", bpftraceProg), "Attaching")
-		}},
-	}
-}
+// bpftraceProg does what fusescope trace does, the bpftrace way: match send
+// and end by (connection, unique), one log2 histogram per (connection, opcode).
+const bpftraceProg = `tracepoint:fuse:fuse_request_send { @start[args->connection, args->unique] = nsecs; @op[args->connection, args->unique] = args->opcode; }
+tracepoint:fuse:fuse_request_end /@start[args->connection, args->unique]/ { @lat[args->connection, @op[args->connection, args->unique]] = hist(nsecs - @start[args->connection, args->unique]); delete(@start[args->connection, args->unique]); delete(@op[args->connection, args->unique]); }`
 
-// statWorkload stats every file passes times on CPU 0 (the daemon and the
-// tracers run on CPU 1) and returns the elapsed time.
-func statWorkload(files []string, passes int) time.Duration {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var cpu0 unix.CPUSet
-	cpu0.Set(0)
-	unix.SchedSetaffinity(0, &cpu0)
-	var st syscall.Stat_t
-	start := time.Now()
-	for p := 0; p < passes; p++ {
-		for _, f := range files {
-			syscall.Stat(f, &st)
+func TestBenchTraceOverhead(t *testing.T) {
+	setup(t)
+	bin, _ := filepath.Abs("../../bin/fusescope")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatal("build first: make bench builds bin/fusescope")
+	}
+	const nFiles = 1000
+	files, conn := statMount(t, nFiles)
+	for i := 0; i < 5; i++ {
+		statBlock(files) // warm up
+	}
+	// The tracer is loaded once; each traced block attaches it and each
+	// untraced one runs detached, so no load, verification or map freeing
+	// falls into a timed block.
+	tr, err := ktrace.Start(ktrace.Options{Conns: []uint32{conn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.Pause()
+	attached := func() func() {
+		if err := tr.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Pause
+	}
+
+	fmt.Printf("\n### Slowdown of a stat-heavy workload\n\n")
+	fmt.Printf("Blocks of %d stat() of distinct files on bindfs with entry/attr timeouts 0 (each stat reaches the daemon), /dev/cpu_dma_latency held at 0, nothing pinned. Each pair runs one untraced and one traced block in random order; ratio = traced / untraced time of the pair.\n\n", nFiles)
+	fmt.Println("| tracer | pairs | median ratio | geometric mean ratio [95% CI] | min-max |")
+	fmt.Println("|---|---|---|---|---|")
+	n := 400
+	if v, err := strconv.Atoi(os.Getenv("FUSESCOPE_BENCH_PAIRS")); err == nil && v > 1 {
+		n = v
+	}
+	fmt.Printf("| untraced vs untraced (the method's noise) | %d %s\n", n, summary(pairs(t, n, files, func() func() { return func() {} })))
+	fmt.Printf("| reference: empty programs on the same two tracepoints (what any tracer of them pays) | %d %s\n", n, summary(pairs(t, n, files, emptyOnTracepoints(t))))
+	fmt.Printf("| fusescope's BPF programs (loaded once, attached for traced blocks) | %d %s\n", n, summary(pairs(t, n, files, attached)))
+	fmt.Printf("| `fusescope trace --mount` (process) | 30 %s\n", summary(pairs(t, 30, files, func() func() {
+		return startProcess(t, "Tracing", bin, "trace", "--mount", filepath.Dir(files[0]), "-o", os.DevNull)
+	})))
+	fmt.Printf("| bpftrace, same aggregation (process) | 30 %s\n", summary(pairs(t, 30, files, func() func() {
+		return startProcess(t, "Attaching", "bpftrace", "-e", bpftraceProg)
+	})))
+
+	fmt.Printf("\n### BPF cost per event (kernel.bpf_stats_enabled)\n\n")
+	fmt.Println("| program | events | run_time_ns / run_cnt |")
+	fmt.Println("|---|---|---|")
+	setBPFStats(t, true)
+	defer setBPFStats(t, false)
+	for _, cal := range []struct {
+		name  string
+		insns asm.Instructions
+	}{
+		{"reference: empty program (accounting floor)", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}},
+		{"reference: one bpf_ktime_get_ns()", asm.Instructions{asm.FnKtimeGetNs.Call(), asm.Mov.Imm(asm.R0, 0), asm.Return()}},
+	} {
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL", Instructions: cal.insns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := link.Tracepoint("fuse", "fuse_request_send", prog, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		statBlock(files)
+		st, err := prog.Stats()
+		l.Close()
+		prog.Close()
+		if err != nil || st.RunCount == 0 {
+			t.Fatalf("%s: no statistics: %v", cal.name, err)
+		}
+		fmt.Printf("| %s | %d | %.0f ns |\n", cal.name, st.RunCount, float64(st.Runtime.Nanoseconds())/float64(st.RunCount))
+	}
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	statBlock(files)
+	rt, runs, err := tr.ProgramStats()
+	tr.Pause()
+	if err != nil || runs == 0 {
+		t.Fatalf("fusescope programs: no statistics: %v", err)
+	}
+	fmt.Printf("| fusescope (fuse_send + fuse_end) | %d | %.0f ns |\n", runs, float64(rt.Nanoseconds())/float64(runs))
+
+	before := progs(t)
+	stop := startProcess(t, "Attaching", "bpftrace", "-e", bpftraceProg)
+	statBlock(files)
+	after := progs(t)
+	stop()
+	var ns, cnt uint64
+	for id, p := range after {
+		if _, old := before[id]; !old && p.Type == "tracepoint" {
+			ns += p.RunTimeNs
+			cnt += p.RunCnt
 		}
 	}
-	return time.Since(start)
+	if cnt == 0 {
+		t.Fatal("bpftrace: no program runs counted")
+	}
+	fmt.Printf("| bpftrace, same aggregation | %d | %.0f ns |\n", cnt, float64(ns)/float64(cnt))
 }
 
 type progStat struct {
 	ID        int    `json:"id"`
-	Name      string `json:"name"`
 	Type      string `json:"type"`
 	RunTimeNs uint64 `json:"run_time_ns"`
 	RunCnt    uint64 `json:"run_cnt"`
 }
 
+// progs lists loaded BPF programs with their statistics (bpftool).
 func progs(t *testing.T) map[int]progStat {
 	out, err := exec.Command("bpftool", "-j", "prog", "show").Output()
 	if err != nil {
@@ -139,24 +330,6 @@ func progs(t *testing.T) map[int]progStat {
 	return m
 }
 
-type calibration struct {
-	name  string
-	insns asm.Instructions
-}
-
-// calibrations are reference programs measured on the same tracepoint in
-// the same run: the floor that bpf_stats accounting itself costs, and what
-// reading the clock costs on this machine.
-func calibrations(t *testing.T) []calibration {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		t.Fatal(err)
-	}
-	return []calibration{
-		{"reference: empty program (accounting floor)", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}},
-		{"reference: one bpf_ktime_get_ns()", asm.Instructions{asm.FnKtimeGetNs.Call(), asm.Mov.Imm(asm.R0, 0), asm.Return()}},
-	}
-}
-
 func setBPFStats(t *testing.T, on bool) {
 	v := "0"
 	if on {
@@ -164,105 +337,5 @@ func setBPFStats(t *testing.T, on bool) {
 	}
 	if err := os.WriteFile("/proc/sys/kernel/bpf_stats_enabled", []byte(v), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestBenchTraceOverhead(t *testing.T) {
-	enabled(t)
-	bin, err := filepath.Abs("../../bin/fusescope")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatal("build first: make bench builds bin/fusescope")
-	}
-	const nFiles, passes, reps = 2000, 3, 15
-	src, mnt := t.TempDir(), t.TempDir()
-	files := make([]string, nFiles)
-	for i := range files {
-		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%05d", i)), []byte("x"), 0o644)
-		files[i] = filepath.Join(mnt, fmt.Sprintf("f%05d", i))
-	}
-	// Timeouts of 0: every stat is a LOOKUP and a GETATTR round trip to the
-	// daemon, the worst case for a per-request tracer.
-	if out, err := exec.Command("taskset", "-c", "1", "bindfs", "-o", "entry_timeout=0,attr_timeout=0", src, mnt).CombinedOutput(); err != nil {
-		t.Fatalf("bindfs: %v %s", err, out)
-	}
-	defer exec.Command("fusermount3", "-u", mnt).Run()
-	statWorkload(files, 1) // warm the daemon and the dentry cache
-
-	cfgs := configs(bin)
-	times := map[string][]time.Duration{}
-	ratios := map[string][]float64{}
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	for rep := 0; rep < reps; rep++ {
-		order := r.Perm(len(cfgs))
-		got := map[string]time.Duration{}
-		for _, i := range order {
-			c := cfgs[i]
-			stop := c.start(t, mnt)
-			runtime.GC()
-			got[c.name] = statWorkload(files, passes)
-			stop()
-		}
-		for name, d := range got {
-			times[name] = append(times[name], d)
-			ratios[name] = append(ratios[name], float64(d)/float64(got["untraced"]))
-		}
-	}
-	fmt.Printf("\n### Tracer overhead on a stat-heavy workload\n\n")
-	fmt.Printf("%d stat() of distinct files per run on bindfs (entry/attr timeout 0, so every stat reaches the daemon; the reference programs below count the requests), workload on CPU 0, daemon and tracer on CPU 1, %d interleaved repetitions in random order; ratio = run time / untraced run time of the same repetition.\n\n", nFiles*passes, reps)
-	fmt.Println("| configuration | median run time | median ratio to untraced | min ratio | max ratio |")
-	fmt.Println("|---|---|---|---|---|")
-	for _, c := range cfgs {
-		ts := slices.Clone(times[c.name])
-		slices.Sort(ts)
-		rs := slices.Clone(ratios[c.name])
-		slices.Sort(rs)
-		fmt.Printf("| %s | %v | %.3f | %.3f | %.3f |\n", c.name, ts[len(ts)/2].Round(time.Millisecond), rs[len(rs)/2], rs[0], rs[len(rs)-1])
-	}
-
-	// Per-event cost: one more run per tracer with kernel.bpf_stats_enabled,
-	// reading run_time_ns / run_cnt of the programs that tracer loaded.
-	fmt.Printf("\n### BPF cost per event (kernel.bpf_stats_enabled)\n\n")
-	fmt.Println("| program | events | run_time_ns / run_cnt |")
-	fmt.Println("|---|---|---|")
-	setBPFStats(t, true)
-	defer setBPFStats(t, false)
-	for _, cal := range calibrations(t) {
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL", Instructions: cal.insns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := link.Tracepoint("fuse", "fuse_request_send", prog, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		statWorkload(files, passes)
-		st, err := prog.Stats()
-		l.Close()
-		prog.Close()
-		if err != nil || st.RunCount == 0 {
-			t.Fatalf("%s: no statistics: %v", cal.name, err)
-		}
-		fmt.Printf("| %s | %d | %.0f ns |\n", cal.name, st.RunCount, float64(st.Runtime.Nanoseconds())/float64(st.RunCount))
-	}
-	for _, c := range cfgs[1:] {
-		before := progs(t)
-		stop := c.start(t, mnt)
-		statWorkload(files, passes)
-		after := progs(t)
-		stop()
-		var ns, cnt uint64
-		for id, p := range after {
-			if _, old := before[id]; !old && p.Type == "tracepoint" {
-				ns += p.RunTimeNs
-				cnt += p.RunCnt
-			}
-		}
-		if cnt == 0 {
-			t.Fatalf("%s: no program runs counted", c.name)
-		}
-		fmt.Printf("| %s | %d | %.0f ns |\n", c.name, cnt, float64(ns)/float64(cnt))
 	}
 }
