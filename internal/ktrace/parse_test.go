@@ -2,6 +2,7 @@ package ktrace
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -114,5 +115,61 @@ func TestResolveMountNotFUSE(t *testing.T) {
 	}
 	if _, err := ResolveMount("/nonexistent/path", ms); err == nil {
 		t.Error("a missing path resolved")
+	}
+}
+
+// fakeTracefs writes format files for the fuse events; drop names fields to
+// leave out of fuse_request_send.
+func fakeTracefs(t *testing.T, withEvents bool, drop string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if !withEvents {
+		return dir
+	}
+	send, err := os.ReadFile("testdata/fuse_request_send.format")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(send)
+	if drop != "" {
+		text = strings.ReplaceAll(text, " "+drop+";", " other;")
+	}
+	end := "name: fuse_request_end\nformat:\n\tfield:dev_t connection;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:uint64_t unique;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:uint32_t len;\toffset:24;\tsize:4;\tsigned:0;\n\tfield:int32_t error;\toffset:28;\tsize:4;\tsigned:1;\n"
+	for ev, body := range map[string]string{"fuse_request_send": text, "fuse_request_end": end} {
+		d := filepath.Join(dir, "events", "fuse", ev)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "format"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestCheckTracepoints(t *testing.T) {
+	cases := []struct {
+		name    string
+		events  bool
+		drop    string
+		release string
+		want    string // "" means no error
+	}{
+		{"6.18 with both tracepoints", true, "", "6.18.44-fc", ""},
+		{"7.0", true, "", "7.0.1", ""},
+		{"no fuse tracepoints (< 6.12)", false, "", "6.1.0-28-amd64", "kernel 6.1.0-28-amd64 has no fuse:fuse_request_send tracepoint"},
+		{"6.12 to 6.17 report unique 0", true, "", "6.15.2", "kernel 6.15.2 fires fuse:fuse_request_send before the request has its id"},
+		{"a field the program reads is missing", true, "unique", "6.18.1", `has no "unique" field`},
+	}
+	for _, c := range cases {
+		err := CheckTracepoints(fakeTracefs(t, c.events, c.drop), c.release)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		case err != nil && (!strings.Contains(err.Error(), "boot Linux 6.18") || strings.Contains(err.Error(), "\n")):
+			t.Errorf("%s: the error must be one line that says what fixes it: %v", c.name, err)
+		}
 	}
 }

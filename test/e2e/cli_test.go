@@ -137,3 +137,25 @@ func assertNoProbesLeft(t *testing.T) {
 		t.Errorf("fuse_request_send still enabled: %q", b)
 	}
 }
+
+// Without privileges, one line says what is needed.
+func TestTraceNotRoot(t *testing.T) {
+	need(t, "setpriv")
+	bin := filepath.Join(t.TempDir(), "fusescope")
+	data, err := os.ReadFile(fusescopeBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "trace").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("want a non-zero exit as nobody, got %v: %s", err, out)
+	}
+	text := strings.TrimSpace(string(out))
+	if strings.Contains(text, "\n") || !strings.Contains(text, "needs root, or CAP_BPF and CAP_PERFMON") {
+		t.Errorf("want one line about privileges, got:\n%s", out)
+	}
+}
