@@ -4,6 +4,8 @@
 package report
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -201,4 +203,45 @@ func writeColumns(w io.Writer, rows [][]string, left int) {
 		b.WriteString("\n")
 	}
 	io.WriteString(w, b.String())
+}
+
+// WriteFSInfo prints what the lab file system says about itself: its
+// configuration, what the kernel negotiated, and its instrumentation's cost.
+func WriteFSInfo(w io.Writer, r *profile.Record) {
+	fs := r.Meta.FS
+	if fs == nil {
+		return
+	}
+	fmt.Fprintf(w, "lab file system %s -> %s (conn %d)\n", fs.Source, r.Label(firstConn(r)), firstConn(r))
+	var cfg bytes.Buffer
+	if json.Compact(&cfg, fs.Config) != nil {
+		cfg.Write(fs.Config)
+	}
+	fmt.Fprintf(w, "  config: %s\n", cfg.String())
+	fmt.Fprintf(w, "  negotiated INIT flags: %s\n", strings.Join(fs.Negotiated, " "))
+	fmt.Fprintf(w, "  kernel offered, not requested: %s\n", strings.Join(minus(fs.Offered, fs.Negotiated), " "))
+	fmt.Fprintf(w, "  max_write %s, max_readahead %s, max_background %d, congestion_threshold %d\n",
+		Bytes(uint64(fs.MaxWrite)), Bytes(uint64(fs.MaxReadahead)), fs.MaxBackground, fs.Congestion)
+	fmt.Fprintf(w, "  requests served %d, timer overhead %.0f ns per request, heap %s\n", fs.Requests, fs.TimerNs, Bytes(fs.HeapBytes))
+}
+
+func firstConn(r *profile.Record) uint32 {
+	if len(r.Meta.Mounts) > 0 {
+		return r.Meta.Mounts[0].Conn
+	}
+	return 0
+}
+
+func minus(a, b []string) []string {
+	drop := map[string]bool{}
+	for _, s := range b {
+		drop[s] = true
+	}
+	var out []string
+	for _, s := range a {
+		if !drop[s] {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/labfs"
+	"github.com/fusescope/fusescope/internal/report"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+)
+
+func newFSCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "fs",
+		Short: "The lab file system: every FUSE caching and transport mode as a switch",
+	}
+	c.AddCommand(newFSMountCmd(), newFSUmountCmd(), newFSStatsCmd())
+	return c
+}
+
+// readyFD is the pipe on which a --background child says it is mounted.
+const readyEnv = "FUSESCOPE_FS_READY_FD"
+
+func newFSMountCmd() *cobra.Command {
+	var (
+		preset     string
+		background bool
+		latency    string
+		bandwidth  string
+		cfg        labfs.Config
+	)
+	var presetHelp []string
+	for _, n := range labfs.PresetNames() {
+		presetHelp = append(presetHelp, fmt.Sprintf("  %-12s %s", n, labfs.PresetDoc(n)))
+	}
+	c := &cobra.Command{
+		Use:   "mount SRC MNT [flags]",
+		Short: "Mount a passthrough of SRC at MNT with the chosen FUSE modes",
+		Long: `Mount a passthrough of the directory SRC at MNT, served by fusescope's own
+daemon (go-fuse), which keeps per-operation histograms that "fusescope fs
+stats MNT" prints. Start from a preset and change what you study; flags
+override the preset.
+
+Presets:
+` + strings.Join(presetHelp, "\n") + `
+
+--latency and --bandwidth emulate a remote backend: each request waits its
+operation's delay in its own goroutine (like an RPC client with one request
+in flight per daemon thread), and READ and WRITE data cross one shared link
+of the given rate, one transfer after another.`,
+		Example: `  fusescope fs mount /data /mnt/lab --background
+  fusescope fs mount /data /mnt/lab --preset nocache --latency 'lookup=1ms,read=2ms+-0.5ms,*=100us'
+  fusescope fs mount /data /mnt/lab --preset writeback --bandwidth 100MiB/s --background
+  fusescope fs stats /mnt/lab
+  fusescope fs umount /mnt/lab`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			base, err := labfs.Preset(preset)
+			if err != nil {
+				return fmt.Errorf("--preset: %v", err)
+			}
+			applyChanged(cmd, &base, &cfg)
+			if base.Latency, err = labfs.ParseLatency(latency); err != nil {
+				return err
+			}
+			if base.Bandwidth, err = labfs.ParseBandwidth(bandwidth); err != nil {
+				return err
+			}
+			if err := base.Validate(); err != nil {
+				return err
+			}
+			if background {
+				return mountInBackground(args[1])
+			}
+			return mountForeground(args[0], args[1], base)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&preset, "preset", "default", "start from this preset: "+strings.Join(labfs.PresetNames(), ", "))
+	f.BoolVar(&background, "background", false, "detach, and return once the file system is mounted")
+	f.DurationVar(&cfg.EntryTimeout, "entry-timeout", 0, "how long the kernel may cache name lookups")
+	f.DurationVar(&cfg.AttrTimeout, "attr-timeout", 0, "how long the kernel may cache attributes")
+	f.DurationVar(&cfg.NegativeTimeout, "negative-timeout", 0, "how long the kernel may cache failed lookups")
+	f.BoolVar(&cfg.KeepCache, "keep-cache", false, "keep cached pages across opens (FOPEN_KEEP_CACHE)")
+	f.BoolVar(&cfg.DirectIO, "direct-io", false, "bypass the page cache (FOPEN_DIRECT_IO)")
+	f.BoolVar(&cfg.WritebackCache, "writeback-cache", false, "write-back caching in the kernel instead of write-through")
+	f.BoolVar(&cfg.AutoInvalData, "auto-inval-data", false, "drop cached pages when mtime or size change (FUSE_AUTO_INVAL_DATA)")
+	f.BoolVar(&cfg.Passthrough, "passthrough", false, "FUSE passthrough of reads and writes to the backing file (root, Linux 6.9+)")
+	f.StringVar(&cfg.Readdirplus, "readdirplus", "auto", "READDIRPLUS: auto, on or off")
+	f.BoolVar(&cfg.ParallelDirops, "parallel-dirops", false, "allow parallel lookups and readdirs in one directory")
+	f.IntVar(&cfg.MaxRead, "max-read", 0, "largest READ in bytes (mount option max_read)")
+	f.IntVar(&cfg.MaxWrite, "max-write", 0, "largest WRITE in bytes (default 1 MiB)")
+	f.IntVar(&cfg.MaxReadahead, "max-readahead", 0, "largest read-ahead in bytes (default: the kernel's)")
+	f.IntVar(&cfg.MaxBackground, "max-background", 0, "most background requests in flight (default 12)")
+	f.IntVar(&cfg.Congestion, "congestion-threshold", 0, "background requests at which the kernel sees congestion (default 3/4 of max-background)")
+	f.IntVar(&cfg.Threads, "threads", 0, "most requests the daemon serves at once (0: no limit)")
+	f.BoolVar(&cfg.KillprivV2, "killpriv-v2", true, "negotiate HANDLE_KILLPRIV_V2 (false restores a GETXATTR security.capability round trip per write)")
+	f.StringVar(&latency, "latency", "", "emulated backend latency per operation, e.g. 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us'")
+	f.StringVar(&bandwidth, "bandwidth", "", "emulated backend bandwidth for READ and WRITE data, e.g. 100MiB/s")
+	return c
+}
+
+// applyChanged copies the flags the user set onto the preset.
+func applyChanged(cmd *cobra.Command, dst, src *labfs.Config) {
+	set := func(name string, apply func()) {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("entry-timeout", func() { dst.EntryTimeout = src.EntryTimeout })
+	set("attr-timeout", func() { dst.AttrTimeout = src.AttrTimeout })
+	set("negative-timeout", func() { dst.NegativeTimeout = src.NegativeTimeout })
+	set("keep-cache", func() { dst.KeepCache = src.KeepCache })
+	set("direct-io", func() { dst.DirectIO = src.DirectIO })
+	set("writeback-cache", func() { dst.WritebackCache = src.WritebackCache })
+	set("auto-inval-data", func() { dst.AutoInvalData = src.AutoInvalData })
+	set("passthrough", func() { dst.Passthrough = src.Passthrough })
+	set("readdirplus", func() { dst.Readdirplus = src.Readdirplus })
+	set("parallel-dirops", func() { dst.ParallelDirops = src.ParallelDirops })
+	set("max-read", func() { dst.MaxRead = src.MaxRead })
+	set("max-write", func() { dst.MaxWrite = src.MaxWrite })
+	set("max-readahead", func() { dst.MaxReadahead = src.MaxReadahead })
+	set("max-background", func() { dst.MaxBackground = src.MaxBackground })
+	set("congestion-threshold", func() { dst.Congestion = src.Congestion })
+	set("threads", func() { dst.Threads = src.Threads })
+	set("killpriv-v2", func() { dst.KillprivV2 = src.KillprivV2 })
+}
+
+func mountForeground(src, mnt string, cfg labfs.Config) error {
+	fsys, err := labfs.Mount(src, mnt, cfg)
+	ready := os.Getenv(readyEnv)
+	if ready != "" {
+		fd, _ := strconv.Atoi(ready)
+		pipe := os.NewFile(uintptr(fd), "ready")
+		if err != nil {
+			fmt.Fprintf(pipe, "error %s\n", err)
+		} else {
+			fmt.Fprintf(pipe, "ok %s\n", fsys.Stale())
+		}
+		pipe.Close()
+	}
+	if err != nil {
+		return err
+	}
+	if s := fsys.Stale(); s != "" && ready == "" {
+		fmt.Fprintln(os.Stderr, "fusescope: "+s)
+	}
+	if ready == "" {
+		fmt.Fprintf(os.Stderr, "fusescope fs: %s mounted at %s (conn %d); Ctrl-C or fusescope fs umount %s ends it\n", fsys.Source, fsys.MountPoint, fsys.Conn, fsys.MountPoint)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() { fsys.Wait(); close(done) }()
+	select {
+	case <-sigs:
+		return fsys.Unmount()
+	case <-done:
+		return nil
+	}
+}
+
+// mountInBackground runs this command again, detached, without
+// --background, and returns once the child says it has mounted.
+func mountInBackground(mnt string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var args []string
+	for _, a := range os.Args[1:] {
+		if a != "--background" && a != "--background=true" {
+			args = append(args, a)
+		}
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	logPath := strings.TrimSuffix(labfs.SocketPath(mnt), ".sock") + ".log"
+	os.MkdirAll(filepath.Dir(logPath), 0o700)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	child := exec.Command(self, args...)
+	child.Env = append(os.Environ(), readyEnv+"=3")
+	child.ExtraFiles = []*os.File{w}
+	child.Stdout, child.Stderr = logf, logf
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		return err
+	}
+	w.Close()
+	logf.Close()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	status, msg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	if status != "ok" {
+		child.Wait()
+		if msg == "" {
+			msg = "the file system daemon exited before mounting (see " + logPath + ")"
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	if msg != "" {
+		fmt.Fprintln(os.Stderr, "fusescope: "+msg)
+	}
+	abs, _ := filepath.Abs(mnt)
+	fmt.Fprintf(os.Stderr, "fusescope fs: mounted at %s (daemon pid %d, log %s)\n", abs, child.Process.Pid, logPath)
+	child.Process.Release()
+	return nil
+}
+
+func newFSUmountCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "umount MNT",
+		Short: "Unmount a lab file system; its daemon exits",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mnt, _ := filepath.Abs(args[0])
+			if err := unix.Unmount(mnt, 0); err != nil {
+				if err == unix.EINVAL {
+					return fmt.Errorf("%s is not a mount point", mnt)
+				}
+				if err == unix.EBUSY {
+					return fmt.Errorf("%s is busy (files open, or a shell inside it): close them, or umount -l %s", mnt, mnt)
+				}
+				if out, ferr := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); ferr != nil {
+					return fmt.Errorf("unmounting %s: %v (%s)", mnt, err, strings.TrimSpace(string(out)))
+				}
+			}
+			// The daemon removes its socket as it exits; wait for it briefly.
+			for i := 0; i < 50; i++ {
+				if _, err := os.Stat(labfs.SocketPath(mnt)); err != nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return nil
+		},
+	}
+}
+
+func newFSStatsCmd() *cobra.Command {
+	var out outputFlags
+	c := &cobra.Command{
+		Use:   "stats MNT",
+		Short: "The lab file system daemon's own per-operation statistics",
+		Long: `Print the daemon's own view of a mounted lab file system: per-operation
+latency from request receipt to reply (histograms and table, as trace
+prints them), the negotiated FUSE INIT flags and limits, and the cost of the
+daemon's timers. --json prints it as a record that "fusescope show" renders.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rec, err := labfs.Stats(args[0])
+			if err != nil {
+				return err
+			}
+			if !out.json && !out.csv {
+				report.WriteFSInfo(os.Stdout, rec)
+				fmt.Println()
+			}
+			r := &renderer{o: &out, w: os.Stdout}
+			return r.render(rec)
+		},
+	}
+	out.register(c)
+	return c
+}

@@ -1,0 +1,98 @@
+// Package labfs is fusescope's lab file system: a go-fuse passthrough to a
+// source directory in which every kernel caching, invalidation and transport
+// mode FUSE studies compare is a switch, with a slow remote backend emulated
+// on demand and per-operation histograms kept by the daemon itself.
+package labfs
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Config is one lab file system's configuration. The zero value is not
+// useful; start from a preset (Preset) and change what you study.
+type Config struct {
+	EntryTimeout    time.Duration `json:"entry_timeout"`
+	AttrTimeout     time.Duration `json:"attr_timeout"`
+	NegativeTimeout time.Duration `json:"negative_timeout"`
+	KeepCache       bool          `json:"keep_cache"`      // FOPEN_KEEP_CACHE: keep cached pages across opens
+	DirectIO        bool          `json:"direct_io"`       // FOPEN_DIRECT_IO: bypass the page cache
+	WritebackCache  bool          `json:"writeback_cache"` // FUSE_WRITEBACK_CACHE: write-back, not write-through
+	AutoInvalData   bool          `json:"auto_inval_data"` // FUSE_AUTO_INVAL_DATA: drop pages when mtime/size change
+	Passthrough     bool          `json:"passthrough"`     // FUSE_PASSTHROUGH: reads and writes go to the backing file
+	Readdirplus     string        `json:"readdirplus"`     // auto, on, off
+	ParallelDirops  bool          `json:"parallel_dirops"` // FUSE_PARALLEL_DIROPS
+	MaxRead         int           `json:"max_read"`        // bytes; 0: the kernel's default
+	MaxWrite        int           `json:"max_write"`       // bytes
+	MaxReadahead    int           `json:"max_readahead"`   // bytes
+	MaxBackground   int           `json:"max_background"`
+	Congestion      int           `json:"congestion_threshold"`
+	Threads         int           `json:"threads"` // most requests served at once
+	// KillprivV2 negotiates FUSE_HANDLE_KILLPRIV_V2: the daemon clears
+	// suid/sgid on write, truncate and chown, so the kernel does not ask
+	// GETXATTR security.capability before every write.
+	KillprivV2 bool `json:"handle_killpriv_v2"`
+
+	Latency   LatencySpec `json:"latency,omitempty"`
+	Bandwidth uint64      `json:"bandwidth,omitempty"` // bytes/s for READ and WRITE data; 0: unlimited
+}
+
+// Presets name the configurations the seeds compare.
+var presets = map[string]struct {
+	doc string
+	cfg Config
+}{
+	"default": {"kernel caches on: entry/attr timeouts 1 s, negative 0, page cache with auto_inval_data, write-through, readdirplus auto, parallel dirops, handle_killpriv_v2",
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+	"nocache": {"kernel caches off: timeouts 0, direct_io (no page cache), readdirplus off",
+		Config{DirectIO: true, Readdirplus: "off", ParallelDirops: true, KillprivV2: true}},
+	"writeback": {"default plus write-back caching: writes land in the page cache and are flushed later",
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, WritebackCache: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+	"passthrough": {"default plus FUSE passthrough: reads and writes of open files go straight to the backing file (root, Linux 6.9+)",
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Passthrough: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+	"cto": {"close-to-open consistency for data: attr timeout 0 and keep_cache off, so every open revalidates (no user-space invalidation yet)",
+		Config{EntryTimeout: time.Second, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+}
+
+// Preset returns a named configuration.
+func Preset(name string) (Config, error) {
+	p, ok := presets[name]
+	if !ok {
+		return Config{}, fmt.Errorf("unknown preset %q (known: %s)", name, strings.Join(PresetNames(), ", "))
+	}
+	return p.cfg, nil
+}
+
+// PresetNames lists the presets.
+func PresetNames() []string {
+	var out []string
+	for n := range presets {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PresetDoc says what a preset sets.
+func PresetDoc(name string) string { return presets[name].doc }
+
+// Validate checks combinations the kernel would reject or ignore silently.
+func (c *Config) Validate() error {
+	if c.KeepCache && c.DirectIO {
+		return fmt.Errorf("--keep-cache and --direct-io contradict each other: choose one")
+	}
+	switch c.Readdirplus {
+	case "", "auto", "on", "off":
+	default:
+		return fmt.Errorf("--readdirplus %q: give auto, on or off", c.Readdirplus)
+	}
+	if c.MaxWrite < 0 || c.MaxRead < 0 || c.MaxReadahead < 0 || c.MaxBackground < 0 || c.Congestion < 0 || c.Threads < 0 {
+		return fmt.Errorf("sizes and counts must not be negative")
+	}
+	if c.Congestion > 0 && c.MaxBackground > 0 && c.Congestion > c.MaxBackground {
+		return fmt.Errorf("--congestion-threshold %d exceeds --max-background %d: the kernel would cap it", c.Congestion, c.MaxBackground)
+	}
+	return nil
+}

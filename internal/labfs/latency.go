@@ -1,0 +1,146 @@
+package labfs
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+)
+
+// Delay is a fixed delay with optional uniform jitter: Base ± Jitter.
+type Delay struct {
+	Base   time.Duration `json:"base"`
+	Jitter time.Duration `json:"jitter,omitempty"`
+}
+
+// LatencySpec maps opcodes to delays; the "*" entry applies to the rest.
+type LatencySpec map[string]Delay
+
+// ParseLatency reads 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us'.
+func ParseLatency(s string) (LatencySpec, error) {
+	spec := LatencySpec{}
+	if strings.TrimSpace(s) == "" {
+		return spec, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("--latency %q: want OP=DURATION[+-JITTER], e.g. lookup=1ms,read=2ms+-0.5ms,*=100us", part)
+		}
+		key := "*"
+		if name = strings.TrimSpace(name); name != "*" {
+			op, err := fuseproto.ParseOpcode(name)
+			if err != nil {
+				return nil, fmt.Errorf("--latency: %v", err)
+			}
+			key = op.String()
+		}
+		base, jitter, _ := strings.Cut(val, "+-")
+		var d Delay
+		var err error
+		if d.Base, err = parseDuration(base); err != nil {
+			return nil, fmt.Errorf("--latency %s: %v", part, err)
+		}
+		if jitter != "" {
+			if d.Jitter, err = parseDuration(jitter); err != nil {
+				return nil, fmt.Errorf("--latency %s: %v", part, err)
+			}
+			if d.Jitter > d.Base {
+				return nil, fmt.Errorf("--latency %s: jitter larger than the delay would make it negative", part)
+			}
+		}
+		spec[key] = d
+	}
+	return spec, nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration like 500us or 2ms", s)
+	}
+	return d, nil
+}
+
+// String renders the spec back in the flag's syntax.
+func (l LatencySpec) String() string {
+	var parts []string
+	for k, d := range l {
+		p := strings.ToLower(k) + "=" + d.Base.String()
+		if d.Jitter > 0 {
+			p += "+-" + d.Jitter.String()
+		}
+		parts = append(parts, p)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// For returns the delay of one opcode.
+func (l LatencySpec) For(op fuseproto.Opcode) time.Duration {
+	d, ok := l[op.String()]
+	if !ok {
+		d, ok = l["*"]
+	}
+	if !ok || d.Base == 0 {
+		return 0
+	}
+	if d.Jitter == 0 {
+		return d.Base
+	}
+	return d.Base - d.Jitter + time.Duration(rand.Int64N(int64(2*d.Jitter)+1))
+}
+
+// ParseBandwidth reads 100MiB/s, 10MB/s, 1GiB/s, or a number of bytes/s.
+func ParseBandwidth(s string) (uint64, error) {
+	s = strings.TrimSuffix(strings.TrimSpace(s), "/s")
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"kB", 1e3}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("--bandwidth %q: give a rate like 100MiB/s", s)
+	}
+	return uint64(v * float64(mult)), nil
+}
+
+// link serialises data transfers on one emulated network link: each transfer
+// of n bytes occupies the link for n/rate seconds after the previous one,
+// and its request waits until its bytes have crossed.
+type link struct {
+	rate uint64 // bytes/s
+	mu   sync.Mutex
+	free time.Time // when the link is next idle
+}
+
+// wait blocks until n bytes have crossed the link.
+func (l *link) wait(n int) {
+	if l == nil || l.rate == 0 || n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	now := time.Now()
+	if l.free.Before(now) {
+		l.free = now
+	}
+	l.free = l.free.Add(time.Duration(float64(n) / float64(l.rate) * float64(time.Second)))
+	done := l.free
+	l.mu.Unlock()
+	time.Sleep(time.Until(done))
+}

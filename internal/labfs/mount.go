@@ -1,0 +1,267 @@
+package labfs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// FSType is the type the lab file system shows in /proc/mounts.
+const FSType = "fuse.fusescope"
+
+// FS is a mounted lab file system.
+type FS struct {
+	Source, MountPoint string
+	Config             Config
+	Conn               uint32
+
+	server   *fuse.Server
+	stats    *daemonStats
+	control  *controlServer
+	started  time.Time
+	timerNs  float64
+	killed   string // what CleanStale found, for the caller to say
+	unmounts chan struct{}
+}
+
+// goFuseRequests are the INIT flags go-fuse v2.12 asks for by itself
+// (fuse/opcode.go doInit), before ExtraCapabilities and DisabledCapabilities.
+const goFuseRequests = fuse.CAP_ASYNC_READ | fuse.CAP_BIG_WRITES | fuse.CAP_FILE_OPS |
+	fuse.CAP_READDIRPLUS | fuse.CAP_NO_OPEN_SUPPORT | fuse.CAP_PARALLEL_DIROPS | fuse.CAP_MAX_PAGES |
+	fuse.CAP_RENAME_SWAP | fuse.CAP_PASSTHROUGH | fuse.CAP_ALLOW_IDMAP | fuse.CAP_AUTO_INVAL_DATA
+
+// capabilities returns the INIT flags to add to and remove from go-fuse's.
+func (c *Config) capabilities() (extra, disabled uint64) {
+	if c.WritebackCache {
+		extra |= fuse.CAP_WRITEBACK_CACHE
+	}
+	if c.KillprivV2 {
+		extra |= fuse.CAP_HANDLE_KILLPRIV_V2
+	}
+	switch c.Readdirplus {
+	case "auto", "":
+		extra |= fuse.CAP_READDIRPLUS_AUTO
+	case "off":
+		disabled |= fuse.CAP_READDIRPLUS | fuse.CAP_READDIRPLUS_AUTO
+	}
+	if !c.Passthrough {
+		disabled |= fuse.CAP_PASSTHROUGH
+	}
+	if !c.ParallelDirops {
+		disabled |= fuse.CAP_PARALLEL_DIROPS
+	}
+	if !c.AutoInvalData {
+		disabled |= fuse.CAP_AUTO_INVAL_DATA
+	}
+	return extra, disabled
+}
+
+// CleanStale checks a mount point before mounting. A FUSE mount whose
+// daemon died (stat says ENOTCONN) is unmounted and reported; any other
+// mount there is an error.
+func CleanStale(mnt string) (string, error) {
+	var st unix.Stat_t
+	err := unix.Stat(mnt, &st)
+	if errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED) {
+		if uerr := unix.Unmount(mnt, unix.MNT_DETACH); uerr != nil {
+			return "", fmt.Errorf("%s is a dead FUSE mount (its daemon is gone) and unmounting it failed: %v: run umount -l %s", mnt, uerr, mnt)
+		}
+		return fmt.Sprintf("%s was a dead FUSE mount (its daemon was killed); unmounted it", mnt), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("mount point %s: %v: create it with mkdir -p %s", mnt, err, mnt)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", fmt.Errorf("mount point %s is not a directory", mnt)
+	}
+	var parent unix.Stat_t
+	if unix.Stat(filepath.Dir(mnt), &parent) == nil && parent.Dev != st.Dev && mnt != "/" {
+		return "", fmt.Errorf("%s is already a mount point: unmount it first (fusescope fs umount %s)", mnt, mnt)
+	}
+	return "", nil
+}
+
+// Mount mounts a lab file system of src at mnt and serves it in the
+// background; Wait blocks until it is unmounted.
+func Mount(src, mnt string, cfg Config) (*FS, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var err error
+	if src, err = filepath.Abs(src); err != nil {
+		return nil, err
+	}
+	if mnt, err = filepath.Abs(mnt); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("source %s is not a directory: give the directory to pass through to", src)
+	}
+	if strings.HasPrefix(mnt+"/", src+"/") {
+		return nil, fmt.Errorf("mount point %s is inside the source %s: the file system would contain itself", mnt, src)
+	}
+	root := os.Geteuid() == 0
+	if cfg.Passthrough && !root {
+		return nil, fmt.Errorf("--passthrough needs root (the kernel requires CAP_SYS_ADMIN to register backing files)")
+	}
+	killed, err := CleanStale(mnt)
+	if err != nil {
+		return nil, err
+	}
+	loop, err := fs.NewLoopbackRoot(src)
+	if err != nil {
+		return nil, err
+	}
+	negTimeout := cfg.NegativeTimeout
+	extra, disabled := cfg.capabilities()
+	mopts := fuse.MountOptions{
+		FsName: src, Name: "fusescope", AllowOther: root, DirectMount: root,
+		MaxWrite: cfg.MaxWrite, MaxReadAhead: cfg.MaxReadahead, MaxBackground: cfg.MaxBackground,
+		CongestionThreshold: cfg.Congestion, DisableReadDirPlus: cfg.Readdirplus == "off",
+		ExtraCapabilities: extra, DisabledCapabilities: disabled,
+	}
+	if cfg.MaxRead > 0 {
+		mopts.Options = append(mopts.Options, fmt.Sprintf("max_read=%d", cfg.MaxRead))
+	}
+	if mopts.MaxWrite == 0 {
+		mopts.MaxWrite = 1 << 20
+	}
+	if mopts.MaxBackground == 0 {
+		mopts.MaxBackground = 12
+	}
+	raw := fs.NewNodeFS(loop, &fs.Options{
+		EntryTimeout: &cfg.EntryTimeout, AttrTimeout: &cfg.AttrTimeout, NegativeTimeout: &negTimeout,
+	})
+	f := &FS{Source: src, MountPoint: mnt, Config: cfg, stats: &daemonStats{}, started: time.Now(), killed: killed, unmounts: make(chan struct{})}
+	w := &labRaw{RawFileSystem: raw, cfg: &f.Config, stats: f.stats, link: &link{rate: cfg.Bandwidth}}
+	if cfg.Threads > 0 {
+		w.slots = make(chan struct{}, cfg.Threads)
+	}
+	f.timerNs = float64(TimerOverhead().Nanoseconds())
+	f.server, err = fuse.NewServer(w, mnt, &mopts)
+	if err != nil {
+		return nil, fmt.Errorf("mounting %s at %s: %v", src, mnt, err)
+	}
+	go func() {
+		f.server.Serve()
+		close(f.unmounts)
+	}()
+	if err := f.server.WaitMount(); err != nil {
+		f.server.Unmount()
+		return nil, fmt.Errorf("mounting %s at %s: %v", src, mnt, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err == nil {
+		f.Conn = unix.Minor(st.Dev)
+	}
+	if cfg.Passthrough && f.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		f.Unmount()
+		return nil, fmt.Errorf("--passthrough: kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernelRelease())
+	}
+	if f.control, err = serveControl(f); err != nil {
+		f.Unmount()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Stale says what CleanStale found before this mount, or "".
+func (f *FS) Stale() string { return f.killed }
+
+// Wait blocks until the file system is unmounted.
+func (f *FS) Wait() { <-f.unmounts }
+
+// Unmount unmounts the file system and stops serving it. Writes already
+// replied to are in the source directory: the daemon keeps no dirty data.
+func (f *FS) Unmount() error {
+	if f.control != nil {
+		f.control.close()
+	}
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = f.server.Unmount(); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		if lerr := unix.Unmount(f.MountPoint, unix.MNT_DETACH); lerr == nil {
+			err = nil
+		}
+	}
+	select {
+	case <-f.unmounts:
+	case <-time.After(5 * time.Second):
+	}
+	return err
+}
+
+// Record is the daemon's statistics as a profile record.
+func (f *FS) Record() *profile.Record {
+	ks := f.server.KernelSettings()
+	offered := ks.Flags64()
+	extra, disabled := f.Config.capabilities()
+	requested := (goFuseRequests | extra) &^ disabled
+	cfgJSON, _ := json.Marshal(f.Config)
+	p := f.stats.profile(f.Conn)
+	var n uint64
+	for _, o := range p.Ops {
+		n += o.Count
+	}
+	maxRA := ks.MaxReadAhead
+	if f.Config.MaxReadahead > 0 && uint32(f.Config.MaxReadahead) < maxRA {
+		maxRA = uint32(f.Config.MaxReadahead)
+	}
+	maxBg, cong := uint16(12), uint16(9)
+	if f.Config.MaxBackground > 0 {
+		maxBg = uint16(f.Config.MaxBackground)
+		cong = maxBg * 3 / 4
+	}
+	if f.Config.Congestion > 0 {
+		cong = uint16(f.Config.Congestion)
+	}
+	maxWrite := uint32(1 << 20)
+	if f.Config.MaxWrite > 0 {
+		maxWrite = uint32(f.Config.MaxWrite)
+	}
+	return &profile.Record{
+		Schema: profile.Schema,
+		Meta: profile.Meta{
+			Tool: "fusescope fs", Source: "labfs (daemon: request receipt -> reply)", Kernel: kernelRelease(),
+			Host: hostname(), Start: f.started, End: time.Now(), Command: os.Args,
+			Filters: profile.Filters{Conns: []uint32{f.Conn}},
+			Mounts:  []profile.Mount{{Conn: f.Conn, MountPoint: f.MountPoint, FSType: FSType, Source: f.Source}},
+			FS: &profile.FSInfo{
+				Source: f.Source, Config: cfgJSON,
+				Offered: fuseproto.InitFlagNames(offered), Requested: fuseproto.InitFlagNames(requested),
+				Negotiated: fuseproto.InitFlagNames(offered & requested),
+				MaxWrite:   maxWrite, MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,
+				TimerNs: f.timerNs, HeapBytes: memoryBytes(), Requests: n,
+			},
+		},
+		Profile: p,
+	}
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
