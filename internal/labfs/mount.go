@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,16 +69,21 @@ func (c *Config) capabilities() (extra, disabled uint64) {
 }
 
 // CleanStale checks a mount point before mounting. A FUSE mount whose
-// daemon died (stat says ENOTCONN) is unmounted and reported; any other
-// mount there is an error.
+// daemon died is unmounted and reported; any other mount there is an error.
+// statfs is the probe because the kernel never caches it: a stat may still
+// be answered from cached attributes after the daemon is gone.
 func CleanStale(mnt string) (string, error) {
-	var st unix.Stat_t
-	err := unix.Stat(mnt, &st)
+	var sfs unix.Statfs_t
+	err := unix.Statfs(mnt, &sfs)
 	if errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED) {
 		if uerr := unix.Unmount(mnt, unix.MNT_DETACH); uerr != nil {
 			return "", fmt.Errorf("%s is a dead FUSE mount (its daemon is gone) and unmounting it failed: %v: run umount -l %s", mnt, uerr, mnt)
 		}
 		return fmt.Sprintf("%s was a dead FUSE mount (its daemon was killed); unmounted it", mnt), nil
+	}
+	var st unix.Stat_t
+	if err == nil {
+		err = unix.Stat(mnt, &st)
 	}
 	if err != nil {
 		return "", fmt.Errorf("mount point %s: %v: create it with mkdir -p %s", mnt, err, mnt)
@@ -129,6 +136,8 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		MaxWrite: cfg.MaxWrite, MaxReadAhead: cfg.MaxReadahead, MaxBackground: cfg.MaxBackground,
 		CongestionThreshold: cfg.Congestion, DisableReadDirPlus: cfg.Readdirplus == "off",
 		ExtraCapabilities: extra, DisabledCapabilities: disabled,
+		// go-fuse logs its splice fallbacks; they are not errors.
+		Logger: log.New(io.Discard, "", 0),
 	}
 	if cfg.MaxRead > 0 {
 		mopts.Options = append(mopts.Options, fmt.Sprintf("max_read=%d", cfg.MaxRead))

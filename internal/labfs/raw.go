@@ -133,6 +133,7 @@ func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) f
 
 func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	return w.serve(fuseproto.Create, func() (fuse.Status, int, int) {
+		in.Flags = w.backingFlags(in.Flags)
 		st := w.RawFileSystem.Create(c, in, name, out)
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
@@ -143,6 +144,7 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 
 func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return w.serve(fuseproto.Open, func() (fuse.Status, int, int) {
+		in.Flags = w.backingFlags(in.Flags)
 		st := w.RawFileSystem.Open(c, in, out)
 		if st == fuse.OK {
 			w.openFlags(out)
@@ -154,6 +156,22 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 		}
 		return st, 0, 0
 	})
+}
+
+// backingFlags adapts open flags for the backing file. With write-back
+// caching the kernel sends every write with its offset (it implements
+// O_APPEND itself) and may read pages of a file opened write-only, so the
+// backing file must be opened without O_APPEND and readable; otherwise
+// appended data lands at the wrong place and is lost.
+func (w *labRaw) backingFlags(flags uint32) uint32 {
+	if !w.cfg.WritebackCache {
+		return flags
+	}
+	flags &^= syscall.O_APPEND
+	if flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		flags = flags&^syscall.O_ACCMODE | syscall.O_RDWR
+	}
+	return flags
 }
 
 // openFlags applies the page-cache mode to an open reply.

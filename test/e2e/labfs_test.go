@@ -1,0 +1,415 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/labfs"
+	"golang.org/x/sys/unix"
+)
+
+// mountLabFS mounts the lab file system in this process over a new source
+// directory and unmounts it when the test ends.
+func mountLabFS(t *testing.T, cfg labfs.Config) (src, mnt string, f *labfs.FS) {
+	t.Helper()
+	src, mnt = t.TempDir(), t.TempDir()
+	f, err := labfs.Mount(src, mnt, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	})
+	return src, mnt, f
+}
+
+func preset(t *testing.T, name string) labfs.Config {
+	t.Helper()
+	cfg, err := labfs.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// fsScript runs the same operations in a directory and returns a
+// description of the result, so that a FUSE mount and a native directory can
+// be compared side by side.
+func fsScript(t *testing.T, dir string) string {
+	t.Helper()
+	var log strings.Builder
+	note := func(format string, args ...any) { fmt.Fprintf(&log, format+"\n", args...) }
+	p := func(name string) string { return filepath.Join(dir, name) }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+	}
+	must(os.WriteFile(p("a"), []byte("hello world\n"), 0o644))
+	must(os.Rename(p("a"), p("b")))
+	must(os.Link(p("b"), p("c")))
+	must(os.Symlink("b", p("sym")))
+	must(os.Symlink("/etc/outside", p("escape")))
+	must(os.Mkdir(p("d"), 0o755))
+	must(os.WriteFile(p("d/x"), bytes.Repeat([]byte("x"), 100000), 0o600))
+	must(os.Chmod(p("d/x"), 0o640))
+	must(os.Truncate(p("d/x"), 4097))
+	must(unix.Setxattr(p("b"), "user.color", []byte("blue"), 0))
+	for i := 0; i < 3; i++ {
+		f, err := os.OpenFile(p("log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		must(err)
+		fmt.Fprintf(f, "line %d\n", i)
+		must(f.Close())
+	}
+	// Concurrent writers, each to its own region of one file.
+	f, err := os.OpenFile(p("shared"), os.O_CREATE|os.O_RDWR, 0o644)
+	must(err)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			buf := bytes.Repeat([]byte{byte('a' + w)}, 8192)
+			for i := 0; i < 8; i++ {
+				f.WriteAt(buf, int64((i*4+w)*8192))
+			}
+		}(w)
+	}
+	wg.Wait()
+	must(f.Sync())
+	must(f.Close())
+	must(os.Remove(p("c")))
+
+	ents, err := os.ReadDir(dir)
+	must(err)
+	for _, e := range ents {
+		fi, err := os.Lstat(p(e.Name()))
+		must(err)
+		line := fmt.Sprintf("%s %v size=%d", e.Name(), fi.Mode(), fi.Size())
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p(e.Name()))
+			must(err)
+			line += " -> " + target
+		} else if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p(e.Name()))
+			must(err)
+			line += fmt.Sprintf(" crc=%08x", crc(data))
+		}
+		note("%s", line)
+	}
+	buf := make([]byte, 16)
+	n, err := unix.Getxattr(p("b"), "user.color", buf)
+	note("xattr user.color=%q err=%v", buf[:max(n, 0)], err)
+	fi, err := os.Stat(p("d/x"))
+	must(err)
+	note("d/x %v size=%d", fi.Mode(), fi.Size())
+	_, err = os.Stat(p("escape"))
+	note("stat escape: %v", errors.Is(err, os.ErrNotExist))
+	return log.String()
+}
+
+func crc(b []byte) uint32 {
+	var c uint32 = 0xffffffff
+	for _, x := range b {
+		c ^= uint32(x)
+		for k := 0; k < 8; k++ {
+			c = c>>1 ^ 0x82f63b78&-(c&1) // crc32c
+		}
+	}
+	return ^c
+}
+
+// Every preset behaves as the source directory does, operation by operation.
+func TestLabFSPresetsMatchNative(t *testing.T) {
+	want := fsScript(t, t.TempDir())
+	for _, name := range labfs.PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			src, mnt, _ := mountLabFS(t, preset(t, name))
+			if got := fsScript(t, mnt); got != want {
+				t.Errorf("preset %s differs from a native directory:\n--- labfs\n%s--- native\n%s", name, got, want)
+			}
+			// What the mount shows is in the source directory.
+			if _, err := os.Stat(filepath.Join(src, "shared")); err != nil {
+				t.Errorf("source directory: %v", err)
+			}
+			if target, _ := os.Readlink(filepath.Join(mnt, "escape")); target != "/etc/outside" {
+				t.Errorf("a symlink must be returned as stored, got %q", target)
+			}
+		})
+	}
+}
+
+// fio write-then-verify (crc32c) in every preset, sequential and random.
+func TestLabFSFioVerify(t *testing.T) {
+	need(t, "fio")
+	for _, name := range labfs.PresetNames() {
+		for _, rw := range []string{"write", "randwrite"} {
+			t.Run(name+"/"+rw, func(t *testing.T) {
+				_, mnt, _ := mountLabFS(t, preset(t, name))
+				out, err := exec.Command("fio", "--name=verify", "--directory="+mnt, "--rw="+rw, "--bs=4k",
+					"--size=4m", "--ioengine=sync", "--verify=crc32c", "--do_verify=1", "--fsync_on_close=1",
+					"--verify_fatal=1", "--output-format=terse").CombinedOutput()
+				if err != nil {
+					t.Fatalf("fio %s on preset %s: %v\n%s", rw, name, err, out)
+				}
+			})
+		}
+	}
+}
+
+// Injected latency shows in the kernel's measurement and in the daemon's.
+func TestLabFSLatencyInjection(t *testing.T) {
+	cfg := preset(t, "nocache")
+	cfg.Latency = labfs.LatencySpec{"GETATTR": {Base: 2 * time.Millisecond}}
+	_, mnt, f := mountLabFS(t, cfg)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--mount", mnt, "--op", "GETATTR", "-o", rec)
+	for i := 0; i < 50; i++ {
+		os.Stat(mnt)
+	}
+	tr.stop(t)
+	k := loadRecord(t, rec).Profile.Find(f.Conn, fuseproto.Getattr)
+	d := f.Record().Profile.Find(f.Conn, fuseproto.Getattr)
+	if k == nil || d == nil || k.Count < 50 {
+		t.Fatalf("GETATTR missing: kernel %+v daemon %+v", k, d)
+	}
+	if b := hist.Bucket(uint64(k.Latency.Quantile(0.5))); b != 21 {
+		t.Errorf("kernel-side GETATTR p50 in bucket %d, want 21 (2 ms injected)", b)
+	}
+	if d.Latency.Min < uint64(2*time.Millisecond) {
+		t.Errorf("daemon-side GETATTR min %d ns, below the injected 2 ms", d.Latency.Min)
+	}
+	// The kernel's time includes the daemon's: per request, kernel >= daemon.
+	if k.Latency.Sum/k.Count < d.Latency.Sum/d.Count {
+		t.Errorf("kernel mean %d ns < daemon mean %d ns", k.Latency.Sum/k.Count, d.Latency.Sum/d.Count)
+	}
+}
+
+// --bandwidth holds READ data to the emulated link's rate.
+func TestLabFSBandwidth(t *testing.T) {
+	cfg := preset(t, "nocache")
+	cfg.Bandwidth = 20 << 20
+	src, mnt, _ := mountLabFS(t, cfg)
+	if err := os.WriteFile(filepath.Join(src, "big"), make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := os.ReadFile(filepath.Join(mnt, "big")); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 190*time.Millisecond {
+		t.Errorf("4 MiB at 20 MiB/s took %v, want at least 200 ms", took)
+	}
+}
+
+// With HANDLE_KILLPRIV_V2 the kernel stops asking GETXATTR
+// security.capability before each write (it asks once per inode);
+// --killpriv-v2=false restores the round trip per write.
+// Either way a write by an unprivileged user clears set-user-ID, as natively.
+func TestLabFSKillprivV2(t *testing.T) {
+	need(t, "setpriv")
+	const writes = 64
+	counts := map[bool]uint64{}
+	for _, on := range []bool{true, false} {
+		cfg := preset(t, "default")
+		cfg.KillprivV2 = on
+		src, mnt, f := mountLabFS(t, cfg)
+		os.Chmod(src, 0o777)
+		file := filepath.Join(mnt, "data")
+		if err := os.WriteFile(file, nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		rec := filepath.Join(t.TempDir(), "rec.json")
+		tr := startTrace(t, "--mount", mnt, "-o", rec)
+		fh, err := os.OpenFile(file, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block := make([]byte, 4096)
+		for i := 0; i < writes; i++ {
+			fh.Write(block)
+		}
+		fh.Close()
+		tr.stop(t)
+		if s := loadRecord(t, rec).Profile.Find(f.Conn, fuseproto.Getxattr); s != nil {
+			counts[on] = s.Count
+		}
+
+		// suid cleared by an unprivileged writer, on the mount and natively.
+		for _, dir := range []string{mnt, t.TempDir()} {
+			os.Chmod(filepath.Dir(dir), 0o755) // the test's own temp dir is 0700
+			os.Chmod(dir, 0o777)
+			p := filepath.Join(dir, "suid")
+			os.WriteFile(p, []byte("x"), 0o755)
+			os.Chmod(p, 0o4777)
+			out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+				"sh", "-c", "echo more >> "+p).CombinedOutput()
+			if err != nil {
+				t.Fatalf("write as nobody: %v %s", err, out)
+			}
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode()&os.ModeSetuid != 0 {
+				t.Errorf("killpriv_v2=%v: %s still set-user-ID after a write by nobody", on, dir)
+			}
+		}
+	}
+	// With HANDLE_KILLPRIV_V2 the kernel sets SB_NOSEC: the first write
+	// checks security.capability once and marks the inode S_NOSEC.
+	if counts[true] > 1 {
+		t.Errorf("with HANDLE_KILLPRIV_V2: %d GETXATTR for %d writes to one file, want at most 1", counts[true], writes)
+	}
+	if counts[false] < writes {
+		t.Errorf("without HANDLE_KILLPRIV_V2: %d GETXATTR for %d writes, want one per write", counts[false], writes)
+	}
+	t.Logf("GETXATTR for %d writes: %d with killpriv_v2, %d without", writes, counts[true], counts[false])
+}
+
+// The daemon's counts agree with the kernel's for the same run.
+func TestLabFSStatsAgreeWithTrace(t *testing.T) {
+	cfg := preset(t, "nocache")
+	src, mnt, f := mountLabFS(t, cfg)
+	for i := 0; i < 20; i++ {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%d", i)), []byte("data"), 0o644)
+	}
+	before := f.Record()
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--mount", mnt, "-o", rec)
+	for i := 0; i < 20; i++ {
+		os.ReadFile(filepath.Join(mnt, fmt.Sprintf("f%d", i)))
+	}
+	time.Sleep(100 * time.Millisecond)
+	tr.stop(t)
+	after := f.Record()
+	kernel := loadRecord(t, rec)
+	diff, err := after.Profile.Sub(&before.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []fuseproto.Opcode{fuseproto.Lookup, fuseproto.Open, fuseproto.Read, fuseproto.Release} {
+		k, d := kernel.Profile.Find(f.Conn, op), diff.Find(f.Conn, op)
+		if k == nil || d == nil || k.Count != d.Count {
+			t.Errorf("%s: kernel %+v, daemon %+v", op, k, d)
+		}
+	}
+	// The control socket is the mounting user's alone.
+	fi, err := os.Stat(labfs.SocketPath(mnt))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("control socket: %v %v", fi, err)
+	}
+	out := run(t, fusescopeBin, "fs", "stats", "--no-hist", mnt)
+	if !strings.Contains(out, "negotiated INIT flags") || !strings.Contains(out, "READ") || !strings.Contains(out, "timer overhead") {
+		t.Errorf("fs stats output:\n%s", out)
+	}
+}
+
+// After SIGKILL of the daemon, the next mount finds the dead mount, cleans it
+// and says so; SIGTERM unmounts cleanly.
+func TestLabFSKilledDaemon(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
+	daemon := exec.Command(fusescopeBin, "fs", "mount", src, mnt)
+	var stderr bytes.Buffer
+	daemon.Stderr = &stderr
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitMounted(t, mnt)
+	daemon.Process.Kill()
+	daemon.Wait()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(mnt, &sfs); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("after SIGKILL, statfs %s = %v, want ENOTCONN", mnt, err)
+	}
+	out, err := exec.Command(fusescopeBin, "fs", "mount", "--background", src, mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("remount: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "dead FUSE mount") {
+		t.Errorf("the remount did not say it cleaned a dead mount:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(b) != "x" {
+		t.Errorf("after remount: %q %v", b, err)
+	}
+	run(t, fusescopeBin, "fs", "umount", mnt)
+	if mounted(mnt) {
+		t.Fatal("still mounted after fs umount")
+	}
+
+	term := exec.Command(fusescopeBin, "fs", "mount", src, mnt)
+	if err := term.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitMounted(t, mnt)
+	term.Process.Signal(syscall.SIGTERM)
+	if err := term.Wait(); err != nil {
+		t.Errorf("SIGTERM: exit %v", err)
+	}
+	if mounted(mnt) {
+		t.Error("still mounted after SIGTERM")
+		exec.Command("umount", "-l", mnt).Run()
+	}
+}
+
+func mounted(mnt string) bool {
+	b, _ := os.ReadFile("/proc/self/mounts")
+	return strings.Contains(string(b), " "+mnt+" ")
+}
+
+func waitMounted(t *testing.T, mnt string) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		if mounted(mnt) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s was not mounted within 5 s", mnt)
+}
+
+// Bad input to fs mount gets one line and a non-zero exit.
+func TestLabFSBadInput(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fs", "mount", "/nonexistent", mnt}, "is not a directory"},
+		{[]string{"fs", "mount", src, filepath.Join(src, "inner")}, "inside the source"},
+		{[]string{"fs", "mount", src, mnt, "--preset", "fast"}, "unknown preset"},
+		{[]string{"fs", "mount", src, mnt, "--latency", "lookup=fast"}, "not a duration"},
+		{[]string{"fs", "mount", src, mnt, "--latency", "bogus=1ms"}, "unknown FUSE opcode"},
+		{[]string{"fs", "mount", src, mnt, "--bandwidth", "lots"}, "give a rate"},
+		{[]string{"fs", "mount", src, mnt, "--keep-cache", "--direct-io"}, "contradict"},
+		{[]string{"fs", "mount", src, mnt, "--readdirplus", "maybe"}, "auto, on or off"},
+		{[]string{"fs", "stats", mnt}, "no fusescope lab file system"},
+		{[]string{"fs", "umount", mnt}, "not a mount point"},
+	}
+	for _, c := range cases {
+		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		text := strings.TrimSpace(string(out))
+		if !ok || ee.ExitCode() == 0 || strings.Contains(text, "\n") || !strings.Contains(text, c.want) {
+			t.Errorf("%v: want one line containing %q and a non-zero exit, got %v:\n%s", c.args, c.want, err, out)
+		}
+	}
+	if mounted(mnt) {
+		t.Error("a failed mount left a mount behind")
+	}
+}
