@@ -1,0 +1,135 @@
+package labfs
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+func TestParseLatency(t *testing.T) {
+	spec, err := ParseLatency("lookup=1ms, getattr=500us,read=2ms+-0.5ms,*=100us")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec["LOOKUP"].Base != time.Millisecond || spec["GETATTR"].Base != 500*time.Microsecond ||
+		spec["READ"].Jitter != 500*time.Microsecond || spec["*"].Base != 100*time.Microsecond {
+		t.Fatalf("%+v", spec)
+	}
+	if d := spec.For(fuseproto.Write); d != 100*time.Microsecond {
+		t.Errorf("WRITE falls back to *: %v", d)
+	}
+	for i := 0; i < 1000; i++ {
+		if d := spec.For(fuseproto.Read); d < 1500*time.Microsecond || d > 2500*time.Microsecond {
+			t.Fatalf("READ delay %v outside 2ms±0.5ms", d)
+		}
+	}
+	back, err := ParseLatency(spec.String())
+	if err != nil || back.String() != spec.String() {
+		t.Errorf("round trip %q -> %q (%v)", spec.String(), back.String(), err)
+	}
+	for _, bad := range []string{"lookup", "lookup=x", "nosuchop=1ms", "read=1ms+-2ms", "read=-1ms"} {
+		if _, err := ParseLatency(bad); err == nil {
+			t.Errorf("ParseLatency(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseBandwidth(t *testing.T) {
+	for in, want := range map[string]uint64{"100MiB/s": 100 << 20, "10MB/s": 10e6, "1GiB": 1 << 30, "512": 512, "": 0, "1.5KiB/s": 1536} {
+		got, err := ParseBandwidth(in)
+		if err != nil || got != want {
+			t.Errorf("ParseBandwidth(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"fast", "-1MiB/s", "MiB/s"} {
+		if _, err := ParseBandwidth(bad); err == nil {
+			t.Errorf("ParseBandwidth(%q) accepted", bad)
+		}
+	}
+}
+
+func TestLinkSerialisesTransfers(t *testing.T) {
+	l := &link{rate: 10 << 20} // 10 MiB/s: 1 MiB takes 100 ms
+	start := time.Now()
+	done := make(chan bool)
+	for i := 0; i < 2; i++ {
+		go func() { l.wait(1 << 20); done <- true }()
+	}
+	<-done
+	<-done
+	if took := time.Since(start); took < 195*time.Millisecond {
+		t.Errorf("two 1 MiB transfers on a 10 MiB/s link took %v, want >= 200 ms", took)
+	}
+}
+
+func TestPresetsAndCapabilities(t *testing.T) {
+	for _, name := range PresetNames() {
+		cfg, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("preset %s invalid: %v", name, err)
+		}
+		if PresetDoc(name) == "" {
+			t.Errorf("preset %s undocumented", name)
+		}
+		extra, disabled := cfg.capabilities()
+		if cfg.Passthrough == (disabled&fuse.CAP_PASSTHROUGH != 0) {
+			t.Errorf("preset %s: passthrough %v but disabled mask %x", name, cfg.Passthrough, disabled)
+		}
+		if cfg.WritebackCache != (extra&fuse.CAP_WRITEBACK_CACHE != 0) {
+			t.Errorf("preset %s: writeback %v but extra %x", name, cfg.WritebackCache, extra)
+		}
+	}
+	if _, err := Preset("fast"); err == nil || !strings.Contains(err.Error(), "known:") {
+		t.Errorf("unknown preset: %v", err)
+	}
+	bad := Config{KeepCache: true, DirectIO: true}
+	if bad.Validate() == nil {
+		t.Error("keep-cache with direct-io accepted")
+	}
+	off := Config{Readdirplus: "off"}
+	if _, disabled := off.capabilities(); disabled&fuse.CAP_READDIRPLUS == 0 {
+		t.Error("readdirplus off does not disable READDIRPLUS")
+	}
+}
+
+func TestBackingFlagsUnderWriteback(t *testing.T) {
+	w := &labRaw{cfg: &Config{WritebackCache: true}}
+	const wronlyAppend = 0x1 | 0x400 // O_WRONLY | O_APPEND
+	if got := w.backingFlags(wronlyAppend); got != 0x2 {
+		t.Errorf("backingFlags(O_WRONLY|O_APPEND) = %#x, want O_RDWR", got)
+	}
+	w.cfg.WritebackCache = false
+	if got := w.backingFlags(wronlyAppend); got != wronlyAppend {
+		t.Errorf("without write-back the flags must pass unchanged, got %#x", got)
+	}
+}
+
+func FuzzParseLatency(f *testing.F) {
+	f.Add("lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us")
+	f.Add("=,+-")
+	f.Fuzz(func(t *testing.T, s string) {
+		spec, err := ParseLatency(s)
+		if err != nil {
+			return
+		}
+		for _, d := range spec {
+			if d.Base < 0 || d.Jitter > d.Base {
+				t.Fatalf("accepted a negative delay: %+v", d)
+			}
+		}
+	})
+}
+
+func FuzzParseBandwidth(f *testing.F) {
+	f.Add("100MiB/s")
+	f.Add("1e3KB")
+	f.Fuzz(func(t *testing.T, s string) {
+		ParseBandwidth(s)
+	})
+}
