@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make demo: mount a FUSE file system (bindfs, an ordinary libfuse daemon)
-# over a generated tree, run a metadata-and-read workload under
-# `fusescope trace`, print what it found, and clean everything up.
+# make demo: mount fusescope's lab file system over a generated tree with an
+# emulated remote backend, run a metadata-and-read workload under
+# `fusescope trace`, print what the kernel and the daemon each measured, and
+# clean everything up.
 set -euo pipefail
 bin=$(realpath "${1:-bin/fusescope}")
 if [[ $(id -u) -ne 0 ]]; then
@@ -14,7 +15,7 @@ mkdir -p "$src" "$mnt"
 tracer=
 cleanup() {
   [[ -n $tracer ]] && kill "$tracer" 2>/dev/null && wait "$tracer" 2>/dev/null || true
-  if mountpoint -q "$mnt"; then fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"; fi
+  if mountpoint -q "$mnt"; then "$bin" fs umount "$mnt" 2>/dev/null || umount -l "$mnt"; fi
   rm -rf "$src" "$mnt"
 }
 trap cleanup EXIT INT TERM
@@ -27,11 +28,12 @@ for d in $(seq -w 1 40); do
   done
 done
 
-echo "== Mounting bindfs at $mnt (entry and attribute caches: 1 s)"
-bindfs -o entry_timeout=1,attr_timeout=1 "$src" "$mnt"
+latency='lookup=300us,getattr=200us,read=500us+-200us,*=50us'
+echo "== Mounting the lab file system at $mnt: preset default, emulated backend --latency '$latency'"
+"$bin" fs mount "$src" "$mnt" --background --latency "$latency"
 
 echo "== Starting: fusescope trace --mount $mnt -o $rec"
-"$bin" trace --mount "$mnt" -o "$rec" >"$out" 2>"$work/trace.err" &
+"$bin" trace --mount "$mnt" -o "$rec" --no-hist >"$out" 2>"$work/trace.err" &
 tracer=$!
 for _ in $(seq 1 100); do grep -q '^Tracing' "$work/trace.err" 2>/dev/null && break; sleep 0.1; done
 grep -q '^Tracing' "$work/trace.err" || { cat "$work/trace.err" >&2; exit 1; }
@@ -39,7 +41,7 @@ grep -q '^Tracing' "$work/trace.err" || { cat "$work/trace.err" >&2; exit 1; }
 echo "== Workload: find, stat every file twice, read every file, grep the tree"
 find "$mnt" -type f | wc -l | sed 's/^/   files found: /'
 find "$mnt" -type f -exec stat -c %s {} + >/dev/null
-sleep 1.1   # let the 1 s attribute cache expire: the second pass goes to the daemon again
+sleep 1.1   # let the 1 s entry and attribute caches expire: the second pass asks the daemon again
 find "$mnt" -type f -exec stat -c %s {} + >/dev/null
 cat "$mnt"/dir*/file*.dat | wc -c | sed 's/^/   bytes read: /'
 grep -rc nosuchpattern "$mnt" >/dev/null || true
@@ -47,10 +49,16 @@ ls "$mnt/does-not-exist" 2>/dev/null || true
 
 kill -INT "$tracer"; wait "$tracer"; tracer=
 echo
-echo "== What fusescope trace found (per-opcode histograms, then the table by total time)"
+echo "== The kernel's view (fusescope trace): each request from queueing to reply"
 echo
 cat "$out"
 echo
+echo "== The daemon's view (fusescope fs stats): each request from receipt to reply, injected latency included"
+echo
+"$bin" fs stats --no-hist "$mnt"
+echo
+echo "The kernel's time minus the daemon's is what a request spends queued and crossing"
+echo "between kernel and daemon. One histogram, e.g. READ as the kernel saw it:"
+"$bin" show "$rec" | sed -n '/op = READ$/,/^$/p'
 echo "== The run was saved as a record; render it again with:"
 echo "   $bin show $rec"
-echo "   $bin show --csv $rec"

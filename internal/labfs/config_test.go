@@ -52,7 +52,7 @@ func TestParseBandwidth(t *testing.T) {
 }
 
 func TestLinkSerialisesTransfers(t *testing.T) {
-	l := &link{rate: 10 << 20} // 10 MiB/s: 1 MiB takes 100 ms
+	l := &link{rate: 10 << 20, sleep: newSleeper()} // 10 MiB/s: 1 MiB takes 100 ms
 	start := time.Now()
 	done := make(chan bool)
 	for i := 0; i < 2; i++ {
@@ -132,4 +132,19 @@ func FuzzParseBandwidth(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		ParseBandwidth(s)
 	})
+}
+
+func TestSleeperIsPrecise(t *testing.T) {
+	s := newSleeper()
+	var total time.Duration
+	const n, d = 50, 200 * time.Microsecond
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		s.sleep(d)
+		total += time.Since(start)
+	}
+	// Go's time.Sleep would average ~1.1 ms here; allow scheduling noise.
+	if avg := total / n; avg < d-20*time.Microsecond || avg > d+400*time.Microsecond {
+		t.Errorf("sleep(%v) took %v on average", d, avg)
+	}
 }

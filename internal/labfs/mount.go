@@ -152,7 +152,8 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		EntryTimeout: &cfg.EntryTimeout, AttrTimeout: &cfg.AttrTimeout, NegativeTimeout: &negTimeout,
 	})
 	f := &FS{Source: src, MountPoint: mnt, Config: cfg, stats: &daemonStats{}, started: time.Now(), killed: killed, unmounts: make(chan struct{})}
-	w := &labRaw{RawFileSystem: raw, cfg: &f.Config, stats: f.stats, link: &link{rate: cfg.Bandwidth}}
+	sl := newSleeper()
+	w := &labRaw{RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl}}
 	if cfg.Threads > 0 {
 		w.slots = make(chan struct{}, cfg.Threads)
 	}

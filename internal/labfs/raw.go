@@ -19,6 +19,7 @@ type labRaw struct {
 	cfg   *Config
 	stats *daemonStats
 	link  *link
+	sleep *sleeper
 	slots chan struct{} // nil: no concurrency limit
 }
 
@@ -31,7 +32,7 @@ func (w *labRaw) serve(op fuseproto.Opcode, do func() (fuse.Status, int, int)) f
 		defer func() { <-w.slots }()
 	}
 	if d := w.cfg.Latency.For(op); d > 0 {
-		time.Sleep(d)
+		w.sleep.sleep(d)
 	}
 	st, in, out := do()
 	errno := ""
