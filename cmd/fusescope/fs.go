@@ -36,6 +36,7 @@ func newFSMountCmd() *cobra.Command {
 		background bool
 		latency    string
 		bandwidth  string
+		readChunk  string
 		cfg        labfs.Config
 	)
 	var presetHelp []string
@@ -75,6 +76,11 @@ of the given rate, one transfer after another.`,
 			if base.Bandwidth, err = labfs.ParseBandwidth(bandwidth); err != nil {
 				return err
 			}
+			chunk, err := labfs.ParseSize(readChunk)
+			if err != nil || chunk > 1<<30 {
+				return fmt.Errorf("--read-chunk %q: give a size up to 1GiB, like 32MiB", readChunk)
+			}
+			base.ReadChunk = int(chunk)
 			if err := base.Validate(); err != nil {
 				return err
 			}
@@ -104,6 +110,12 @@ of the given rate, one transfer after another.`,
 	f.IntVar(&cfg.Congestion, "congestion-threshold", 0, "background requests at which the kernel sees congestion (default 3/4 of max-background)")
 	f.IntVar(&cfg.Threads, "threads", 0, "most requests the daemon serves at once (0: no limit)")
 	f.BoolVar(&cfg.KillprivV2, "killpriv-v2", true, "negotiate HANDLE_KILLPRIV_V2 (false restores a GETXATTR security.capability round trip per write)")
+	f.DurationVar(&cfg.MDCacheTTL, "md-cache", 0, "answer GETATTR from the daemon's own attribute cache for this long (0: off)")
+	f.IntVar(&cfg.ReadPipeline, "read-pipeline", 0, "reads to keep in flight ahead of each open file's reader (0: off; GFFS used 4)")
+	f.StringVar(&readChunk, "read-chunk", "1MiB", "size of each pipelined read (GFFS used 32MiB)")
+	f.IntVar(&cfg.WriteBehind, "write-behind", 0, "writes to acknowledge before they reach the backend, per file (0: off); written out by close and fsync, which report their errors")
+	f.StringVar(&cfg.Invalidation, "invalidation", "none", "invalidation policy: none, or cto (keep pages across opens unless the file changed since its last close)")
+	f.IntVar(&cfg.MaxInodes, "max-inodes", 0, "inodes the kernel may keep; past it the least recently used names are invalidated (0: no limit)")
 	f.StringVar(&latency, "latency", "", "emulated backend latency per operation, e.g. 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us'")
 	f.StringVar(&bandwidth, "bandwidth", "", "emulated backend bandwidth for READ and WRITE data, e.g. 100MiB/s")
 	return c
@@ -133,6 +145,11 @@ func applyChanged(cmd *cobra.Command, dst, src *labfs.Config) {
 	set("congestion-threshold", func() { dst.Congestion = src.Congestion })
 	set("threads", func() { dst.Threads = src.Threads })
 	set("killpriv-v2", func() { dst.KillprivV2 = src.KillprivV2 })
+	set("md-cache", func() { dst.MDCacheTTL = src.MDCacheTTL })
+	set("read-pipeline", func() { dst.ReadPipeline = src.ReadPipeline })
+	set("write-behind", func() { dst.WriteBehind = src.WriteBehind })
+	set("invalidation", func() { dst.Invalidation = src.Invalidation })
+	set("max-inodes", func() { dst.MaxInodes = src.MaxInodes })
 }
 
 func mountForeground(src, mnt string, cfg labfs.Config) error {

@@ -35,6 +35,14 @@ type Config struct {
 	// GETXATTR security.capability before every write.
 	KillprivV2 bool `json:"handle_killpriv_v2"`
 
+	// User-space features (seeds 001 and 003), each off by default.
+	MDCacheTTL   time.Duration `json:"md_cache_ttl,omitempty"`  // attribute cache in the daemon
+	ReadPipeline int           `json:"read_pipeline,omitempty"` // reads kept in flight ahead, per open file
+	ReadChunk    int           `json:"read_chunk,omitempty"`    // bytes per pipelined read
+	WriteBehind  int           `json:"write_behind,omitempty"`  // acknowledged, unwritten writes per inode
+	Invalidation string        `json:"invalidation,omitempty"`  // none, cto
+	MaxInodes    int           `json:"max_inodes,omitempty"`    // inodes the daemon lets the kernel keep
+
 	Latency   LatencySpec `json:"latency,omitempty"`
 	Bandwidth uint64      `json:"bandwidth,omitempty"` // bytes/s for READ and WRITE data; 0: unlimited
 }
@@ -52,8 +60,8 @@ var presets = map[string]struct {
 		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, WritebackCache: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
 	"passthrough": {"default plus FUSE passthrough: reads and writes of open files go straight to the backing file (root, Linux 6.9+)",
 		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Passthrough: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
-	"cto": {"close-to-open consistency for data: attr timeout 0 and keep_cache off, so every open revalidates (no user-space invalidation yet)",
-		Config{EntryTimeout: time.Second, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+	"cto": {"close-to-open: cached pages are kept across opens unless the file's size or mtime changed since it was last closed through this mount; timeouts 1 s",
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, Invalidation: "cto", Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
 }
 
 // Preset returns a named configuration.
@@ -87,6 +95,17 @@ func (c *Config) Validate() error {
 	case "", "auto", "on", "off":
 	default:
 		return fmt.Errorf("--readdirplus %q: give auto, on or off", c.Readdirplus)
+	}
+	switch c.Invalidation {
+	case "", "none", "cto":
+	default:
+		return fmt.Errorf("--invalidation %q: give none or cto", c.Invalidation)
+	}
+	if c.Invalidation == "cto" && (c.DirectIO || c.KeepCache) {
+		return fmt.Errorf("--invalidation cto decides keep_cache per open: leave out --keep-cache and --direct-io")
+	}
+	if c.MDCacheTTL < 0 || c.ReadPipeline < 0 || c.ReadChunk < 0 || c.WriteBehind < 0 || c.MaxInodes < 0 {
+		return fmt.Errorf("user-space feature sizes must not be negative")
 	}
 	if c.MaxWrite < 0 || c.MaxRead < 0 || c.MaxReadahead < 0 || c.MaxBackground < 0 || c.Congestion < 0 || c.Threads < 0 {
 		return fmt.Errorf("sizes and counts must not be negative")

@@ -100,7 +100,16 @@ func (l LatencySpec) For(op fuseproto.Opcode) time.Duration {
 
 // ParseBandwidth reads 100MiB/s, 10MB/s, 1GiB/s, or a number of bytes/s.
 func ParseBandwidth(s string) (uint64, error) {
-	s = strings.TrimSuffix(strings.TrimSpace(s), "/s")
+	v, err := ParseSize(strings.TrimSuffix(strings.TrimSpace(s), "/s"))
+	if err != nil {
+		return 0, fmt.Errorf("--bandwidth %q: give a rate like 100MiB/s", s)
+	}
+	return v, nil
+}
+
+// ParseSize reads 32MiB, 4KiB, 1GB, or a number of bytes.
+func ParseSize(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
 	if s == "" || s == "0" {
 		return 0, nil
 	}
@@ -117,7 +126,7 @@ func ParseBandwidth(s string) (uint64, error) {
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("--bandwidth %q: give a rate like 100MiB/s", s)
+		return 0, fmt.Errorf("%q is not a size like 32MiB", s)
 	}
 	return uint64(v * float64(mult)), nil
 }

@@ -28,6 +28,7 @@ type FS struct {
 	Conn               uint32
 
 	server   *fuse.Server
+	raw      *labRaw
 	stats    *daemonStats
 	control  *controlServer
 	started  time.Time
@@ -153,7 +154,14 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	})
 	f := &FS{Source: src, MountPoint: mnt, Config: cfg, stats: &daemonStats{}, started: time.Now(), killed: killed, unmounts: make(chan struct{})}
 	sl := newSleeper()
-	w := &labRaw{RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl}}
+	c := &counters{}
+	w := &labRaw{
+		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
+		c: c, md: newMDCache(cfg.MDCacheTTL), wb: newWriteBehind(cfg.WriteBehind, c), lru: newInodeLRU(cfg.MaxInodes, c),
+		lastClose: map[uint64]fileVersion{},
+	}
+	w.pipe = newPipeline(cfg.ReadPipeline, cfg.ReadChunk, c, w.fetchChunk)
+	f.raw = w
 	if cfg.Threads > 0 {
 		w.slots = make(chan struct{}, cfg.Threads)
 	}
@@ -174,6 +182,34 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if err := unix.Stat(mnt, &st); err == nil {
 		f.Conn = unix.Minor(st.Dev)
 	}
+	w.lru.notify = func(victims []lruNode) {
+		// FUSE_NOTIFY_PRUNE (Linux 6.16+) drops the inodes' unused dentries
+		// and the inodes, so their FORGETs follow. Invalidating a name alone
+		// only unhashes the dentry, which may linger until memory pressure.
+		ids := make([]uint64, len(victims))
+		for i, v := range victims {
+			ids[i] = v.id
+		}
+		if f.server.PruneNotify(ids) == fuse.ENOSYS {
+			for _, v := range victims {
+				f.server.EntryNotify(v.parent, v.name)
+			}
+		}
+	}
+	if cfg.MaxInodes > 0 {
+		go func() {
+			tick := time.NewTicker(4 * retryAfter)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					w.lru.enforce()
+				case <-f.unmounts:
+					return
+				}
+			}
+		}()
+	}
 	if cfg.Passthrough && f.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		f.Unmount()
 		return nil, fmt.Errorf("--passthrough: kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernelRelease())
@@ -191,12 +227,13 @@ func (f *FS) Stale() string { return f.killed }
 // Wait blocks until the file system is unmounted.
 func (f *FS) Wait() { <-f.unmounts }
 
-// Unmount unmounts the file system and stops serving it. Writes already
-// replied to are in the source directory: the daemon keeps no dirty data.
+// Unmount writes out what write-behind holds, unmounts the file system and
+// stops serving it.
 func (f *FS) Unmount() error {
 	if f.control != nil {
 		f.control.close()
 	}
+	f.raw.wb.drainAll()
 	var err error
 	for i := 0; i < 20; i++ {
 		if err = f.server.Unmount(); err == nil {
@@ -257,6 +294,7 @@ func (f *FS) Record() *profile.Record {
 				Negotiated: fuseproto.InitFlagNames(offered & requested),
 				MaxWrite:   maxWrite, MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,
 				TimerNs: f.timerNs, HeapBytes: memoryBytes(), Requests: n,
+				Counters: f.raw.c.snapshot(&f.Config),
 			},
 		},
 		Profile: p,

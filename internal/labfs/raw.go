@@ -1,6 +1,8 @@
 package labfs
 
 import (
+	"bytes"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,20 +23,39 @@ type labRaw struct {
 	link  *link
 	sleep *sleeper
 	slots chan struct{} // nil: no concurrency limit
+
+	c    *counters
+	md   *mdCache     // nil unless --md-cache
+	wb   *writeBehind // nil unless --write-behind
+	pipe *pipeline    // nil unless --read-pipeline
+	lru  *inodeLRU    // counts inodes; evicts past --max-inodes
+
+	ctoMu     sync.Mutex
+	lastClose map[uint64]fileVersion // --invalidation cto
 }
 
-// serve runs one request: wait for a slot, the emulated network delay, then
-// the operation; record the time from receipt to reply.
-func (w *labRaw) serve(op fuseproto.Opcode, do func() (fuse.Status, int, int)) fuse.Status {
+// fileVersion is what close-to-open compares between a close and an open.
+type fileVersion struct {
+	size             uint64
+	mtime, mtimensec uint64
+}
+
+// serve runs one request: wait for a slot, run it, and record the time from
+// receipt to reply. The handler calls remote() when it goes to the backend,
+// which costs the emulated network delay; answers from the daemon's own
+// caches do not.
+func (w *labRaw) serve(op fuseproto.Opcode, do func(remote func()) (fuse.Status, int, int)) fuse.Status {
 	start := time.Now()
 	if w.slots != nil {
 		w.slots <- struct{}{}
 		defer func() { <-w.slots }()
 	}
-	if d := w.cfg.Latency.For(op); d > 0 {
-		w.sleep.sleep(d)
+	remote := func() {
+		if d := w.cfg.Latency.For(op); d > 0 {
+			w.sleep.sleep(d)
+		}
 	}
-	st, in, out := do()
+	st, in, out := do(remote)
 	errno := ""
 	if st != fuse.OK {
 		errno = unix.ErrnoName(syscall.Errno(st))
@@ -47,15 +68,58 @@ func (w *labRaw) serve(op fuseproto.Opcode, do func() (fuse.Status, int, int)) f
 }
 
 func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Lookup, func() (fuse.Status, int, int) { return w.RawFileSystem.Lookup(c, h, name, out), 0, 0 })
+	return w.serve(fuseproto.Lookup, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		st := w.RawFileSystem.Lookup(c, h, name, out)
+		if st == fuse.OK {
+			w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr})
+			w.lru.looked(h.NodeId, name, out.NodeId)
+		}
+		return st, 0, 0
+	})
+}
+
+// entry records a reply that created a name (create, mkdir, link...).
+func (w *labRaw) entry(parent uint64, name string, out *fuse.EntryOut, st fuse.Status) fuse.Status {
+	w.md.clear()
+	if st == fuse.OK {
+		w.lru.looked(parent, name, out.NodeId)
+	}
+	return st
+}
+
+func (w *labRaw) Forget(nodeid, nlookup uint64) {
+	w.lru.forgot(nodeid, nlookup)
+	w.md.drop(nodeid)
+	w.RawFileSystem.Forget(nodeid, nlookup)
 }
 
 func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	return w.serve(fuseproto.Getattr, func() (fuse.Status, int, int) { return w.RawFileSystem.GetAttr(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Getattr, func(remote func()) (fuse.Status, int, int) {
+		w.wb.drain(in.NodeId, false)
+		w.lru.touch(in.NodeId)
+		if w.md != nil {
+			if w.md.get(in.NodeId, out) {
+				w.c.mdHits.Add(1)
+				return fuse.OK, 0, 0
+			}
+			w.c.mdMisses.Add(1)
+		}
+		remote()
+		st := w.RawFileSystem.GetAttr(c, in, out)
+		if st == fuse.OK {
+			w.md.put(in.NodeId, out)
+		}
+		return st, 0, 0
+	})
 }
 
 func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	return w.serve(fuseproto.Setattr, func() (fuse.Status, int, int) {
+	return w.serve(fuseproto.Setattr, func(remote func()) (fuse.Status, int, int) {
+		w.wb.drain(in.NodeId, false)
+		w.md.drop(in.NodeId)
+		w.pipe.invalidate(in.NodeId)
+		remote()
 		st := w.RawFileSystem.SetAttr(c, in, out)
 		if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && in.Valid&fuse.FATTR_MODE == 0 {
 			w.killSuidgid(c, &in.InHeader, in.Fh, out)
@@ -65,37 +129,60 @@ func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOu
 }
 
 func (w *labRaw) Mknod(c <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Mknod, func() (fuse.Status, int, int) { return w.RawFileSystem.Mknod(c, in, name, out), 0, 0 })
+	return w.serve(fuseproto.Mknod, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mknod(c, in, name, out)), 0, 0
+	})
 }
 
 func (w *labRaw) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Mkdir, func() (fuse.Status, int, int) { return w.RawFileSystem.Mkdir(c, in, name, out), 0, 0 })
+	return w.serve(fuseproto.Mkdir, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mkdir(c, in, name, out)), 0, 0
+	})
 }
 
 func (w *labRaw) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	return w.serve(fuseproto.Unlink, func() (fuse.Status, int, int) { return w.RawFileSystem.Unlink(c, h, name), 0, 0 })
+	return w.serve(fuseproto.Unlink, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		w.md.clear()
+		return w.RawFileSystem.Unlink(c, h, name), 0, 0
+	})
 }
 
 func (w *labRaw) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	return w.serve(fuseproto.Rmdir, func() (fuse.Status, int, int) { return w.RawFileSystem.Rmdir(c, h, name), 0, 0 })
+	return w.serve(fuseproto.Rmdir, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		w.md.clear()
+		return w.RawFileSystem.Rmdir(c, h, name), 0, 0
+	})
 }
 
 func (w *labRaw) Rename(c <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	return w.serve(fuseproto.Rename, func() (fuse.Status, int, int) { return w.RawFileSystem.Rename(c, in, oldName, newName), 0, 0 })
+	return w.serve(fuseproto.Rename, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		w.md.clear()
+		return w.RawFileSystem.Rename(c, in, oldName, newName), 0, 0
+	})
 }
 
 func (w *labRaw) Link(c <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Link, func() (fuse.Status, int, int) { return w.RawFileSystem.Link(c, in, name, out), 0, 0 })
+	return w.serve(fuseproto.Link, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.entry(in.NodeId, name, out, w.RawFileSystem.Link(c, in, name, out)), 0, 0
+	})
 }
 
 func (w *labRaw) Symlink(c <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Symlink, func() (fuse.Status, int, int) {
-		return w.RawFileSystem.Symlink(c, h, target, name, out), len(target), 0
+	return w.serve(fuseproto.Symlink, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.entry(h.NodeId, name, out, w.RawFileSystem.Symlink(c, h, target, name, out)), len(target), 0
 	})
 }
 
 func (w *labRaw) Readlink(c <-chan struct{}, h *fuse.InHeader) (out []byte, st fuse.Status) {
-	w.serve(fuseproto.Readlink, func() (fuse.Status, int, int) {
+	w.serve(fuseproto.Readlink, func(remote func()) (fuse.Status, int, int) {
+		remote()
 		out, st = w.RawFileSystem.Readlink(c, h)
 		return st, 0, len(out)
 	})
@@ -103,11 +190,12 @@ func (w *labRaw) Readlink(c <-chan struct{}, h *fuse.InHeader) (out []byte, st f
 }
 
 func (w *labRaw) Access(c <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	return w.serve(fuseproto.Access, func() (fuse.Status, int, int) { return w.RawFileSystem.Access(c, in), 0, 0 })
+	return w.serve(fuseproto.Access, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.Access(c, in), 0, 0 })
 }
 
 func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (sz uint32, st fuse.Status) {
-	w.serve(fuseproto.Getxattr, func() (fuse.Status, int, int) {
+	w.serve(fuseproto.Getxattr, func(remote func()) (fuse.Status, int, int) {
+		remote()
 		sz, st = w.RawFileSystem.GetXAttr(c, h, attr, dest)
 		return st, 0, int(sz)
 	})
@@ -115,7 +203,8 @@ func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest
 }
 
 func (w *labRaw) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (sz uint32, st fuse.Status) {
-	w.serve(fuseproto.Listxattr, func() (fuse.Status, int, int) {
+	w.serve(fuseproto.Listxattr, func(remote func()) (fuse.Status, int, int) {
+		remote()
 		sz, st = w.RawFileSystem.ListXAttr(c, h, dest)
 		return st, 0, int(sz)
 	})
@@ -123,19 +212,24 @@ func (w *labRaw) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (sz
 }
 
 func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	return w.serve(fuseproto.Setxattr, func() (fuse.Status, int, int) {
+	return w.serve(fuseproto.Setxattr, func(remote func()) (fuse.Status, int, int) {
+		remote()
 		return w.RawFileSystem.SetXAttr(c, in, attr, data), len(data), 0
 	})
 }
 
 func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
-	return w.serve(fuseproto.Removexattr, func() (fuse.Status, int, int) { return w.RawFileSystem.RemoveXAttr(c, h, attr), 0, 0 })
+	return w.serve(fuseproto.Removexattr, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.RawFileSystem.RemoveXAttr(c, h, attr), 0, 0
+	})
 }
 
 func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	return w.serve(fuseproto.Create, func() (fuse.Status, int, int) {
+	return w.serve(fuseproto.Create, func(remote func()) (fuse.Status, int, int) {
+		remote()
 		in.Flags = w.backingFlags(in.Flags)
-		st := w.RawFileSystem.Create(c, in, name, out)
+		st := w.entry(in.NodeId, name, &out.EntryOut, w.RawFileSystem.Create(c, in, name, out))
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
 		}
@@ -144,11 +238,14 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 }
 
 func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return w.serve(fuseproto.Open, func() (fuse.Status, int, int) {
+	return w.serve(fuseproto.Open, func(remote func()) (fuse.Status, int, int) {
+		remote()
 		in.Flags = w.backingFlags(in.Flags)
+		w.lru.touch(in.NodeId)
 		st := w.RawFileSystem.Open(c, in, out)
 		if st == fuse.OK {
 			w.openFlags(out)
+			w.closeToOpen(c, in.NodeId, out)
 			// O_TRUNC by a caller without CAP_FSETID (FUSE_OPEN_KILL_SUIDGID).
 			if in.Mode&1 != 0 && in.Flags&syscall.O_TRUNC != 0 {
 				var a fuse.AttrOut
@@ -175,6 +272,65 @@ func (w *labRaw) backingFlags(flags uint32) uint32 {
 	return flags
 }
 
+// fetchChunk reads one pipelined chunk from the backend, paying the emulated
+// READ delay and bandwidth as a READ request would.
+func (w *labRaw) fetchChunk(node, fh uint64, off int64, size int) ([]byte, bool) {
+	if d := w.cfg.Latency.For(fuseproto.Read); d > 0 {
+		w.sleep.sleep(d)
+	}
+	buf := make([]byte, size)
+	res, st := w.RawFileSystem.Read(nil, &fuse.ReadIn{InHeader: fuse.InHeader{NodeId: node}, Fh: fh, Offset: uint64(off), Size: uint32(size)}, buf)
+	if st != fuse.OK || res == nil {
+		return nil, false
+	}
+	data, st := res.Bytes(buf)
+	res.Done()
+	if st != fuse.OK {
+		return nil, false
+	}
+	w.link.wait(len(data))
+	return data, true
+}
+
+// version reads an inode's size and mtime from the backend.
+func (w *labRaw) version(c <-chan struct{}, node uint64) (fileVersion, bool) {
+	var a fuse.AttrOut
+	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: fuse.InHeader{NodeId: node}}, &a) != fuse.OK {
+		return fileVersion{}, false
+	}
+	return fileVersion{size: a.Size, mtime: a.Mtime, mtimensec: uint64(a.Mtimensec)}, true
+}
+
+// noteClose records the version of a file being closed (close-to-open).
+func (w *labRaw) noteClose(c <-chan struct{}, node uint64) {
+	if w.cfg.Invalidation != "cto" {
+		return
+	}
+	if v, ok := w.version(c, node); ok {
+		w.ctoMu.Lock()
+		w.lastClose[node] = v
+		w.ctoMu.Unlock()
+	}
+}
+
+// closeToOpen keeps a file's cached pages across opens unless its size or
+// mtime changed since it was last closed through this mount; then the open
+// is answered without FOPEN_KEEP_CACHE, which makes the kernel drop them.
+func (w *labRaw) closeToOpen(c <-chan struct{}, node uint64, out *fuse.OpenOut) {
+	if w.cfg.Invalidation != "cto" || w.cfg.DirectIO {
+		return
+	}
+	out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
+	now, ok := w.version(c, node)
+	w.ctoMu.Lock()
+	last, seen := w.lastClose[node]
+	w.ctoMu.Unlock()
+	if ok && seen && now != last {
+		out.OpenFlags &^= fuse.FOPEN_KEEP_CACHE
+		w.c.invalidations.Add(1)
+	}
+}
+
 // openFlags applies the page-cache mode to an open reply.
 func (w *labRaw) openFlags(out *fuse.OpenOut) {
 	if w.cfg.KeepCache {
@@ -189,7 +345,15 @@ func (w *labRaw) openFlags(out *fuse.OpenOut) {
 }
 
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
-	w.serve(fuseproto.Read, func() (fuse.Status, int, int) {
+	w.serve(fuseproto.Read, func(remote func()) (fuse.Status, int, int) {
+		w.wb.drain(in.NodeId, false)
+		if w.pipe != nil {
+			if data, ok := w.pipe.read(in.NodeId, in.Fh, int64(in.Offset), int(in.Size)); ok {
+				res, st = fuse.ReadResultData(data), fuse.OK
+				return st, 0, len(data)
+			}
+		}
+		remote()
 		res, st = w.RawFileSystem.Read(c, in, buf)
 		n := 0
 		if st == fuse.OK && res != nil {
@@ -201,15 +365,51 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 	return res, st
 }
 
-func (w *labRaw) Write(c <-chan struct{}, in *fuse.WriteIn, data []byte) (n uint32, st fuse.Status) {
-	w.serve(fuseproto.Write, func() (fuse.Status, int, int) {
-		w.link.wait(len(data))
-		n, st = w.RawFileSystem.Write(c, in, data)
-		if st == fuse.OK && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
-			var a fuse.AttrOut
-			w.killSuidgid(c, &in.InHeader, in.Fh, &a)
+// Write is not called by go-fuse while Writev answers; it is here so that
+// every path goes through the same handling.
+func (w *labRaw) Write(c <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	return w.Writev(c, in, [][]byte{data})
+}
+
+// Writev handles WRITE (go-fuse calls it first, with the payload as it came
+// off /dev/fuse).
+func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n uint32, st fuse.Status) {
+	size := 0
+	for _, d := range data {
+		size += len(d)
+	}
+	w.serve(fuseproto.Write, func(remote func()) (fuse.Status, int, int) {
+		w.md.drop(in.NodeId)
+		w.pipe.invalidate(in.NodeId)
+		write := func(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+			remote()
+			w.link.wait(size)
+			n, st := w.RawFileSystem.Writev(c, in, data)
+			if st == fuse.ENOSYS {
+				n, st = w.RawFileSystem.Write(c, in, bytes.Join(data, nil))
+			}
+			if st == fuse.OK && int(n) != size {
+				st = fuse.EIO // a short write the client was told succeeded
+			}
+			if st == fuse.OK && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+				var a fuse.AttrOut
+				w.killSuidgid(c, &in.InHeader, in.Fh, &a)
+			}
+			return n, st
 		}
-		return st, len(data), 0
+		if w.wb == nil {
+			n, st = write(c, in, data)
+			return st, size, 0
+		}
+		// Write-behind: copy the request (go-fuse reuses its buffers) and
+		// acknowledge it; the queue writes it in order.
+		inCopy, dataCopy := *in, bytes.Join(data, nil)
+		w.wb.submit(in.NodeId, func() fuse.Status {
+			_, st := write(nil, &inCopy, [][]byte{dataCopy})
+			return st
+		})
+		n, st = uint32(size), fuse.OK
+		return st, size, 0
 	})
 	return n, st
 }
@@ -237,69 +437,123 @@ func (w *labRaw) killSuidgid(c <-chan struct{}, h *fuse.InHeader, fh uint64, out
 }
 
 func (w *labRaw) Lseek(c <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	return w.serve(fuseproto.Lseek, func() (fuse.Status, int, int) { return w.RawFileSystem.Lseek(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Lseek, func(remote func()) (fuse.Status, int, int) {
+		w.wb.drain(in.NodeId, false)
+		remote()
+		return w.RawFileSystem.Lseek(c, in, out), 0, 0
+	})
 }
 
 func (w *labRaw) GetLk(c <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
-	return w.serve(fuseproto.Getlk, func() (fuse.Status, int, int) { return w.RawFileSystem.GetLk(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Getlk, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.GetLk(c, in, out), 0, 0 })
 }
 
 func (w *labRaw) SetLk(c <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	return w.serve(fuseproto.Setlk, func() (fuse.Status, int, int) { return w.RawFileSystem.SetLk(c, in), 0, 0 })
+	return w.serve(fuseproto.Setlk, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.SetLk(c, in), 0, 0 })
 }
 
 func (w *labRaw) SetLkw(c <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	return w.serve(fuseproto.Setlkw, func() (fuse.Status, int, int) { return w.RawFileSystem.SetLkw(c, in), 0, 0 })
+	return w.serve(fuseproto.Setlkw, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.SetLkw(c, in), 0, 0 })
 }
 
 func (w *labRaw) Release(c <-chan struct{}, in *fuse.ReleaseIn) {
-	w.serve(fuseproto.Release, func() (fuse.Status, int, int) { w.RawFileSystem.Release(c, in); return fuse.OK, 0, 0 })
+	w.serve(fuseproto.Release, func(remote func()) (fuse.Status, int, int) {
+		w.wb.drain(in.NodeId, false)
+		w.pipe.forget(in.Fh)
+		w.noteClose(c, in.NodeId)
+		remote()
+		w.RawFileSystem.Release(c, in)
+		return fuse.OK, 0, 0
+	})
 }
 
 func (w *labRaw) CopyFileRange(c <-chan struct{}, in *fuse.CopyFileRangeIn) (n uint32, st fuse.Status) {
-	w.serve(fuseproto.CopyFileRange, func() (fuse.Status, int, int) {
+	w.serve(fuseproto.CopyFileRange, func(remote func()) (fuse.Status, int, int) {
+		w.wb.drain(in.NodeId, false)
+		w.wb.drain(in.NodeIdOut, false)
+		w.md.clear()
+		w.pipe.invalidate(in.NodeIdOut)
+		remote()
 		n, st = w.RawFileSystem.CopyFileRange(c, in)
 		return st, 0, 0
 	})
 	return n, st
 }
 
+// Flush (close) and fsync report write-behind errors, so none is lost.
 func (w *labRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	return w.serve(fuseproto.Flush, func() (fuse.Status, int, int) { return w.RawFileSystem.Flush(c, in), 0, 0 })
+	return w.serve(fuseproto.Flush, func(remote func()) (fuse.Status, int, int) {
+		queued := w.wb.drain(in.NodeId, true)
+		remote()
+		st := w.RawFileSystem.Flush(c, in)
+		// close() sends FLUSH and waits for it; RELEASE comes later and
+		// asynchronously, too late for an open that follows at once.
+		w.noteClose(c, in.NodeId)
+		if queued == fuse.OK {
+			return st, 0, 0
+		}
+		return queued, 0, 0
+	})
 }
 
 func (w *labRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return w.serve(fuseproto.Fsync, func() (fuse.Status, int, int) { return w.RawFileSystem.Fsync(c, in), 0, 0 })
+	return w.serve(fuseproto.Fsync, func(remote func()) (fuse.Status, int, int) {
+		queued := w.wb.drain(in.NodeId, true)
+		remote()
+		if st := w.RawFileSystem.Fsync(c, in); queued == fuse.OK {
+			return st, 0, 0
+		}
+		return queued, 0, 0
+	})
 }
 
 func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	return w.serve(fuseproto.Fallocate, func() (fuse.Status, int, int) { return w.RawFileSystem.Fallocate(c, in), 0, 0 })
+	return w.serve(fuseproto.Fallocate, func(remote func()) (fuse.Status, int, int) {
+		w.wb.drain(in.NodeId, false)
+		w.md.drop(in.NodeId)
+		w.pipe.invalidate(in.NodeId)
+		remote()
+		return w.RawFileSystem.Fallocate(c, in), 0, 0
+	})
 }
 
 func (w *labRaw) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return w.serve(fuseproto.Opendir, func() (fuse.Status, int, int) { return w.RawFileSystem.OpenDir(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Opendir, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.RawFileSystem.OpenDir(c, in, out), 0, 0
+	})
 }
 
 func (w *labRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return w.serve(fuseproto.Readdir, func() (fuse.Status, int, int) { return w.RawFileSystem.ReadDir(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Readdir, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.RawFileSystem.ReadDir(c, in, out), 0, 0
+	})
 }
 
 func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return w.serve(fuseproto.Readdirplus, func() (fuse.Status, int, int) { return w.RawFileSystem.ReadDirPlus(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Readdirplus, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		return w.RawFileSystem.ReadDirPlus(c, in, out), 0, 0
+	})
 }
 
 func (w *labRaw) ReleaseDir(in *fuse.ReleaseIn) {
-	w.serve(fuseproto.Releasedir, func() (fuse.Status, int, int) { w.RawFileSystem.ReleaseDir(in); return fuse.OK, 0, 0 })
+	w.serve(fuseproto.Releasedir, func(remote func()) (fuse.Status, int, int) {
+		remote()
+		w.RawFileSystem.ReleaseDir(in)
+		return fuse.OK, 0, 0
+	})
 }
 
 func (w *labRaw) FsyncDir(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return w.serve(fuseproto.Fsyncdir, func() (fuse.Status, int, int) { return w.RawFileSystem.FsyncDir(c, in), 0, 0 })
+	return w.serve(fuseproto.Fsyncdir, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.FsyncDir(c, in), 0, 0 })
 }
 
 func (w *labRaw) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	return w.serve(fuseproto.Statfs, func() (fuse.Status, int, int) { return w.RawFileSystem.StatFs(c, h, out), 0, 0 })
+	return w.serve(fuseproto.Statfs, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.StatFs(c, h, out), 0, 0 })
 }
 
 func (w *labRaw) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
-	return w.serve(fuseproto.Statx, func() (fuse.Status, int, int) { return w.RawFileSystem.Statx(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Statx, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.Statx(c, in, out), 0, 0 })
 }

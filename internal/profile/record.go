@@ -40,18 +40,19 @@ type Meta struct {
 
 // FSInfo is what the lab file system (fusescope fs) knows about itself.
 type FSInfo struct {
-	Source        string          `json:"source"`         // the directory it passes through to
-	Config        json.RawMessage `json:"config"`         // its configuration (docs/labfs.md)
-	Offered       []string        `json:"init_offered"`   // INIT flags the kernel offered
-	Requested     []string        `json:"init_requested"` // INIT flags the daemon asked for
-	Negotiated    []string        `json:"init_negotiated"`
-	MaxWrite      uint32          `json:"max_write"`
-	MaxReadahead  uint32          `json:"max_readahead"` // the kernel's offer, capped by --max-readahead
-	MaxBackground uint16          `json:"max_background"`
-	Congestion    uint16          `json:"congestion_threshold"`
-	TimerNs       float64         `json:"timer_overhead_ns"` // cost of the timing around each request
-	HeapBytes     uint64          `json:"heap_bytes"`
-	Requests      uint64          `json:"requests"`
+	Source        string            `json:"source"`         // the directory it passes through to
+	Config        json.RawMessage   `json:"config"`         // its configuration (docs/labfs.md)
+	Offered       []string          `json:"init_offered"`   // INIT flags the kernel offered
+	Requested     []string          `json:"init_requested"` // INIT flags the daemon asked for
+	Negotiated    []string          `json:"init_negotiated"`
+	MaxWrite      uint32            `json:"max_write"`
+	MaxReadahead  uint32            `json:"max_readahead"` // the kernel's offer, capped by --max-readahead
+	MaxBackground uint16            `json:"max_background"`
+	Congestion    uint16            `json:"congestion_threshold"`
+	TimerNs       float64           `json:"timer_overhead_ns"` // cost of the timing around each request
+	HeapBytes     uint64            `json:"heap_bytes"`
+	Requests      uint64            `json:"requests"`
+	Counters      map[string]uint64 `json:"counters,omitempty"` // caches' hits and misses, inodes...
 }
 
 // Filters records which requests were kept.

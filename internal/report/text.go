@@ -223,6 +223,18 @@ func WriteFSInfo(w io.Writer, r *profile.Record) {
 	fmt.Fprintf(w, "  max_write %s, max_readahead %s, max_background %d, congestion_threshold %d\n",
 		Bytes(uint64(fs.MaxWrite)), Bytes(uint64(fs.MaxReadahead)), fs.MaxBackground, fs.Congestion)
 	fmt.Fprintf(w, "  requests served %d, timer overhead %.0f ns per request, heap %s\n", fs.Requests, fs.TimerNs, Bytes(fs.HeapBytes))
+	if len(fs.Counters) > 0 {
+		names := make([]string, 0, len(fs.Counters))
+		for k := range fs.Counters {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s %d", k, fs.Counters[k])
+		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(parts, ", "))
+	}
 }
 
 func firstConn(r *profile.Record) uint32 {

@@ -1,0 +1,476 @@
+package labfs
+
+import (
+	"container/list"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Counters of the user-space features, shown by fs stats.
+type counters struct {
+	mdHits, mdMisses             atomic.Uint64
+	pipeHits, pipeMisses         atomic.Uint64
+	pipeFetched, pipeWasted      atomic.Uint64 // bytes
+	wbQueued, wbDrains, wbErrors atomic.Uint64
+	wbMaxDepth                   atomic.Uint64
+	invalidations                atomic.Uint64
+	evictions, inodes            atomic.Uint64
+}
+
+func (c *counters) snapshot(cfg *Config) map[string]uint64 {
+	m := map[string]uint64{"inodes": c.inodes.Load()}
+	if cfg.MDCacheTTL > 0 {
+		m["md_cache_hits"], m["md_cache_misses"] = c.mdHits.Load(), c.mdMisses.Load()
+	}
+	if cfg.ReadPipeline > 0 {
+		m["read_pipeline_hits"], m["read_pipeline_misses"] = c.pipeHits.Load(), c.pipeMisses.Load()
+		m["read_pipeline_fetched_bytes"], m["read_pipeline_wasted_bytes"] = c.pipeFetched.Load(), c.pipeWasted.Load()
+	}
+	if cfg.WriteBehind > 0 {
+		m["write_behind_queued"], m["write_behind_drains"] = c.wbQueued.Load(), c.wbDrains.Load()
+		m["write_behind_errors"], m["write_behind_max_depth"] = c.wbErrors.Load(), c.wbMaxDepth.Load()
+	}
+	if cfg.Invalidation == "cto" {
+		m["cto_invalidations"] = c.invalidations.Load()
+	}
+	if cfg.MaxInodes > 0 {
+		m["inode_evictions"] = c.evictions.Load()
+	}
+	return m
+}
+
+// mdCache is a user-space attribute cache (gluster's md-cache): GETATTR is
+// answered from memory for TTL after the backend last answered it.
+type mdCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[uint64]mdEntry
+}
+
+type mdEntry struct {
+	out   fuse.AttrOut
+	until time.Time
+}
+
+func newMDCache(ttl time.Duration) *mdCache {
+	if ttl <= 0 {
+		return nil
+	}
+	return &mdCache{ttl: ttl, m: map[uint64]mdEntry{}}
+}
+
+func (c *mdCache) get(node uint64, out *fuse.AttrOut) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	e, ok := c.m[node]
+	c.mu.Unlock()
+	if !ok || time.Now().After(e.until) {
+		return false
+	}
+	*out = e.out
+	return true
+}
+
+func (c *mdCache) put(node uint64, out *fuse.AttrOut) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.m[node] = mdEntry{out: *out, until: time.Now().Add(c.ttl)}
+	c.mu.Unlock()
+}
+
+func (c *mdCache) drop(node uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.m, node)
+	c.mu.Unlock()
+}
+
+// clear forgets everything: after a change to the namespace, link counts
+// and directory times of other nodes have changed too.
+func (c *mdCache) clear() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
+}
+
+// writeBehind acknowledges WRITEs at once and writes them to the backend in
+// order, per inode, with at most depth acknowledged but unwritten. Flush,
+// fsync and release wait for an inode's queue to drain and report the first
+// error there, so no error is lost; reads and attribute requests of the
+// inode wait too, so nobody sees data older than what was acknowledged.
+type writeBehind struct {
+	depth int
+	c     *counters
+	mu    sync.Mutex
+	nodes map[uint64]*wbQueue
+}
+
+type wbQueue struct {
+	jobs    chan func() fuse.Status
+	mu      sync.Mutex
+	pending int
+	idle    *sync.Cond
+	err     fuse.Status
+}
+
+func newWriteBehind(depth int, c *counters) *writeBehind {
+	if depth <= 0 {
+		return nil
+	}
+	return &writeBehind{depth: depth, c: c, nodes: map[uint64]*wbQueue{}}
+}
+
+func (wb *writeBehind) queue(node uint64) *wbQueue {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	q := wb.nodes[node]
+	if q == nil {
+		q = &wbQueue{jobs: make(chan func() fuse.Status, wb.depth)}
+		q.idle = sync.NewCond(&q.mu)
+		wb.nodes[node] = q
+		go q.run(wb.c)
+	}
+	return q
+}
+
+func (q *wbQueue) run(c *counters) {
+	for job := range q.jobs {
+		st := job()
+		q.mu.Lock()
+		if st != fuse.OK {
+			c.wbErrors.Add(1)
+			if q.err == fuse.OK {
+				q.err = st
+			}
+		}
+		q.pending--
+		if q.pending == 0 {
+			q.idle.Broadcast()
+		}
+		q.mu.Unlock()
+	}
+}
+
+// submit queues a write; it blocks while depth writes are already waiting.
+func (wb *writeBehind) submit(node uint64, job func() fuse.Status) {
+	q := wb.queue(node)
+	q.mu.Lock()
+	q.pending++
+	depth := uint64(q.pending)
+	q.mu.Unlock()
+	for {
+		old := wb.c.wbMaxDepth.Load()
+		if depth <= old || wb.c.wbMaxDepth.CompareAndSwap(old, depth) {
+			break
+		}
+	}
+	wb.c.wbQueued.Add(1)
+	q.jobs <- job
+}
+
+// drain waits until the inode's writes are done and returns, and clears, the
+// first error among them if report is set.
+func (wb *writeBehind) drain(node uint64, report bool) fuse.Status {
+	if wb == nil {
+		return fuse.OK
+	}
+	wb.mu.Lock()
+	q := wb.nodes[node]
+	wb.mu.Unlock()
+	if q == nil {
+		return fuse.OK
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending > 0 {
+		wb.c.wbDrains.Add(1)
+	}
+	for q.pending > 0 {
+		q.idle.Wait()
+	}
+	if !report {
+		return fuse.OK
+	}
+	err := q.err
+	q.err = fuse.OK
+	return err
+}
+
+// drainAll waits for every queued write (unmount, SIGTERM).
+func (wb *writeBehind) drainAll() {
+	if wb == nil {
+		return
+	}
+	wb.mu.Lock()
+	nodes := make([]uint64, 0, len(wb.nodes))
+	for n := range wb.nodes {
+		nodes = append(nodes, n)
+	}
+	wb.mu.Unlock()
+	for _, n := range nodes {
+		wb.drain(n, false)
+	}
+}
+
+// pipeline keeps up to depth reads of chunk bytes in flight ahead of each
+// open file's last read (GFFS's 4 x 32 MB), so a sequential reader finds its
+// data already fetched from the (slow) backend.
+type pipeline struct {
+	depth, chunk int
+	c            *counters
+	fetch        func(node, fh uint64, off int64, size int) ([]byte, bool)
+	mu           sync.Mutex
+	files        map[uint64]*pipeFile       // by file handle
+	fetching     map[uint64]*sync.WaitGroup // fetches in flight, by file handle
+}
+
+type pipeFile struct {
+	node   uint64
+	mu     sync.Mutex
+	chunks map[int64]*pipeChunk // by chunk offset
+}
+
+type pipeChunk struct {
+	done chan struct{}
+	data []byte
+	ok   bool // false: the fetch failed; readers go to the backend themselves
+	used bool
+}
+
+func newPipeline(depth, chunk int, c *counters, fetch func(node, fh uint64, off int64, size int) ([]byte, bool)) *pipeline {
+	if depth <= 0 {
+		return nil
+	}
+	if chunk <= 0 {
+		chunk = 1 << 20
+	}
+	return &pipeline{depth: depth, chunk: chunk, c: c, fetch: fetch, files: map[uint64]*pipeFile{}, fetching: map[uint64]*sync.WaitGroup{}}
+}
+
+// read serves [off, off+size) from fetched chunks if it can, and schedules
+// the chunks ahead; ok is false when the caller must read it itself.
+func (p *pipeline) read(node, fh uint64, off int64, size int) (data []byte, ok bool) {
+	p.mu.Lock()
+	f := p.files[fh]
+	if f == nil {
+		f = &pipeFile{node: node, chunks: map[int64]*pipeChunk{}}
+		p.files[fh] = f
+	}
+	wg := p.fetching[fh]
+	if wg == nil {
+		wg = &sync.WaitGroup{}
+		p.fetching[fh] = wg
+	}
+	p.mu.Unlock()
+	start := off - off%int64(p.chunk)
+	f.mu.Lock()
+	c := f.chunks[start]
+	// Chunks behind the reader will not be read again by a sequential reader.
+	for o, old := range f.chunks {
+		if o < start {
+			delete(f.chunks, o)
+			go func(old *pipeChunk) {
+				<-old.done
+				if !old.used {
+					p.c.pipeWasted.Add(uint64(len(old.data)))
+				}
+			}(old)
+		}
+	}
+	for i := 1; i <= p.depth; i++ {
+		o := start + int64(i*p.chunk)
+		if _, ok := f.chunks[o]; !ok {
+			nc := &pipeChunk{done: make(chan struct{})}
+			f.chunks[o] = nc
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				nc.data, nc.ok = p.fetch(node, fh, o, p.chunk)
+				p.c.pipeFetched.Add(uint64(len(nc.data)))
+				close(nc.done)
+			}()
+		}
+	}
+	f.mu.Unlock()
+	if c == nil {
+		p.c.pipeMisses.Add(1)
+		return nil, false
+	}
+	<-c.done
+	if !c.ok {
+		p.c.pipeMisses.Add(1)
+		return nil, false
+	}
+	c.used = true
+	rel := int(off - start)
+	if rel >= len(c.data) {
+		p.c.pipeHits.Add(1)
+		return []byte{}, true // end of file
+	}
+	end := min(len(c.data), rel+size)
+	if end-rel < size && len(c.data) == p.chunk {
+		// The read spans into the next chunk: let the caller read it whole.
+		p.c.pipeMisses.Add(1)
+		return nil, false
+	}
+	p.c.pipeHits.Add(1)
+	return c.data[rel:end], true
+}
+
+// forget drops an open file's chunks and waits for its fetches: the file
+// handle must not be used once the kernel has released it.
+func (p *pipeline) forget(fh uint64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.files, fh)
+	wg := p.fetching[fh]
+	delete(p.fetching, fh)
+	p.mu.Unlock()
+	if wg != nil {
+		wg.Wait()
+	}
+}
+
+// invalidate drops fetched data of an inode that was written to.
+func (p *pipeline) invalidate(node uint64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for fh, f := range p.files {
+		if f.node == node {
+			delete(p.files, fh)
+		}
+	}
+}
+
+// inodeLRU remembers which inodes the kernel holds references to and, past
+// max, asks the kernel to drop the least recently used ones
+// (FUSE_NOTIFY_PRUNE, or FUSE_NOTIFY_INVAL_ENTRY on older kernels); the
+// kernel then FORGETs them and the daemon frees them, like gluster's inode
+// garbage collection. A prune of an inode that is busy at that moment does
+// nothing, so victims are asked again after a pause, by the next lookup or
+// the periodic check.
+type inodeLRU struct {
+	max    int
+	c      *counters
+	notify func(victims []lruNode)
+	mu     sync.Mutex
+	order  *list.List               // front: most recent
+	nodes  map[uint64]*list.Element // of *lruNode
+}
+
+type lruNode struct {
+	id, parent uint64
+	name       string
+	lookups    uint64
+	notified   time.Time
+}
+
+// retryAfter is how long a notified inode is left alone before it is asked
+// again.
+const retryAfter = 50 * time.Millisecond
+
+func newInodeLRU(max int, c *counters) *inodeLRU {
+	return &inodeLRU{max: max, c: c, order: list.New(), nodes: map[uint64]*list.Element{}}
+}
+
+// looked records a reply that handed the kernel a reference to id.
+func (l *inodeLRU) looked(parent uint64, name string, id uint64) {
+	if id == 0 {
+		return
+	}
+	l.mu.Lock()
+	if e, ok := l.nodes[id]; ok {
+		n := e.Value.(*lruNode)
+		n.lookups++
+		n.parent, n.name = parent, name
+		l.order.MoveToFront(e)
+	} else {
+		l.nodes[id] = l.order.PushFront(&lruNode{id: id, parent: parent, name: name, lookups: 1})
+		l.c.inodes.Add(1)
+	}
+	victims := l.victimsLocked(id)
+	l.mu.Unlock()
+	l.evict(victims)
+}
+
+// enforce evicts whatever exceeds the limit now (the periodic check).
+func (l *inodeLRU) enforce() {
+	l.mu.Lock()
+	victims := l.victimsLocked(0)
+	l.mu.Unlock()
+	l.evict(victims)
+}
+
+func (l *inodeLRU) victimsLocked(keep uint64) []lruNode {
+	if l.max <= 0 || len(l.nodes) <= l.max {
+		return nil
+	}
+	excess := len(l.nodes) - l.max
+	now := time.Now()
+	var victims []lruNode
+	for e := l.order.Back(); e != nil && excess > 0; e = e.Prev() {
+		n := e.Value.(*lruNode)
+		if n.id == keep || n.id == 1 {
+			continue
+		}
+		excess--
+		if now.Sub(n.notified) < retryAfter {
+			continue // asked recently: its FORGET is on its way
+		}
+		n.notified = now
+		victims = append(victims, *n)
+	}
+	return victims
+}
+
+func (l *inodeLRU) evict(victims []lruNode) {
+	if len(victims) == 0 || l.notify == nil {
+		return
+	}
+	l.c.evictions.Add(uint64(len(victims)))
+	// Not from this request's goroutine: the kernel may hold the parent
+	// directory's lock while it waits for our reply.
+	go l.notify(victims)
+}
+
+// touch marks id as used.
+func (l *inodeLRU) touch(id uint64) {
+	l.mu.Lock()
+	if e, ok := l.nodes[id]; ok {
+		l.order.MoveToFront(e)
+	}
+	l.mu.Unlock()
+}
+
+// forgot records a FORGET of n references.
+func (l *inodeLRU) forgot(id, n uint64) {
+	l.mu.Lock()
+	if e, ok := l.nodes[id]; ok {
+		node := e.Value.(*lruNode)
+		if node.lookups <= n {
+			l.order.Remove(e)
+			delete(l.nodes, id)
+			l.c.inodes.Add(^uint64(0))
+		} else {
+			node.lookups -= n
+		}
+	}
+	l.mu.Unlock()
+}

@@ -1,0 +1,228 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fsConfig is one file system under test: mount returns the directory to
+// run workloads in and what unmounts it.
+type fsConfig struct {
+	name  string
+	mount func(t *testing.T, src, mnt string) (dir string, umount func())
+}
+
+func labfsConfig(bin, preset string) fsConfig {
+	return fsConfig{"labfs " + preset, func(t *testing.T, src, mnt string) (string, func()) {
+		if out, err := exec.Command(bin, "fs", "mount", "--background", "--preset", preset, src, mnt).CombinedOutput(); err != nil {
+			t.Fatalf("fs mount %s: %v %s", preset, err, out)
+		}
+		return mnt, func() { exec.Command(bin, "fs", "umount", mnt).Run() }
+	}}
+}
+
+func loopbackConfig(bin string) fsConfig {
+	return fsConfig{"go-fuse loopback (no passthrough)", func(t *testing.T, src, mnt string) (string, func()) {
+		cmd := exec.Command(bin, mnt, src)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "Mounted") {
+			t.Fatalf("loopback: %q", line)
+		}
+		return mnt, func() { exec.Command("umount", mnt).Run(); cmd.Wait() }
+	}}
+}
+
+func dropCaches(t *testing.T) {
+	exec.Command("sync").Run()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fioJob is one fio workload of the passthrough paper's matrix (seed 004):
+// 4 KiB blocks, the sync engine, fsync on close, caches dropped before.
+type fioJob struct {
+	name string
+	args []string
+}
+
+var fioJobs = []fioJob{
+	{"read", []string{"--rw=read"}},
+	{"write", []string{"--rw=write"}},
+	// O_DIRECT for random reads: fio's random fadvise hint does not reach the
+	// backing file under passthrough, and read-ahead would serve the reads.
+	{"randread", []string{"--rw=randread", "--direct=1"}},
+	{"randwrite", []string{"--rw=randwrite"}},
+}
+
+// fio runs one job on dir and returns MiB/s.
+func fio(t *testing.T, dir string, job fioJob, size string) float64 {
+	args := append([]string{"--name=bench", "--filename=" + filepath.Join(dir, "fio.dat"), "--size=" + size,
+		"--bs=4k", "--ioengine=sync", "--fsync_on_close=1", "--fadvise_hint=0", "--output-format=json"}, job.args...)
+	out, err := exec.Command("fio", args...).Output()
+	if err != nil {
+		t.Fatalf("fio %s in %s: %v\n%s", job.name, dir, err, out)
+	}
+	var res struct {
+		Jobs []struct {
+			Read struct {
+				BW float64 `json:"bw"`
+			} `json:"read"`
+			Write struct {
+				BW float64 `json:"bw"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Jobs) == 0 {
+		t.Fatalf("fio output: %v", err)
+	}
+	return (res.Jobs[0].Read.BW + res.Jobs[0].Write.BW) / 1024 // KiB/s -> MiB/s
+}
+
+// metadata runs the metadata phases on n files and returns each phase's
+// rate in operations per second.
+func metadata(t *testing.T, dir string, n int) map[string]float64 {
+	d := filepath.Join(dir, "meta")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = filepath.Join(d, fmt.Sprintf("f%05d", i))
+	}
+	rate := map[string]float64{}
+	phase := func(name string, f func()) {
+		start := time.Now()
+		f()
+		rate[name] = float64(n) / time.Since(start).Seconds()
+	}
+	phase("create", func() {
+		for _, p := range names {
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	})
+	dropCaches(t)
+	stat := func() {
+		for _, p := range names {
+			if _, err := os.Lstat(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	phase("stat cold", stat)
+	phase("stat warm", stat)
+	phase("ls -l", func() {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			e.Info()
+		}
+	})
+	phase("delete", func() {
+		for _, p := range names {
+			os.Remove(p)
+		}
+	})
+	return rate
+}
+
+func TestBenchLabFS(t *testing.T) {
+	setup(t)
+	bin, _ := filepath.Abs("../../bin/fusescope")
+	loop := filepath.Join(t.TempDir(), "loopback")
+	if out, err := exec.Command("go", "build", "-o", loop, "./loopback").CombinedOutput(); err != nil {
+		t.Fatalf("building the loopback baseline: %v %s", err, out)
+	}
+	configs := []fsConfig{
+		{"native", func(t *testing.T, src, mnt string) (string, func()) { return src, func() {} }},
+		labfsConfig(bin, "default"), labfsConfig(bin, "nocache"), labfsConfig(bin, "writeback"),
+		labfsConfig(bin, "passthrough"), loopbackConfig(loop),
+	}
+	reps, size, files := 3, "64m", 19000
+	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
+		reps, size, files = 1, "16m", 2000
+	}
+	base := filepath.Join("/var/tmp", fmt.Sprintf("fusescope-bench-%d", os.Getpid()))
+	t.Cleanup(func() { os.RemoveAll(base) })
+	type key struct{ workload, config string }
+	results := map[key][]float64{}
+	ratios := map[key][]float64{}
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	for rep := 0; rep < reps; rep++ {
+		got := map[key]float64{}
+		for _, i := range r.Perm(len(configs)) {
+			c := configs[i]
+			src, mnt := filepath.Join(base, fmt.Sprint(i), "src"), filepath.Join(base, fmt.Sprint(i), "mnt")
+			os.MkdirAll(src, 0o755)
+			os.MkdirAll(mnt, 0o755)
+			dir, umount := c.mount(t, src, mnt)
+			for _, job := range fioJobs {
+				if job.name == "read" || job.name == "randread" {
+					fio(t, dir, fioJob{"layout", []string{"--rw=write"}}, size) // the file to read
+				}
+				dropCaches(t)
+				got[key{job.name, c.name}] = fio(t, dir, job, size)
+				os.Remove(filepath.Join(dir, "fio.dat"))
+			}
+			for phase, v := range metadata(t, dir, files) {
+				got[key{phase, c.name}] = v
+			}
+			umount()
+		}
+		for k, v := range got {
+			results[k] = append(results[k], v)
+			ratios[k] = append(ratios[k], v/got[key{k.workload, "native"}])
+		}
+	}
+	median := func(v []float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	fmt.Printf("\n### fio, 4 KiB, sync engine, fsync_on_close, caches dropped (%s file, %d interleaved repetitions)\n\n", size, reps)
+	fmt.Println("Cells: median MiB/s, and in brackets the median ratio to native of the same repetition.")
+	fmt.Println()
+	header := "| workload |"
+	sep := "|---|"
+	for _, c := range configs {
+		header += " " + c.name + " |"
+		sep += "---|"
+	}
+	fmt.Println(header)
+	fmt.Println(sep)
+	row := func(w, unit string) {
+		line := "| " + w + " |"
+		for _, c := range configs {
+			k := key{w, c.name}
+			line += fmt.Sprintf(" %.1f%s (%.2fx) |", median(results[k]), unit, median(ratios[k]))
+		}
+		fmt.Println(line)
+	}
+	for _, job := range fioJobs {
+		row(job.name, "")
+	}
+	fmt.Printf("\n### Metadata, %d files (operations per second)\n\n", files)
+	fmt.Println(header)
+	fmt.Println(sep)
+	for _, phase := range []string{"create", "stat cold", "stat warm", "ls -l", "delete"} {
+		row(phase, "")
+	}
+}

@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/labfs"
+)
+
+func counter(t *testing.T, f *labfs.FS, name string) uint64 {
+	t.Helper()
+	return f.Record().Meta.FS.Counters[name]
+}
+
+// md-cache answers GETATTR from the daemon's memory: no backend delay, and
+// a change made through the mount is seen at once.
+func TestLabFSMDCache(t *testing.T) {
+	cfg := preset(t, "nocache")
+	cfg.MDCacheTTL = time.Minute
+	cfg.Latency = labfs.LatencySpec{"GETATTR": {Base: 2 * time.Millisecond}}
+	src, mnt, f := mountLabFS(t, cfg)
+	os.WriteFile(filepath.Join(src, "a"), []byte("x"), 0o644)
+	p := filepath.Join(mnt, "a")
+	for i := 0; i < 50; i++ {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("after chmod through the mount, mode %v: the cache served a stale attribute", fi.Mode())
+	}
+	if hits := counter(t, f, "md_cache_hits"); hits < 40 {
+		t.Errorf("md_cache_hits = %d for 50 stats", hits)
+	}
+	g := f.Record().Profile.Find(f.Conn, fuseproto.Getattr)
+	if g == nil || g.Latency.Quantile(0.5) > float64(time.Millisecond) {
+		t.Errorf("GETATTR served from the cache should not pay the 2 ms backend delay: %+v", g)
+	}
+}
+
+// Write-behind acknowledges writes before the backend has them, and close
+// reports the backend's error.
+func TestLabFSWriteBehind(t *testing.T) {
+	cfg := preset(t, "nocache")
+	cfg.WriteBehind = 16
+	cfg.Latency = labfs.LatencySpec{"WRITE": {Base: 2 * time.Millisecond}}
+	src, mnt, f := mountLabFS(t, cfg)
+	fh, err := os.Create(filepath.Join(mnt, "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := bytes.Repeat([]byte("w"), 4096)
+	start := time.Now()
+	for i := 0; i < 16; i++ {
+		if _, err := fh.Write(block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acked := time.Since(start)
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if acked > 16*2*time.Millisecond/2 {
+		t.Errorf("16 writes with a 2 ms backend took %v to acknowledge; write-behind should hide the delay", acked)
+	}
+	if b, _ := os.ReadFile(filepath.Join(src, "w")); len(b) != 16*4096 {
+		t.Errorf("after close the source holds %d bytes, want %d", len(b), 16*4096)
+	}
+	if counter(t, f, "write_behind_queued") < 16 {
+		t.Errorf("write_behind_queued = %d", counter(t, f, "write_behind_queued"))
+	}
+
+	// A backend that fills up: the error arrives at close, not lost.
+	small := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Fatalf("tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", small).Run()
+	mnt2 := t.TempDir()
+	f2, err := labfs.Mount(small, mnt2, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Unmount()
+	fh, err = os.Create(filepath.Join(mnt2, "full"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writeErr error
+	for i := 0; i < 64 && writeErr == nil; i++ {
+		_, writeErr = fh.Write(block)
+	}
+	closeErr := fh.Close()
+	if writeErr == nil && !errors.Is(closeErr, syscall.ENOSPC) {
+		t.Errorf("256 KiB into a 64 KiB backend: every write acknowledged and close returned %v, want ENOSPC", closeErr)
+	}
+}
+
+// Read pipelining keeps reads in flight ahead of a sequential reader.
+func TestLabFSReadPipeline(t *testing.T) {
+	data := make([]byte, 4<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	elapsed := map[bool]time.Duration{}
+	for _, on := range []bool{false, true} {
+		cfg := preset(t, "nocache")
+		cfg.Latency = labfs.LatencySpec{"READ": {Base: 2 * time.Millisecond}}
+		if on {
+			cfg.ReadPipeline, cfg.ReadChunk = 4, 256<<10
+		}
+		src, mnt, f := mountLabFS(t, cfg)
+		os.WriteFile(filepath.Join(src, "big"), data, 0o644)
+		// A sequential reader with 64 KiB reads, as cat does: one READ at a
+		// time, each waiting for the backend unless it was fetched ahead.
+		start := time.Now()
+		fh, err := os.Open(filepath.Join(mnt, "big"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		buf := make([]byte, 64<<10)
+		for {
+			n, rerr := fh.Read(buf)
+			got = append(got, buf[:n]...)
+			if rerr != nil || n == 0 {
+				break
+			}
+		}
+		fh.Close()
+		elapsed[on] = time.Since(start)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("pipeline=%v: read %d bytes, equal=%v, err=%v", on, len(got), bytes.Equal(got, data), err)
+		}
+		if on && counter(t, f, "read_pipeline_hits") == 0 {
+			t.Error("no read was served from the pipeline")
+		}
+	}
+	t.Logf("4 MiB with a 2 ms READ backend: %v without pipelining, %v with 4 x 256 KiB", elapsed[false], elapsed[true])
+	if elapsed[true] > elapsed[false]*6/10 {
+		t.Errorf("pipelining did not hide the backend delay: %v vs %v", elapsed[true], elapsed[false])
+	}
+}
+
+// Close-to-open: a file changed behind the mount's back is read fresh at the
+// next open; without the policy, keep_cache serves the stale pages.
+func TestLabFSCloseToOpen(t *testing.T) {
+	for _, policy := range []string{"cto", "none"} {
+		cfg := preset(t, "cto")
+		cfg.Invalidation = policy
+		if policy == "none" {
+			cfg.KeepCache = true
+		}
+		src, mnt, f := mountLabFS(t, cfg)
+		os.WriteFile(filepath.Join(src, "doc"), []byte("version 1"), 0o644)
+		if b, _ := os.ReadFile(filepath.Join(mnt, "doc")); string(b) != "version 1" {
+			t.Fatalf("first read %q", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+		os.WriteFile(filepath.Join(src, "doc"), []byte("version 2"), 0o644) // same length, new mtime
+		b, _ := os.ReadFile(filepath.Join(mnt, "doc"))
+		switch {
+		case policy == "cto" && string(b) != "version 2":
+			t.Errorf("cto: read %q after the file changed, want version 2", b)
+		case policy == "cto" && counter(t, f, "cto_invalidations") != 1:
+			t.Errorf("cto_invalidations = %d, want 1", counter(t, f, "cto_invalidations"))
+		case policy == "none" && string(b) != "version 1":
+			t.Logf("none: read %q (the kernel dropped its pages anyway)", b)
+		}
+	}
+}
+
+// The inode LRU keeps the number of inodes the kernel holds near the limit.
+func TestLabFSInodeLRU(t *testing.T) {
+	cfg := preset(t, "default")
+	cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, time.Hour
+	cfg.MaxInodes = 50
+	src, mnt, f := mountLabFS(t, cfg)
+	for i := 0; i < 300; i++ {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), nil, 0o644)
+	}
+	for i := 0; i < 300; i++ {
+		if _, err := os.Stat(filepath.Join(mnt, fmt.Sprintf("f%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Notifications and the kernel's FORGETs are asynchronous: let them land.
+	var inodes, evicted uint64
+	for i := 0; i < 60; i++ {
+		inodes, evicted = counter(t, f, "inodes"), counter(t, f, "inode_evictions")
+		if inodes <= 60 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("300 files, --max-inodes 50: %d inodes remembered, %d evictions", inodes, evicted)
+	if evicted < 200 {
+		t.Errorf("inode_evictions = %d, want at least 200", evicted)
+	}
+	if inodes > 60 || inodes < 40 {
+		t.Errorf("%d inodes remembered, want about 50", inodes)
+	}
+}
