@@ -165,7 +165,7 @@ func (s *sleeper) nanosleep(d time.Duration) {
 
 // sleep waits about d.
 func (s *sleeper) sleep(d time.Duration) {
-	if d <= 0 {
+	if d <= 0 || s == nil {
 		return
 	}
 	s.nanosleep(max(0, d-s.late))

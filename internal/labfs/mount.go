@@ -153,7 +153,12 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		EntryTimeout: &cfg.EntryTimeout, AttrTimeout: &cfg.AttrTimeout, NegativeTimeout: &negTimeout,
 	})
 	f := &FS{Source: src, MountPoint: mnt, Config: cfg, stats: &daemonStats{}, started: time.Now(), killed: killed, unmounts: make(chan struct{})}
-	sl := newSleeper()
+	// The precise sleeper lowers its threads' timer slack; only a mount
+	// that emulates a backend needs it.
+	var sl *sleeper
+	if len(cfg.Latency) > 0 || cfg.Bandwidth > 0 {
+		sl = newSleeper()
+	}
 	c := &counters{}
 	w := &labRaw{
 		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
@@ -292,7 +297,7 @@ func (f *FS) Record() *profile.Record {
 				Source: f.Source, Config: cfgJSON,
 				Offered: fuseproto.InitFlagNames(offered), Requested: fuseproto.InitFlagNames(requested),
 				Negotiated: fuseproto.InitFlagNames(offered & requested),
-				MaxWrite:   maxWrite, MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,
+				MaxWrite:   maxWrite, MaxPages: uint16((maxWrite-1)/uint32(os.Getpagesize()) + 1), MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,
 				TimerNs: f.timerNs, HeapBytes: memoryBytes(), Requests: n,
 				Counters: f.raw.c.snapshot(&f.Config),
 			},

@@ -45,7 +45,12 @@ type fileVersion struct {
 // which costs the emulated network delay; answers from the daemon's own
 // caches do not.
 func (w *labRaw) serve(op fuseproto.Opcode, do func(remote func()) (fuse.Status, int, int)) fuse.Status {
-	start := time.Now()
+	return w.serveFrom(time.Now(), op, do)
+}
+
+// serveFrom is serve for a request received at start. A handler that
+// returns in < 0 records the request itself, later.
+func (w *labRaw) serveFrom(start time.Time, op fuseproto.Opcode, do func(remote func()) (fuse.Status, int, int)) fuse.Status {
 	if w.slots != nil {
 		w.slots <- struct{}{}
 		defer func() { <-w.slots }()
@@ -56,6 +61,9 @@ func (w *labRaw) serve(op fuseproto.Opcode, do func(remote func()) (fuse.Status,
 		}
 	}
 	st, in, out := do(remote)
+	if in < 0 {
+		return st
+	}
 	errno := ""
 	if st != fuse.OK {
 		errno = unix.ErrnoName(syscall.Errno(st))
@@ -344,8 +352,23 @@ func (w *labRaw) openFlags(out *fuse.OpenOut) {
 	}
 }
 
+// timedRead records a READ when go-fuse has sent its reply: go-fuse reads
+// the backing file (or splices it) only while it writes the reply, after the
+// handler has returned, so the handler's own time would leave the read out.
+type timedRead struct {
+	fuse.ReadResult
+	done func()
+}
+
+func (r *timedRead) Done() {
+	r.ReadResult.Done()
+	r.done()
+}
+
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
-	w.serve(fuseproto.Read, func(remote func()) (fuse.Status, int, int) {
+	start := time.Now()
+	n, deferred := 0, false
+	w.serveFrom(start, fuseproto.Read, func(remote func()) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		if w.pipe != nil {
 			if data, ok := w.pipe.read(in.NodeId, in.Fh, int64(in.Offset), int(in.Size)); ok {
@@ -355,13 +378,17 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 		}
 		remote()
 		res, st = w.RawFileSystem.Read(c, in, buf)
-		n := 0
 		if st == fuse.OK && res != nil {
 			n = res.Size()
 			w.link.wait(n)
+			deferred = true
+			return fuse.OK, -1, 0 // recorded when the reply has gone out
 		}
-		return st, 0, n
+		return st, 0, 0
 	})
+	if deferred {
+		res = &timedRead{ReadResult: res, done: func() { w.stats.record(fuseproto.Read, time.Since(start), "", 0, n) }}
+	}
 	return res, st
 }
 

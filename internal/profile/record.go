@@ -46,6 +46,7 @@ type FSInfo struct {
 	Requested     []string          `json:"init_requested"` // INIT flags the daemon asked for
 	Negotiated    []string          `json:"init_negotiated"`
 	MaxWrite      uint32            `json:"max_write"`
+	MaxPages      uint16            `json:"max_pages"`     // largest request, in pages
 	MaxReadahead  uint32            `json:"max_readahead"` // the kernel's offer, capped by --max-readahead
 	MaxBackground uint16            `json:"max_background"`
 	Congestion    uint16            `json:"congestion_threshold"`

@@ -220,8 +220,8 @@ func WriteFSInfo(w io.Writer, r *profile.Record) {
 	fmt.Fprintf(w, "  config: %s\n", cfg.String())
 	fmt.Fprintf(w, "  negotiated INIT flags: %s\n", strings.Join(fs.Negotiated, " "))
 	fmt.Fprintf(w, "  kernel offered, not requested: %s\n", strings.Join(minus(fs.Offered, fs.Negotiated), " "))
-	fmt.Fprintf(w, "  max_write %s, max_readahead %s, max_background %d, congestion_threshold %d\n",
-		Bytes(uint64(fs.MaxWrite)), Bytes(uint64(fs.MaxReadahead)), fs.MaxBackground, fs.Congestion)
+	fmt.Fprintf(w, "  max_write %s, max_pages %d, max_readahead %s, max_background %d, congestion_threshold %d\n",
+		Bytes(uint64(fs.MaxWrite)), fs.MaxPages, Bytes(uint64(fs.MaxReadahead)), fs.MaxBackground, fs.Congestion)
 	fmt.Fprintf(w, "  requests served %d, timer overhead %.0f ns per request, heap %s\n", fs.Requests, fs.TimerNs, Bytes(fs.HeapBytes))
 	if len(fs.Counters) > 0 {
 		names := make([]string, 0, len(fs.Counters))

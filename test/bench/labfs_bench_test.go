@@ -21,9 +21,11 @@ type fsConfig struct {
 	mount func(t *testing.T, src, mnt string) (dir string, umount func())
 }
 
-func labfsConfig(bin, preset string) fsConfig {
-	return fsConfig{"labfs " + preset, func(t *testing.T, src, mnt string) (string, func()) {
-		if out, err := exec.Command(bin, "fs", "mount", "--background", "--preset", preset, src, mnt).CombinedOutput(); err != nil {
+func labfsConfig(bin, preset string, extra ...string) fsConfig {
+	name := strings.TrimSpace("labfs " + preset + " " + strings.Join(extra, " "))
+	return fsConfig{name, func(t *testing.T, src, mnt string) (string, func()) {
+		args := append([]string{"fs", "mount", "--background", "--preset", preset, src, mnt}, extra...)
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 			t.Fatalf("fs mount %s: %v %s", preset, err, out)
 		}
 		return mnt, func() { exec.Command(bin, "fs", "umount", mnt).Run() }
@@ -153,10 +155,11 @@ func TestBenchLabFS(t *testing.T) {
 	}
 	configs := []fsConfig{
 		{"native", func(t *testing.T, src, mnt string) (string, func()) { return src, func() {} }},
-		labfsConfig(bin, "default"), labfsConfig(bin, "nocache"), labfsConfig(bin, "writeback"),
+		labfsConfig(bin, "default"), labfsConfig(bin, "default", "--readdirplus=on"),
+		labfsConfig(bin, "nocache"), labfsConfig(bin, "writeback"),
 		labfsConfig(bin, "passthrough"), loopbackConfig(loop),
 	}
-	reps, size, files := 3, "64m", 19000
+	reps, size, files := 5, "64m", 19000
 	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
 		reps, size, files = 1, "16m", 2000
 	}

@@ -133,12 +133,28 @@ func crc(b []byte) uint32 {
 	return ^c
 }
 
-// Every preset behaves as the source directory does, operation by operation.
+// modes are the configurations correctness is checked in: every preset,
+// and the default preset with every user-space feature on over an emulated
+// slow backend.
+func modes(t *testing.T) map[string]labfs.Config {
+	m := map[string]labfs.Config{}
+	for _, name := range labfs.PresetNames() {
+		m[name] = preset(t, name)
+	}
+	all := preset(t, "default")
+	all.MDCacheTTL, all.ReadPipeline, all.ReadChunk, all.WriteBehind, all.MaxInodes = time.Second, 4, 64<<10, 8, 20
+	all.Invalidation = "cto"
+	all.Latency = labfs.LatencySpec{"*": {Base: 20 * time.Microsecond, Jitter: 10 * time.Microsecond}}
+	m["default+userspace"] = all
+	return m
+}
+
+// Every mode behaves as the source directory does, operation by operation.
 func TestLabFSPresetsMatchNative(t *testing.T) {
 	want := fsScript(t, t.TempDir())
-	for _, name := range labfs.PresetNames() {
+	for name, cfg := range modes(t) {
 		t.Run(name, func(t *testing.T) {
-			src, mnt, _ := mountLabFS(t, preset(t, name))
+			src, mnt, _ := mountLabFS(t, cfg)
 			if got := fsScript(t, mnt); got != want {
 				t.Errorf("preset %s differs from a native directory:\n--- labfs\n%s--- native\n%s", name, got, want)
 			}
@@ -153,13 +169,13 @@ func TestLabFSPresetsMatchNative(t *testing.T) {
 	}
 }
 
-// fio write-then-verify (crc32c) in every preset, sequential and random.
+// fio write-then-verify (crc32c) in every mode, sequential and random.
 func TestLabFSFioVerify(t *testing.T) {
 	need(t, "fio")
-	for _, name := range labfs.PresetNames() {
+	for name, cfg := range modes(t) {
 		for _, rw := range []string{"write", "randwrite"} {
 			t.Run(name+"/"+rw, func(t *testing.T) {
-				_, mnt, _ := mountLabFS(t, preset(t, name))
+				_, mnt, _ := mountLabFS(t, cfg)
 				out, err := exec.Command("fio", "--name=verify", "--directory="+mnt, "--rw="+rw, "--bs=4k",
 					"--size=4m", "--ioengine=sync", "--verify=crc32c", "--do_verify=1", "--fsync_on_close=1",
 					"--verify_fatal=1", "--output-format=terse").CombinedOutput()
@@ -372,6 +388,44 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	term.Process.Signal(syscall.SIGTERM)
 	if err := term.Wait(); err != nil {
 		t.Errorf("SIGTERM: exit %v", err)
+	}
+	if mounted(mnt) {
+		t.Error("still mounted after SIGTERM")
+		exec.Command("umount", "-l", mnt).Run()
+	}
+}
+
+// SIGTERM writes out what write-behind holds, even with a file still open.
+func TestLabFSSigtermFlushesWriteBehind(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	daemon := exec.Command(fusescopeBin, "fs", "mount", "--preset", "nocache", "--write-behind", "32", "--latency", "write=5ms", src, mnt)
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitMounted(t, mnt)
+	fh, err := os.Create(filepath.Join(mnt, "pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := bytes.Repeat([]byte("p"), 4096)
+	for i := 0; i < 32; i++ {
+		if _, err := fh.Write(block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 32 writes of 5 ms each are still queued; the file stays open.
+	daemon.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- daemon.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		daemon.Process.Kill()
+		t.Fatal("the daemon did not exit within 15 s of SIGTERM")
+	}
+	fh.Close()
+	if b, _ := os.ReadFile(filepath.Join(src, "pending")); len(b) != 32*4096 {
+		t.Errorf("after SIGTERM the source holds %d bytes of the %d acknowledged", len(b), 32*4096)
 	}
 	if mounted(mnt) {
 		t.Error("still mounted after SIGTERM")
