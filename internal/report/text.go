@@ -89,19 +89,9 @@ func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOption
 	var errs []string
 	for i := range p.Ops {
 		s := &p.Ops[i]
-		if len(s.Errnos) == 0 {
-			continue
+		if len(s.Errnos) > 0 {
+			errs = append(errs, fmt.Sprintf("  %s %s: %s", r.Label(s.Conn), s.Op, countList(s.Errnos)))
 		}
-		names := make([]string, 0, len(s.Errnos))
-		for k := range s.Errnos {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		parts := make([]string, len(names))
-		for j, k := range names {
-			parts[j] = fmt.Sprintf("%s %d", k, s.Errnos[k])
-		}
-		errs = append(errs, fmt.Sprintf("  %s %s: %s", r.Label(s.Conn), s.Op, strings.Join(parts, ", ")))
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(w, "\nErrors by errno:\n%s\n", strings.Join(errs, "\n"))
@@ -224,17 +214,22 @@ func WriteFSInfo(w io.Writer, r *profile.Record) {
 		Bytes(uint64(fs.MaxWrite)), fs.MaxPages, Bytes(uint64(fs.MaxReadahead)), fs.MaxBackground, fs.Congestion)
 	fmt.Fprintf(w, "  requests served %d, timer overhead %.0f ns per request, heap %s\n", fs.Requests, fs.TimerNs, Bytes(fs.HeapBytes))
 	if len(fs.Counters) > 0 {
-		names := make([]string, 0, len(fs.Counters))
-		for k := range fs.Counters {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		parts := make([]string, len(names))
-		for i, k := range names {
-			parts[i] = fmt.Sprintf("%s %d", k, fs.Counters[k])
-		}
-		fmt.Fprintf(w, "  %s\n", strings.Join(parts, ", "))
+		fmt.Fprintf(w, "  %s\n", countList(fs.Counters))
 	}
+}
+
+// countList renders named counts sorted by name: "EIO 1, ENOENT 3".
+func countList(m map[string]uint64) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func firstConn(r *profile.Record) uint32 {
