@@ -49,6 +49,6 @@ change to its daemon, saved as versioned records that render the same later.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%v (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd())
+	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd())
 	return root
 }

@@ -1,0 +1,473 @@
+package systrace
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Report is what the analyzers found: plain data for every view.
+type Report struct {
+	Lines       int            `json:"lines"`
+	Events      int            `json:"events"`
+	Malformed   int            `json:"malformed"`
+	FirstBad    []Malformed    `json:"first_malformed,omitempty"`
+	Unfinished  int            `json:"unfinished"` // calls never resumed (killed, or the log was cut)
+	Syscalls    []SyscallStat  `json:"syscalls"`   // by total time, then calls
+	Files       []FileStat     `json:"files"`      // by total time
+	Categories  []CategoryStat `json:"categories"`
+	Waits       []Wait         `json:"waits"` // longest first
+	Processes   []Process      `json:"processes"`
+	TotalTime   float64        `json:"total_time_s"` // sum of -T durations
+	Span        float64        `json:"span_s"`       // last timestamp minus first
+	HasDuration bool           `json:"has_duration"` // the log had -T
+}
+
+// SyscallStat is one system call's totals.
+type SyscallStat struct {
+	Name     string  `json:"name"`
+	Category string  `json:"category"`
+	Calls    int     `json:"calls"`
+	Errors   int     `json:"errors"`
+	TimeS    float64 `json:"time_s"`
+}
+
+// FileStat is the I/O on one file, socket, pipe or device, as strace -y
+// names it.
+type FileStat struct {
+	Target       string  `json:"target"`
+	Kind         string  `json:"kind"` // file, device, tcp, udp, unix, pipe, socket, other
+	Opens        int     `json:"opens"`
+	Reads        int     `json:"reads"`
+	Writes       int     `json:"writes"`
+	BytesRead    int64   `json:"bytes_read"`
+	BytesWritten int64   `json:"bytes_written"`
+	Calls        int     `json:"calls"`
+	TimeS        float64 `json:"time_s"`
+}
+
+// CategoryStat is the time spent in one category of system calls.
+type CategoryStat struct {
+	Category string  `json:"category"`
+	Calls    int     `json:"calls"`
+	TimeS    float64 `json:"time_s"`
+}
+
+// Wait is one long blocking call: the stalls seed 002 hunted (a DNS lookup
+// waiting for a timeout).
+type Wait struct {
+	PID    int     `json:"pid"`
+	Line   int     `json:"line"`
+	Name   string  `json:"name"`
+	Target string  `json:"target,omitempty"`
+	Start  float64 `json:"start"`
+	DurS   float64 `json:"dur_s"`
+	Errno  string  `json:"errno,omitempty"`
+}
+
+// Process is one process of the traced tree.
+type Process struct {
+	PID    int     `json:"pid"`
+	Parent int     `json:"parent,omitempty"`
+	Exec   string  `json:"exec,omitempty"` // last program it executed
+	Start  float64 `json:"start"`
+	End    float64 `json:"end"`
+	Exit   *int    `json:"exit,omitempty"`
+	Killed string  `json:"killed_by,omitempty"`
+	Calls  int     `json:"calls"`
+}
+
+// Analyzer is one question asked of the event stream.
+type Analyzer interface {
+	Observe(e *Event)
+	Finish(r *Report)
+}
+
+// Analyze runs the analyzers over events and returns their report.
+func Analyze(events func(emit func(*Event)) error, p *Parser, maxWaits int) (*Report, error) {
+	r := &Report{}
+	as := []Analyzer{&syscallCounter{m: map[string]*SyscallStat{}}, &fileIO{m: map[string]*FileStat{}},
+		&waits{max: maxWaits}, &procTree{m: map[int]*Process{}}, &clock{r: r}}
+	err := events(func(e *Event) {
+		r.Events++
+		for _, a := range as {
+			a.Observe(e)
+		}
+	})
+	for _, a := range as {
+		a.Finish(r)
+	}
+	if p != nil {
+		r.Lines, r.Malformed, r.FirstBad = p.Lines, p.Bad, p.Malformed
+		r.Unfinished = len(p.pending) + p.Lost
+	}
+	return r, err
+}
+
+// Categories of system calls (seed 002's time per category).
+var categories = func() map[string]string {
+	m := map[string]string{}
+	add := func(cat string, names ...string) {
+		for _, n := range names {
+			m[n] = cat
+		}
+	}
+	add("file I/O", "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2",
+		"open", "openat", "openat2", "creat", "close", "close_range", "lseek", "stat", "fstat", "lstat", "newfstatat", "statx",
+		"access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents", "getdents64", "fsync", "fdatasync",
+		"truncate", "ftruncate", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir",
+		"chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "link", "linkat", "symlink", "symlinkat",
+		"getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "listxattr", "flistxattr",
+		"removexattr", "fremovexattr", "statfs", "fstatfs", "sendfile", "copy_file_range", "splice", "fallocate",
+		"fadvise64", "sync", "syncfs", "dup", "dup2", "dup3", "fcntl", "ioctl", "flock", "getcwd", "chdir", "fchdir", "utimensat")
+	add("network", "socket", "connect", "accept", "accept4", "bind", "listen", "sendto", "recvfrom", "sendmsg", "recvmsg",
+		"sendmmsg", "recvmmsg", "shutdown", "getsockname", "getpeername", "setsockopt", "getsockopt", "socketpair")
+	add("IPC", "pipe", "pipe2", "msgget", "msgsnd", "msgrcv", "semget", "semop", "shmget", "shmat", "shmdt", "eventfd2",
+		"futex", "futex_waitv", "poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
+		"epoll_pwait2", "kill", "tgkill", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait", "sigaltstack")
+	add("memory", "mmap", "munmap", "mprotect", "brk", "mremap", "madvise", "mlock", "munlock", "mincore", "membarrier")
+	add("process", "clone", "clone3", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid",
+		"getpid", "getppid", "gettid", "set_tid_address", "set_robust_list", "rseq", "prctl", "arch_prctl", "prlimit64",
+		"getrlimit", "setrlimit", "getuid", "geteuid", "getgid", "getegid", "setuid", "setgid", "capget", "capset",
+		"sched_yield", "sched_getaffinity", "sched_setaffinity", "getrandom", "uname")
+	add("sleep and timers", "nanosleep", "clock_nanosleep", "alarm", "setitimer", "getitimer", "timer_create",
+		"timer_settime", "timerfd_create", "timerfd_settime", "clock_gettime", "gettimeofday", "time", "pause")
+	return m
+}()
+
+// Category names a syscall's category ("other" when unknown).
+func Category(name string) string {
+	if c, ok := categories[name]; ok {
+		return c
+	}
+	return "other"
+}
+
+type syscallCounter struct{ m map[string]*SyscallStat }
+
+func (a *syscallCounter) Observe(e *Event) {
+	// Calls that never returned (exit_group, a call cut by a kill) are not
+	// counted, as strace -c does not count them.
+	if e.Kind != Syscall || e.Ret == "?" {
+		return
+	}
+	s := a.m[e.Name]
+	if s == nil {
+		s = &SyscallStat{Name: e.Name, Category: Category(e.Name)}
+		a.m[e.Name] = s
+	}
+	s.Calls++
+	if e.Errno != "" {
+		s.Errors++
+	}
+	if e.Dur > 0 {
+		s.TimeS += e.Dur
+	}
+}
+
+func (a *syscallCounter) Finish(r *Report) {
+	cats := map[string]*CategoryStat{}
+	for _, s := range a.m {
+		r.Syscalls = append(r.Syscalls, *s)
+		c := cats[s.Category]
+		if c == nil {
+			c = &CategoryStat{Category: s.Category}
+			cats[s.Category] = c
+		}
+		c.Calls += s.Calls
+		c.TimeS += s.TimeS
+	}
+	sort.Slice(r.Syscalls, func(i, j int) bool {
+		a, b := r.Syscalls[i], r.Syscalls[j]
+		if a.TimeS != b.TimeS {
+			return a.TimeS > b.TimeS
+		}
+		if a.Calls != b.Calls {
+			return a.Calls > b.Calls
+		}
+		return a.Name < b.Name
+	})
+	for _, c := range cats {
+		r.Categories = append(r.Categories, *c)
+	}
+	sort.Slice(r.Categories, func(i, j int) bool {
+		if r.Categories[i].TimeS != r.Categories[j].TimeS {
+			return r.Categories[i].TimeS > r.Categories[j].TimeS
+		}
+		return r.Categories[i].Category < r.Categories[j].Category
+	})
+}
+
+var (
+	readCalls  = set("read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg", "recv")
+	writeCalls = set("write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg", "send")
+	openCalls  = set("open", "openat", "openat2", "creat")
+)
+
+func set(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// fileIO attributes I/O to what each fd refers to, as strace -y prints it:
+// read(3</etc/passwd>, ...) = 1234, openat(...) = 3</etc/passwd>.
+type fileIO struct{ m map[string]*FileStat }
+
+func (a *fileIO) Observe(e *Event) {
+	if e.Kind != Syscall {
+		return
+	}
+	var target string
+	switch {
+	case openCalls[e.Name]:
+		target = fdTarget(e.Ret)
+	default:
+		target = fdTarget(firstArg(e.Args))
+	}
+	if target == "" {
+		return
+	}
+	f := a.m[target]
+	if f == nil {
+		f = &FileStat{Target: target, Kind: targetKind(target)}
+		a.m[target] = f
+	}
+	f.Calls++
+	if e.Dur > 0 {
+		f.TimeS += e.Dur
+	}
+	n, ok := e.RetInt()
+	switch {
+	case openCalls[e.Name]:
+		f.Opens++
+	case readCalls[e.Name]:
+		f.Reads++
+		if ok && n > 0 {
+			f.BytesRead += n
+		}
+	case writeCalls[e.Name]:
+		f.Writes++
+		if ok && n > 0 {
+			f.BytesWritten += n
+		}
+	}
+}
+
+func (a *fileIO) Finish(r *Report) {
+	for _, f := range a.m {
+		r.Files = append(r.Files, *f)
+	}
+	sort.Slice(r.Files, func(i, j int) bool {
+		a, b := r.Files[i], r.Files[j]
+		if a.TimeS != b.TimeS {
+			return a.TimeS > b.TimeS
+		}
+		if a.BytesRead+a.BytesWritten != b.BytesRead+b.BytesWritten {
+			return a.BytesRead+a.BytesWritten > b.BytesRead+b.BytesWritten
+		}
+		return a.Target < b.Target
+	})
+}
+
+// firstArg returns the first top-level argument of an argument list.
+func firstArg(args string) string {
+	depth, inStr := 0, false
+	for i := 0; i < len(args); i++ {
+		c := args[i]
+		switch {
+		case inStr:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 0:
+			return args[:i]
+		}
+	}
+	return args
+}
+
+// fdTarget extracts "/etc/passwd" from "3</etc/passwd>" (strace -y).
+func fdTarget(s string) string {
+	s = strings.TrimSpace(s)
+	i := strings.IndexByte(s, '<')
+	if i <= 0 || !allDigits(s[:i]) || !strings.HasSuffix(s, ">") {
+		return ""
+	}
+	return unescape(s[i+1 : len(s)-1])
+}
+
+// unescape undoes strace's \xNN and octal escapes in paths.
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			if s[i+1] == 'x' && i+3 < len(s) {
+				if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
+					b.WriteByte(byte(v))
+					i += 3
+					continue
+				}
+			}
+			if i+3 < len(s) {
+				if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+					b.WriteByte(byte(v))
+					i += 3
+					continue
+				}
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func targetKind(t string) string {
+	switch {
+	case strings.HasPrefix(t, "/dev/"):
+		return "device"
+	case strings.HasPrefix(t, "/"):
+		return "file"
+	case strings.HasPrefix(t, "TCP"):
+		return "tcp"
+	case strings.HasPrefix(t, "UDP"):
+		return "udp"
+	case strings.HasPrefix(t, "UNIX"):
+		return "unix"
+	case strings.HasPrefix(t, "pipe:"):
+		return "pipe"
+	case strings.HasPrefix(t, "socket:"):
+		return "socket"
+	}
+	return "other"
+}
+
+// Blocking calls whose duration is waiting, not work.
+var waitCalls = set("connect", "accept", "accept4", "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait",
+	"epoll_pwait2", "recvfrom", "recvmsg", "recv", "futex", "nanosleep", "clock_nanosleep", "wait4", "waitid", "read",
+	"rt_sigsuspend", "rt_sigtimedwait", "pause")
+
+type waits struct {
+	max  int
+	list []Wait
+}
+
+func (a *waits) Observe(e *Event) {
+	if e.Kind != Syscall || !waitCalls[e.Name] || e.Dur <= 0 {
+		return
+	}
+	// read only counts as a wait on sockets, pipes and terminals.
+	target := fdTarget(firstArg(e.Args))
+	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
+		return
+	}
+	a.list = append(a.list, Wait{PID: e.PID, Line: e.Line, Name: e.Name, Target: target, Start: e.Time, DurS: e.Dur, Errno: e.Errno})
+	if a.max > 0 && len(a.list) > 4*a.max {
+		a.trim()
+	}
+}
+
+func (a *waits) trim() {
+	sort.Slice(a.list, func(i, j int) bool { return a.list[i].DurS > a.list[j].DurS })
+	if a.max > 0 && len(a.list) > a.max {
+		a.list = a.list[:a.max]
+	}
+}
+
+func (a *waits) Finish(r *Report) {
+	a.trim()
+	r.Waits = a.list
+}
+
+// procTree follows fork, clone, execve and exits.
+type procTree struct{ m map[int]*Process }
+
+func (a *procTree) get(pid int, t float64) *Process {
+	p := a.m[pid]
+	if p == nil {
+		p = &Process{PID: pid, Start: t}
+		a.m[pid] = p
+	}
+	return p
+}
+
+func (a *procTree) Observe(e *Event) {
+	p := a.get(e.PID, e.Time)
+	if e.Time > p.End {
+		p.End = e.Time
+	}
+	switch e.Kind {
+	case Syscall:
+		p.Calls++
+		switch e.Name {
+		case "clone", "clone3", "fork", "vfork":
+			if child, ok := e.RetInt(); ok && child > 0 {
+				c := a.get(int(child), e.Time)
+				c.Parent = e.PID
+				if c.Exec == "" {
+					c.Exec = p.Exec
+				}
+			}
+		case "execve", "execveat":
+			if e.Errno == "" {
+				if path, err := strconv.Unquote(firstArg(e.Args)); err == nil {
+					p.Exec = path
+				}
+			}
+		}
+	case Exit:
+		st := e.Status
+		p.Exit = &st
+	case Killed:
+		p.Killed = e.Name
+	}
+}
+
+func (a *procTree) Finish(r *Report) {
+	for _, p := range a.m {
+		r.Processes = append(r.Processes, *p)
+	}
+	sort.Slice(r.Processes, func(i, j int) bool { return r.Processes[i].PID < r.Processes[j].PID })
+}
+
+// clock measures the log's span and total duration.
+type clock struct {
+	r           *Report
+	first, last float64
+	seen        bool
+}
+
+func (a *clock) Observe(e *Event) {
+	if e.Time > 0 {
+		if !a.seen || e.Time < a.first {
+			a.first = e.Time
+		}
+		if e.Time > a.last {
+			a.last = e.Time
+		}
+		a.seen = true
+	}
+	if e.Kind == Syscall && e.Dur >= 0 {
+		a.r.HasDuration = true
+		a.r.TotalTime += e.Dur
+	}
+}
+
+func (a *clock) Finish(r *Report) {
+	if a.seen {
+		r.Span = a.last - a.first
+	}
+}

@@ -1,0 +1,333 @@
+// Package systrace analyses system-call traces: a streaming parser for
+// strace logs, analyzers that each answer one question (per-file I/O, time
+// per category, hot spots, waits...), and plain-data results that the views
+// render. It is built as seed 002's KARBON was: source -> tokenizer ->
+// router -> analyzers -> presenter.
+package systrace
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Kind says what a line of an strace log describes.
+type Kind int
+
+// The kinds of events.
+const (
+	Syscall Kind = iota // a completed call (or one joined from unfinished + resumed)
+	Signal              // --- SIGCHLD {...} ---
+	Exit                // +++ exited with 0 +++
+	Killed              // +++ killed by SIGKILL +++
+)
+
+// Event is one parsed line (or a joined unfinished/resumed pair).
+type Event struct {
+	Line   int     // line number of the line that completed it
+	PID    int     // 0 when the log has no PID column (strace without -f)
+	Time   float64 // seconds: of the day (-tt) or since the epoch (-ttt); 0 without -t
+	Kind   Kind
+	Name   string  // syscall name, or signal name
+	Args   string  // the raw argument text
+	Ret    string  // return value as printed: "3", "-1", "0x7f..", "?"
+	Errno  string  // ENOENT, or "" on success
+	Dur    float64 // seconds, from -T; -1 when absent
+	Status int     // exit status (Exit)
+}
+
+// RetInt is the return value as a number; ok is false for "?" and pointers.
+func (e *Event) RetInt() (int64, bool) {
+	r := e.Ret
+	if i := strings.IndexByte(r, '<'); i >= 0 { // 3</path> with -y
+		r = r[:i]
+	}
+	v, err := strconv.ParseInt(r, 0, 64)
+	return v, err == nil
+}
+
+// Malformed is a line the parser could not read.
+type Malformed struct {
+	Line int
+	Text string
+	Why  string
+}
+
+// Parser reads strace logs line by line, joining "<unfinished ...>" lines
+// with their "<... resumed>" per thread. It keeps only the unfinished calls
+// in memory, so memory stays flat whatever the log's size.
+type Parser struct {
+	pending   map[int]*Event // unfinished calls by PID
+	Malformed []Malformed    // the first MaxMalformed
+	Bad       int            // all malformed lines
+	Lost      int            // unfinished calls whose resumed line never came
+	Summary   int            // lines of an strace -c/-C summary table, skipped
+	Lines     int
+}
+
+// MaxMalformed bounds how many malformed lines are kept for reporting.
+const MaxMalformed = 100
+
+// NewParser returns a parser.
+func NewParser() *Parser { return &Parser{pending: map[int]*Event{}} }
+
+// Parse reads r and calls emit for every event, in log order.
+func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	inSummary := false
+	for sc.Scan() {
+		p.Lines++
+		// strace -C and -c append a summary table: not events, not errors.
+		if text := sc.Text(); inSummary || strings.HasPrefix(text, "% time ") {
+			inSummary = !strings.HasSuffix(strings.TrimSpace(text), " total")
+			p.Summary++
+			continue
+		}
+		if ev, err := p.ParseLine(p.Lines, sc.Text()); err != nil {
+			p.Bad++
+			if len(p.Malformed) < MaxMalformed {
+				text := sc.Text()
+				if len(text) > 200 {
+					text = text[:200] + "..."
+				}
+				p.Malformed = append(p.Malformed, Malformed{Line: p.Lines, Text: text, Why: err.Error()})
+			}
+		} else if ev != nil {
+			emit(ev)
+		}
+	}
+	return sc.Err()
+}
+
+// Unfinished returns the calls still waiting for their "resumed" line (the
+// process was killed, or the log was cut).
+func (p *Parser) Unfinished() []*Event {
+	out := make([]*Event, 0, len(p.pending))
+	for _, e := range p.pending {
+		out = append(out, e)
+	}
+	return out
+}
+
+// ParseLine parses one line; it returns nil, nil for a line that completes
+// nothing yet (an unfinished call) or carries nothing (blank).
+func (p *Parser) ParseLine(n int, line string) (*Event, error) {
+	s := strings.TrimRight(line, "\r\n")
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	ev := &Event{Line: n, Dur: -1}
+	// PID prefix: "[pid  1234] " (strace -f to a terminal) or "1234 " (-o, -ff merged).
+	if strings.HasPrefix(s, "[pid") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return nil, fmt.Errorf("unterminated [pid ...] prefix")
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(s[4:end]))
+		if err != nil {
+			return nil, fmt.Errorf("bad pid %q", s[4:end])
+		}
+		ev.PID, s = pid, strings.TrimLeft(s[end+1:], " ")
+	} else if i := strings.IndexByte(s, ' '); i > 0 && allDigits(s[:i]) {
+		// A first field of digits alone is a PID (strace -f -o, -ff merged):
+		// no syscall name or timestamp is all digits.
+		pid, err := strconv.Atoi(s[:i])
+		if err != nil {
+			return nil, fmt.Errorf("bad pid %q", s[:i])
+		}
+		ev.PID, s = pid, strings.TrimLeft(s[i+1:], " ")
+	}
+	// Timestamp: 10:20:30.123456 (-tt) or 1700000000.123456 (-ttt).
+	if i := strings.IndexByte(s, ' '); i > 0 && looksLikeTime(s) {
+		t, err := parseTime(s[:i])
+		if err != nil {
+			return nil, err
+		}
+		ev.Time, s = t, s[i+1:]
+	}
+	switch {
+	case strings.HasPrefix(s, "--- "):
+		ev.Kind = Signal
+		body := strings.TrimSuffix(strings.TrimPrefix(s, "--- "), " ---")
+		ev.Name, ev.Args, _ = strings.Cut(body, " ")
+		return ev, nil
+	case strings.HasPrefix(s, "+++ "):
+		body := strings.TrimSuffix(strings.TrimPrefix(s, "+++ "), " +++")
+		if rest, ok := strings.CutPrefix(body, "exited with "); ok {
+			ev.Kind = Exit
+			st, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err != nil {
+				return nil, fmt.Errorf("bad exit status %q", rest)
+			}
+			ev.Status = st
+			return ev, nil
+		}
+		if rest, ok := strings.CutPrefix(body, "killed by "); ok {
+			ev.Kind = Killed
+			ev.Name = strings.Fields(rest + " ")[0]
+			return ev, nil
+		}
+		return nil, fmt.Errorf("unknown +++ line")
+	case strings.HasPrefix(s, "<... "):
+		// <... read resumed>"...", 4096) = 1024 <0.000010>
+		end := strings.Index(s, " resumed>")
+		if end < 5 {
+			return nil, fmt.Errorf("resumed line without a call name and \"resumed>\"")
+		}
+		name := s[5:end]
+		start, ok := p.pending[ev.PID]
+		if !ok || start.Name != name {
+			return nil, fmt.Errorf("%s resumed without its unfinished start", name)
+		}
+		delete(p.pending, ev.PID)
+		start.Line = n
+		args, ret, err := splitCall(s[end+len(" resumed>"):])
+		if err != nil {
+			return nil, err
+		}
+		start.Args += args
+		if err := start.setResult(ret); err != nil {
+			return nil, err
+		}
+		return start, nil
+	}
+	// name(args) = ret [ERRNO (desc)] [<dur>]
+	open := strings.IndexByte(s, '(')
+	if open <= 0 || !isIdent(s[:open]) {
+		return nil, fmt.Errorf("not a system call line")
+	}
+	ev.Kind, ev.Name = Syscall, s[:open]
+	rest := s[open+1:]
+	if body, ok := strings.CutSuffix(rest, " <unfinished ...>"); ok {
+		ev.Args = body
+		if _, busy := p.pending[ev.PID]; busy {
+			// A thread cannot have two calls in flight: the earlier one's
+			// resumed line was lost.
+			p.Lost++
+		}
+		p.pending[ev.PID] = ev
+		return nil, nil
+	}
+	args, ret, err := splitCall(rest)
+	if err != nil {
+		return nil, err
+	}
+	ev.Args = args
+	if err := ev.setResult(ret); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// splitCall splits 'args) = ret...' at the ')' that closes the call,
+// skipping quoted strings and nested brackets.
+func splitCall(s string) (args, result string, err error) {
+	depth := 0
+	inStr := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inStr:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ')':
+			if depth == 0 {
+				return s[:i], s[i+1:], nil
+			}
+			depth--
+		}
+	}
+	return "", "", fmt.Errorf("no closing parenthesis (truncated line?)")
+}
+
+// setResult parses ' = ret [ERRNO (desc)] [<dur>]'.
+func (e *Event) setResult(s string) error {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, ">") {
+		if i := strings.LastIndex(s, " <"); i >= 0 {
+			if d, err := strconv.ParseFloat(s[i+2:len(s)-1], 64); err == nil {
+				e.Dur, s = d, strings.TrimSpace(s[:i])
+			}
+		}
+	}
+	rest, ok := strings.CutPrefix(s, "= ")
+	if !ok {
+		if s == "=" || s == "= ?" || s == "" {
+			e.Ret = "?"
+			return nil
+		}
+		return fmt.Errorf("no \" = \" return value")
+	}
+	ret, tail, _ := strings.Cut(rest, " ")
+	e.Ret = ret
+	tail = strings.TrimSpace(tail)
+	if tail != "" && tail[0] == 'E' {
+		e.Errno, _, _ = strings.Cut(tail, " ")
+	}
+	return nil
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func looksLikeTime(s string) bool {
+	i := strings.IndexByte(s, ' ')
+	if i <= 0 {
+		return false
+	}
+	t := s[:i]
+	dot := strings.IndexByte(t, '.')
+	if dot <= 0 {
+		return false
+	}
+	return allDigits(strings.ReplaceAll(t[:dot], ":", "")) && allDigits(t[dot+1:])
+}
+
+func isIdent(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// parseTime reads 10:20:30.123456 or 1700000000.123456 into seconds.
+func parseTime(t string) (float64, error) {
+	if !strings.Contains(t, ":") {
+		return strconv.ParseFloat(t, 64)
+	}
+	parts := strings.Split(t, ":")
+	if len(parts) != 3 {
+		return 0, fmt.Errorf("bad time %q", t)
+	}
+	h, err1 := strconv.Atoi(parts[0])
+	m, err2 := strconv.Atoi(parts[1])
+	sec, err3 := strconv.ParseFloat(parts[2], 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, fmt.Errorf("bad time %q", t)
+	}
+	return float64(h*3600+m*60) + sec, nil
+}

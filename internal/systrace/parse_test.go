@@ -1,0 +1,157 @@
+package systrace
+
+import (
+	"strings"
+	"testing"
+)
+
+func parseAll(t *testing.T, log string) ([]*Event, *Parser) {
+	t.Helper()
+	p := NewParser()
+	var evs []*Event
+	if err := p.Parse(strings.NewReader(log), func(e *Event) { evs = append(evs, e) }); err != nil {
+		t.Fatal(err)
+	}
+	return evs, p
+}
+
+func TestParseFormats(t *testing.T) {
+	cases := []struct {
+		line string
+		want Event
+	}{
+		{`1234 10:20:30.123456 openat(AT_FDCWD</tmp>, "/etc/passwd", O_RDONLY|O_CLOEXEC) = 3</etc/passwd> <0.000012>`,
+			Event{PID: 1234, Time: 37230.123456, Name: "openat", Ret: "3</etc/passwd>", Dur: 0.000012}},
+		{`[pid  77] 1700000000.500000 read(3</etc/a b>, "x\")(", 4096) = 4 <0.000100>`,
+			Event{PID: 77, Time: 1700000000.5, Name: "read", Ret: "4", Dur: 0.0001}},
+		{`openat(AT_FDCWD, "/nope", O_RDONLY) = -1 ENOENT (No such file or directory)`,
+			Event{Name: "openat", Ret: "-1", Errno: "ENOENT", Dur: -1}},
+		{`5 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000 <0.000005>`,
+			Event{PID: 5, Name: "mmap", Ret: "0x7f0000000000", Dur: 0.000005}},
+		{`9 12:00:00.000001 exit_group(0) = ?`, Event{PID: 9, Time: 43200.000001, Name: "exit_group", Ret: "?", Dur: -1}},
+		{`9 12:00:00.5 write(1<pipe:[123]>, "a\nb", 3) = 3 <0.000002>`, Event{PID: 9, Time: 43200.5, Name: "write", Ret: "3", Dur: 0.000002}},
+	}
+	for _, c := range cases {
+		evs, p := parseAll(t, c.line+"\n")
+		if p.Bad != 0 || len(evs) != 1 {
+			t.Errorf("%s: %d events, malformed %+v", c.line, len(evs), p.Malformed)
+			continue
+		}
+		e := evs[0]
+		if e.PID != c.want.PID || e.Name != c.want.Name || e.Ret != c.want.Ret || e.Errno != c.want.Errno ||
+			abs(e.Time-c.want.Time) > 1e-6 || abs(e.Dur-c.want.Dur) > 1e-9 {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.line, *e, c.want)
+		}
+	}
+}
+
+func abs(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func TestUnfinishedResumedSignalsExits(t *testing.T) {
+	log := `100 10:00:00.000000 read(3<TCP:[1.2.3.4:5->6.7.8.9:10]>,  <unfinished ...>
+101 10:00:00.000100 write(1</dev/pts/0>, "hi", 2) = 2 <0.000010>
+100 10:00:01.000000 <... read resumed>"abc", 4096) = 3 <1.000000>
+101 10:00:01.100000 --- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED, si_pid=102} ---
+102 10:00:01.200000 recvfrom(4<UDP:[0.0.0.0:1]>,  <unfinished ...>
+101 10:00:01.300000 +++ exited with 3 +++
+103 10:00:01.400000 +++ killed by SIGKILL +++
+% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000010          10         1           write
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000010                     1           total
+`
+	evs, p := parseAll(t, log)
+	if p.Bad != 0 {
+		t.Fatalf("malformed: %+v", p.Malformed)
+	}
+	if len(evs) != 5 {
+		t.Fatalf("%d events", len(evs))
+	}
+	read := evs[1]
+	if read.Name != "read" || read.PID != 100 || read.Ret != "3" || read.Dur != 1 || !strings.Contains(read.Args, "4096") {
+		t.Errorf("joined read: %+v", *read)
+	}
+	if evs[2].Kind != Signal || evs[2].Name != "SIGCHLD" || evs[3].Kind != Exit || evs[3].Status != 3 || evs[4].Kind != Killed || evs[4].Name != "SIGKILL" {
+		t.Errorf("signal/exit/killed: %+v %+v %+v", *evs[2], *evs[3], *evs[4])
+	}
+	if u := p.Unfinished(); len(u) != 1 || u[0].Name != "recvfrom" {
+		t.Errorf("unfinished: %+v", u)
+	}
+	if p.Summary != 5 {
+		t.Errorf("summary lines skipped: %d", p.Summary)
+	}
+}
+
+func TestMalformedLinesAreReportedWithLineNumbers(t *testing.T) {
+	log := "1 read(3</a>, \"abc\", 3) = 3\nthis is not strace\n1 write(1</b>, \"x\"\n1 <... open resumed>) = 3\n[pid 12 read(0, \"\", 1) = 0\n"
+	evs, p := parseAll(t, log)
+	if len(evs) != 1 || p.Bad != 4 {
+		t.Fatalf("%d events, %d malformed: %+v", len(evs), p.Bad, p.Malformed)
+	}
+	for i, want := range []int{2, 3, 4, 5} {
+		if p.Malformed[i].Line != want {
+			t.Errorf("malformed[%d] at line %d, want %d", i, p.Malformed[i].Line, want)
+		}
+	}
+}
+
+func TestAnalyzeFileBytesAndWaits(t *testing.T) {
+	log := `1 10:00:00.0 openat(AT_FDCWD, "/d/a", O_RDONLY) = 3</d/a> <0.000010>
+1 10:00:00.1 read(3</d/a>, "..."..., 4096) = 4096 <0.000020>
+1 10:00:00.2 read(3</d/a>, "", 4096) = 0 <0.000005>
+1 10:00:00.3 write(4</d/b\x20c>, "..."..., 100) = 100 <0.000030>
+1 10:00:00.4 poll([{fd=5<UDP:[127.0.0.1:1]>, events=POLLIN}], 1, 3000) = 0 (Timeout) <3.000000>
+1 10:00:03.5 connect(6<TCP:[1]>, {sa_family=AF_INET}, 16) = -1 ECONNREFUSED (Connection refused) <0.001000>
+1 10:00:03.6 +++ exited with 0 +++
+`
+	p := NewParser()
+	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]FileStat{}
+	for _, f := range r.Files {
+		files[f.Target] = f
+	}
+	if a := files["/d/a"]; a.BytesRead != 4096 || a.Reads != 2 || a.Opens != 1 || a.Kind != "file" {
+		t.Errorf("/d/a: %+v", a)
+	}
+	if b := files["/d/b c"]; b.BytesWritten != 100 {
+		t.Errorf("escaped path: %+v", files)
+	}
+	if len(r.Waits) == 0 || r.Waits[0].Name != "poll" || r.Waits[0].DurS != 3 {
+		t.Errorf("top wait: %+v", r.Waits)
+	}
+	if r.Syscalls[0].Name != "poll" || r.Categories[0].Category != "IPC" {
+		t.Errorf("hot spot %+v, category %+v", r.Syscalls[0], r.Categories[0])
+	}
+	if len(r.Processes) != 1 || r.Processes[0].Exit == nil || *r.Processes[0].Exit != 0 {
+		t.Errorf("process: %+v", r.Processes)
+	}
+}
+
+func FuzzParseLine(f *testing.F) {
+	for _, s := range []string{
+		`1234 10:20:30.123456 openat(AT_FDCWD</tmp>, "/etc/passwd", O_RDONLY) = 3</etc/passwd> <0.000012>`,
+		`[pid  77] read(3, <unfinished ...>`, `<... read resumed>"abc", 3) = 3`, `--- SIGCHLD {} ---`,
+		`+++ exited with 1 +++`, `% time     seconds`, `x(")`, `1 2 3`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := NewParser()
+		p.Parse(strings.NewReader(s), func(e *Event) {
+			if e.Kind == Syscall && e.Name == "" {
+				t.Fatal("a system call without a name")
+			}
+		})
+		r, _ := Analyze(func(emit func(*Event)) error { return NewParser().Parse(strings.NewReader(s), emit) }, nil, 5)
+		_ = r
+	})
+}

@@ -1,0 +1,147 @@
+package systrace
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Schema names the JSON form of a Report (docs/syscalls.md).
+const Schema = "fusescope.syscalls/v1"
+
+// WriteJSON writes the report with its schema name.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Schema string `json:"schema"`
+		*Report
+	}{Schema, r})
+}
+
+// SyscallCSVColumns are the columns of --csv (docs/syscalls.md).
+var SyscallCSVColumns = []string{"syscall", "category", "calls", "errors", "time_s", "pct_time"}
+
+// WriteCSV writes one row per system call.
+func WriteCSV(w io.Writer, r *Report) error {
+	cw := csv.NewWriter(w)
+	cw.Write(SyscallCSVColumns)
+	for _, s := range r.Syscalls {
+		cw.Write([]string{s.Name, s.Category, strconv.Itoa(s.Calls), strconv.Itoa(s.Errors),
+			strconv.FormatFloat(s.TimeS, 'f', 6, 64), strconv.FormatFloat(pct(s.TimeS, r.TotalTime), 'f', 2, 64)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func pct(v, total float64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return 100 * v / total
+}
+
+// WriteText renders the report as terminal tables; top limits each list.
+func WriteText(w io.Writer, r *Report, top int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d lines, %d events, %d processes", r.Lines, r.Events, len(r.Processes))
+	if r.Span > 0 {
+		fmt.Fprintf(&b, ", %.3f s traced", r.Span)
+	}
+	if r.HasDuration {
+		fmt.Fprintf(&b, ", %.3f s in system calls", r.TotalTime)
+	}
+	b.WriteString("\n")
+	if r.Malformed > 0 {
+		fmt.Fprintf(&b, "%d malformed lines skipped, first at line %d: %s\n", r.Malformed, r.FirstBad[0].Line, r.FirstBad[0].Why)
+	}
+	if r.Unfinished > 0 {
+		fmt.Fprintf(&b, "%d calls never finished (process killed, or the log was cut)\n", r.Unfinished)
+	}
+	if !r.HasDuration {
+		b.WriteString("No call durations in this log: record it with strace -T for times.\n")
+	}
+
+	b.WriteString("\nTime per category\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	io.WriteString(tw, "CATEGORY\tCALLS\tTIME(s)\tPCT_TIME\t\n")
+	for _, c := range r.Categories {
+		fmt.Fprintf(tw, "%s\t%d\t%.6f\t%.1f\t\n", c.Category, c.Calls, c.TimeS, pct(c.TimeS, r.TotalTime))
+	}
+	tw.Flush()
+
+	b.WriteString("\nHot spots: system calls by total time\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	io.WriteString(tw, "SYSCALL\tCATEGORY\tCALLS\tERRORS\tTIME(s)\tPCT_TIME\t\n")
+	for i, s := range r.Syscalls {
+		if top > 0 && i >= top {
+			break
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.6f\t%.1f\t\n", s.Name, s.Category, s.Calls, s.Errors, s.TimeS, pct(s.TimeS, r.TotalTime))
+	}
+	tw.Flush()
+
+	if len(r.Files) > 0 {
+		b.WriteString("\nFiles, sockets and pipes by time (strace -y targets)\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tOPENS\tREADS\tBYTES_READ\tWRITES\tBYTES_WRITTEN\tTIME(s)\tTARGET\t")
+		for i, f := range r.Files {
+			if top > 0 && i >= top {
+				break
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s\t\n", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, strconv.Quote(f.Target))
+		}
+		tw.Flush()
+	}
+	if len(r.Waits) > 0 {
+		b.WriteString("\nLongest waits (blocking calls)\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PID\tLINE\tSYSCALL\tDUR(s)\tERRNO\tTARGET\t")
+		for i, wt := range r.Waits {
+			if top > 0 && i >= top {
+				break
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.6f\t%s\t%s\t\n", wt.PID, wt.Line, wt.Name, wt.DurS, wt.Errno, wt.Target)
+		}
+		tw.Flush()
+	}
+	if len(r.Processes) > 1 {
+		b.WriteString("\nProcess tree\n")
+		children := map[int][]Process{}
+		known := map[int]bool{}
+		for _, p := range r.Processes {
+			known[p.PID] = true
+		}
+		var roots []Process
+		for _, p := range r.Processes {
+			if p.Parent != 0 && known[p.Parent] {
+				children[p.Parent] = append(children[p.Parent], p)
+			} else {
+				roots = append(roots, p)
+			}
+		}
+		var walk func(p Process, depth int)
+		walk = func(p Process, depth int) {
+			status := "running at end of log"
+			switch {
+			case p.Exit != nil:
+				status = fmt.Sprintf("exited %d", *p.Exit)
+			case p.Killed != "":
+				status = "killed by " + p.Killed
+			}
+			fmt.Fprintf(&b, "%s%d %s (%d calls, %.3f s, %s)\n", strings.Repeat("  ", depth), p.PID, p.Exec, p.Calls, p.End-p.Start, status)
+			for _, c := range children[p.PID] {
+				walk(c, depth+1)
+			}
+		}
+		for _, p := range roots {
+			walk(p, 0)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fusescope/fusescope/internal/systrace"
+)
+
+// The workload writes and reads files of known sizes, then waits for a UDP
+// reply that never comes, as a DNS lookup of a missing host does (seed 002).
+const syscallWorkload = `
+import os, socket, sys
+d = sys.argv[1]
+sizes = {"a.bin": 10000, "b.bin": 123456}
+for name, size in sizes.items():
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(b"x" * (size // 3))
+        f.write(b"y" * (size - size // 3))
+for name in sizes:
+    with open(os.path.join(d, name), "rb") as f:
+        while f.read(4096):
+            pass
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+s.settimeout(0.4)
+try:
+    s.recvfrom(512)
+except socket.timeout:
+    pass
+`
+
+// strace -C's summary table from the end of the log: calls per syscall.
+func straceSummary(t *testing.T, log string) map[string]int {
+	t.Helper()
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "% time") {
+			in = true
+			continue
+		}
+		fields := strings.Fields(line)
+		if !in || len(fields) < 5 || strings.HasPrefix(line, "---") || fields[len(fields)-1] == "total" {
+			continue
+		}
+		// % time, seconds, usecs/call, calls, [errors], syscall
+		n, err := strconv.Atoi(fields[3])
+		if err != nil {
+			t.Fatalf("summary line %q", line)
+		}
+		counts[fields[len(fields)-1]] = n
+	}
+	if len(counts) == 0 {
+		t.Fatal("no strace summary in the log")
+	}
+	return counts
+}
+
+func TestSyscallsAgainstStrace(t *testing.T) {
+	need(t, "strace", "python3")
+	dir := t.TempDir()
+	log := filepath.Join(dir, "trace.log")
+	script := filepath.Join(dir, "work.py")
+	os.WriteFile(script, []byte(syscallWorkload), 0o644)
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o755)
+	// The interpreter itself: a python3 on PATH may be a shell shim (pyenv)
+	// whose own processes would be traced too.
+	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
+	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, python, script, data)
+
+	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
+	if err != nil {
+		t.Fatalf("fusescope syscalls: %v", err)
+	}
+	var r systrace.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Malformed != 0 {
+		t.Errorf("%d malformed lines: %+v", r.Malformed, r.FirstBad)
+	}
+	// Per-file byte totals are exact.
+	files := map[string]systrace.FileStat{}
+	for _, f := range r.Files {
+		files[f.Target] = f
+	}
+	for name, size := range map[string]int64{"a.bin": 10000, "b.bin": 123456} {
+		f := files[filepath.Join(data, name)]
+		if f.BytesWritten != size || f.BytesRead != size || f.Opens != 2 {
+			t.Errorf("%s: %+v, want %d bytes written and read, 2 opens", name, f, size)
+		}
+	}
+	// Per-syscall counts equal strace -c's for the same run.
+	want := straceSummary(t, log)
+	got := map[string]int{}
+	for _, s := range r.Syscalls {
+		got[s.Name] = s.Calls
+	}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("%s: fusescope %d calls, strace -c %d", name, got[name], n)
+		}
+	}
+	for name, n := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: fusescope %d calls, strace -c none", name, n)
+		}
+	}
+	// The unanswered UDP wait is the top wait.
+	if len(r.Waits) == 0 || r.Waits[0].DurS < 0.35 || (r.Waits[0].Name != "poll" && r.Waits[0].Name != "recvfrom") {
+		t.Errorf("top wait %+v, want the 0.4 s UDP wait", r.Waits[:min(3, len(r.Waits))])
+	}
+}
+
+func TestSyscallsBadInput(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.log")
+	os.WriteFile(empty, []byte("not an strace log\n"), 0o644)
+	for _, args := range [][]string{{"syscalls", empty}, {"syscalls", "/nonexistent.log"}} {
+		out, err := exec.Command(fusescopeBin, args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("%v: want one line and a non-zero exit, got %v:\n%s", args, err, out)
+		}
+	}
+}
