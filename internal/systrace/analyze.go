@@ -220,13 +220,7 @@ func (a *fileIO) Observe(e *Event) {
 	if e.Kind != Syscall {
 		return
 	}
-	var target string
-	switch {
-	case openCalls[e.Name]:
-		target = fdTarget(e.Ret)
-	default:
-		target = fdTarget(firstArg(e.Args))
-	}
+	target := e.Target()
 	if target == "" {
 		return
 	}
@@ -370,7 +364,7 @@ func (a *waits) Observe(e *Event) {
 		return
 	}
 	// read only counts as a wait on sockets, pipes and terminals.
-	target := fdTarget(firstArg(e.Args))
+	target := e.Target()
 	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
 		return
 	}

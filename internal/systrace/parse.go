@@ -36,6 +36,24 @@ type Event struct {
 	Errno  string  // ENOENT, or "" on success
 	Dur    float64 // seconds, from -T; -1 when absent
 	Status int     // exit status (Exit)
+
+	target     string // memo of Target
+	targetDone bool
+}
+
+// Target is what the call's file descriptor refers to, as strace -y prints
+// it: the returned fd's for open calls, the first argument's otherwise; ""
+// when the log has no -y or the call has no fd.
+func (e *Event) Target() string {
+	if !e.targetDone {
+		if openCalls[e.Name] {
+			e.target = fdTarget(e.Ret)
+		} else {
+			e.target = fdTarget(firstArg(e.Args))
+		}
+		e.targetDone = true
+	}
+	return e.target
 }
 
 // RetInt is the return value as a number; ok is false for "?" and pointers.
@@ -60,6 +78,7 @@ type Malformed struct {
 // in memory, so memory stays flat whatever the log's size.
 type Parser struct {
 	pending   map[int]*Event // unfinished calls by PID
+	scratch   Event          // reused for lines that complete at once
 	Malformed []Malformed    // the first MaxMalformed
 	Bad       int            // all malformed lines
 	Lost      int            // unfinished calls whose resumed line never came
@@ -73,23 +92,24 @@ const MaxMalformed = 100
 // NewParser returns a parser.
 func NewParser() *Parser { return &Parser{pending: map[int]*Event{}} }
 
-// Parse reads r and calls emit for every event, in log order.
+// Parse reads r and calls emit for every event, in log order. The event is
+// only valid during the call: copy what must outlive it.
 func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	inSummary := false
 	for sc.Scan() {
 		p.Lines++
+		text := sc.Text()
 		// strace -C and -c append a summary table: not events, not errors.
-		if text := sc.Text(); inSummary || strings.HasPrefix(text, "% time ") {
+		if inSummary || strings.HasPrefix(text, "% time ") {
 			inSummary = !strings.HasSuffix(strings.TrimSpace(text), " total")
 			p.Summary++
 			continue
 		}
-		if ev, err := p.ParseLine(p.Lines, sc.Text()); err != nil {
+		if ev, err := p.ParseLine(p.Lines, text); err != nil {
 			p.Bad++
 			if len(p.Malformed) < MaxMalformed {
-				text := sc.Text()
 				if len(text) > 200 {
 					text = text[:200] + "..."
 				}
@@ -115,11 +135,14 @@ func (p *Parser) Unfinished() []*Event {
 // ParseLine parses one line; it returns nil, nil for a line that completes
 // nothing yet (an unfinished call) or carries nothing (blank).
 func (p *Parser) ParseLine(n int, line string) (*Event, error) {
-	s := strings.TrimRight(line, "\r\n")
+	s := strings.TrimSuffix(line, "\r")
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	ev := &Event{Line: n, Dur: -1}
+	// Analyzers copy what they keep, so a line that completes at once is
+	// parsed into a reused Event; only unfinished calls get their own.
+	p.scratch = Event{Line: n, Dur: -1}
+	ev := &p.scratch
 	// PID prefix: "[pid  1234] " (strace -f to a terminal) or "1234 " (-o, -ff merged).
 	if strings.HasPrefix(s, "[pid") {
 		end := strings.IndexByte(s, ']')
@@ -208,7 +231,8 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 			// resumed line was lost.
 			p.Lost++
 		}
-		p.pending[ev.PID] = ev
+		own := *ev
+		p.pending[ev.PID] = &own
 		return nil, nil
 	}
 	args, ret, err := splitCall(rest)
@@ -222,9 +246,44 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 	return ev, nil
 }
 
-// splitCall splits 'args) = ret...' at the ')' that closes the call,
-// skipping quoted strings and nested brackets.
+// splitCall splits 'args) = ret...' at the ')' that closes the call. The
+// fast path takes the last ") = " when what follows reads as a return value
+// (a quoted argument may contain ") = ", the return value may not, except in
+// an fd's path, which the check catches); otherwise it scans, skipping quoted
+// strings and nested brackets.
 func splitCall(s string) (args, result string, err error) {
+	if i := strings.LastIndex(s, ") = "); i >= 0 && looksLikeRet(s[i+4:]) {
+		return s[:i], s[i+1:], nil
+	}
+	return scanCall(s)
+}
+
+// looksLikeRet reports whether s starts like a return value: a number, a
+// pointer, or "?", followed by the end, a space, or an fd target "<".
+func looksLikeRet(s string) bool {
+	end := strings.IndexAny(s, " <")
+	if end < 0 {
+		end = len(s)
+	}
+	r := s[:end]
+	if r == "?" {
+		return true
+	}
+	r = strings.TrimPrefix(r, "-")
+	if strings.HasPrefix(r, "0x") {
+		r = r[2:]
+		for i := 0; i < len(r); i++ {
+			if c := r[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+		return r != ""
+	}
+	return allDigits(r)
+}
+
+// scanCall is splitCall's careful path.
+func scanCall(s string) (args, result string, err error) {
 	depth := 0
 	inStr := false
 	for i := 0; i < len(s); i++ {
@@ -298,10 +357,15 @@ func looksLikeTime(s string) bool {
 	}
 	t := s[:i]
 	dot := strings.IndexByte(t, '.')
-	if dot <= 0 {
+	if dot <= 0 || !allDigits(t[dot+1:]) {
 		return false
 	}
-	return allDigits(strings.ReplaceAll(t[:dot], ":", "")) && allDigits(t[dot+1:])
+	for j := 0; j < dot; j++ {
+		if c := t[j]; c != ':' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func isIdent(s string) bool {
@@ -316,16 +380,17 @@ func isIdent(s string) bool {
 
 // parseTime reads 10:20:30.123456 or 1700000000.123456 into seconds.
 func parseTime(t string) (float64, error) {
-	if !strings.Contains(t, ":") {
+	c1 := strings.IndexByte(t, ':')
+	if c1 < 0 {
 		return strconv.ParseFloat(t, 64)
 	}
-	parts := strings.Split(t, ":")
-	if len(parts) != 3 {
+	c2 := strings.IndexByte(t[c1+1:], ':') + c1 + 1
+	if c2 <= c1 {
 		return 0, fmt.Errorf("bad time %q", t)
 	}
-	h, err1 := strconv.Atoi(parts[0])
-	m, err2 := strconv.Atoi(parts[1])
-	sec, err3 := strconv.ParseFloat(parts[2], 64)
+	h, err1 := strconv.Atoi(t[:c1])
+	m, err2 := strconv.Atoi(t[c1+1 : c2])
+	sec, err3 := strconv.ParseFloat(t[c2+1:], 64)
 	if err1 != nil || err2 != nil || err3 != nil {
 		return 0, fmt.Errorf("bad time %q", t)
 	}

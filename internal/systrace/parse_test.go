@@ -9,7 +9,7 @@ func parseAll(t *testing.T, log string) ([]*Event, *Parser) {
 	t.Helper()
 	p := NewParser()
 	var evs []*Event
-	if err := p.Parse(strings.NewReader(log), func(e *Event) { evs = append(evs, e) }); err != nil {
+	if err := p.Parse(strings.NewReader(log), func(e *Event) { c := *e; evs = append(evs, &c) }); err != nil {
 		t.Fatal(err)
 	}
 	return evs, p
@@ -154,4 +154,20 @@ func FuzzParseLine(f *testing.F) {
 		r, _ := Analyze(func(emit func(*Event)) error { return NewParser().Parse(strings.NewReader(s), emit) }, nil, 5)
 		_ = r
 	})
+}
+
+func TestSplitCallFastPathAgreesWithScan(t *testing.T) {
+	for _, s := range []string{
+		`3</a>, "x) = 1", 6) = 6 <0.000001>`,
+		`AT_FDCWD, "/tmp/a) = b", O_RDONLY) = 3</tmp/a) = b> <0.000001>`,
+		`NULL, 4096, PROT_READ, MAP_PRIVATE, -1, 0) = 0x7f0000000000`,
+		`0) = ?`,
+		`3, "(", 1) = -1 EBADF (Bad file descriptor) <0.000002>`,
+	} {
+		a1, r1, e1 := splitCall(s)
+		a2, r2, e2 := scanCall(s)
+		if a1 != a2 || r1 != r2 || (e1 == nil) != (e2 == nil) {
+			t.Errorf("%s:\n fast %q %q %v\n scan %q %q %v", s, a1, r1, e1, a2, r2, e2)
+		}
+	}
 }
