@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/fusescope/fusescope/internal/systrace"
 	"github.com/spf13/cobra"
@@ -38,6 +40,7 @@ not built yet.`,
 					if err != nil {
 						return err
 					}
+					p.DefaultPID = pidSuffix(path)
 					err = p.Parse(f, emit)
 					f.Close()
 					if err != nil {
@@ -68,4 +71,17 @@ not built yet.`,
 	f.IntVar(&top, "top", 10, "rows in each list (0: all)")
 	c.MarkFlagsMutuallyExclusive("json", "csv")
 	return c
+}
+
+// pidSuffix is the PID of an strace -ff file (LOG.1234), or 0.
+func pidSuffix(path string) int {
+	i := strings.LastIndexByte(path, '.')
+	if i < 0 {
+		return 0
+	}
+	pid, err := strconv.Atoi(path[i+1:])
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
 }

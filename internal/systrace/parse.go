@@ -79,6 +79,9 @@ type Malformed struct {
 type Parser struct {
 	pending   map[int]*Event // unfinished calls by PID
 	scratch   Event          // reused for lines that complete at once
+	// DefaultPID is the PID of lines without one: strace -ff writes each
+	// process to LOG.PID without a PID column.
+	DefaultPID int
 	Malformed []Malformed    // the first MaxMalformed
 	Bad       int            // all malformed lines
 	Lost      int            // unfinished calls whose resumed line never came
@@ -141,7 +144,7 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 	}
 	// Analyzers copy what they keep, so a line that completes at once is
 	// parsed into a reused Event; only unfinished calls get their own.
-	p.scratch = Event{Line: n, Dur: -1}
+	p.scratch = Event{Line: n, Dur: -1, PID: p.DefaultPID}
 	ev := &p.scratch
 	// PID prefix: "[pid  1234] " (strace -f to a terminal) or "1234 " (-o, -ff merged).
 	if strings.HasPrefix(s, "[pid") {
@@ -150,6 +153,9 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 			return nil, fmt.Errorf("unterminated [pid ...] prefix")
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(s[4:end]))
+		if err == nil && pid < 0 {
+			err = fmt.Errorf("negative")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bad pid %q", s[4:end])
 		}

@@ -137,3 +137,30 @@ func TestSyscallsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// An strace -ff file set gives the same per-syscall counts as one -f log.
+func TestSyscallsFileSet(t *testing.T) {
+	need(t, "strace")
+	dir := t.TempDir()
+	run(t, "strace", "-ff", "-tt", "-T", "-y", "-o", filepath.Join(dir, "set"), "sh", "-c", "cat /etc/hostname >/dev/null; ls / >/dev/null")
+	files, _ := filepath.Glob(filepath.Join(dir, "set.*"))
+	if len(files) < 3 {
+		t.Fatalf("want a file per process, got %v", files)
+	}
+	out, err := exec.Command(fusescopeBin, append([]string{"syscalls", "--json", "--top", "0"}, files...)...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r systrace.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Malformed != 0 || len(r.Processes) != len(files) {
+		t.Errorf("%d malformed, %d processes for %d files", r.Malformed, len(r.Processes), len(files))
+	}
+	var tree []string
+	for _, p := range r.Processes {
+		tree = append(tree, strconv.Itoa(p.Parent)+">"+p.Exec)
+	}
+	t.Logf("process tree: %v", tree)
+}
