@@ -77,16 +77,16 @@ type Malformed struct {
 // with their "<... resumed>" per thread. It keeps only the unfinished calls
 // in memory, so memory stays flat whatever the log's size.
 type Parser struct {
-	pending   map[int]*Event // unfinished calls by PID
-	scratch   Event          // reused for lines that complete at once
+	pending map[int]*Event // unfinished calls by PID
+	scratch Event          // reused for lines that complete at once
 	// DefaultPID is the PID of lines without one: strace -ff writes each
 	// process to LOG.PID without a PID column.
 	DefaultPID int
-	Malformed []Malformed    // the first MaxMalformed
-	Bad       int            // all malformed lines
-	Lost      int            // unfinished calls whose resumed line never came
-	Summary   int            // lines of an strace -c/-C summary table, skipped
-	Lines     int
+	Malformed  []Malformed // the first MaxMalformed
+	Bad        int         // all malformed lines
+	Lost       int         // unfinished calls whose resumed line never came
+	Summary    int         // lines of an strace -c/-C summary table, skipped
+	Lines      int
 }
 
 // MaxMalformed bounds how many malformed lines are kept for reporting.
