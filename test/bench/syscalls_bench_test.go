@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"testing"
@@ -101,3 +104,62 @@ func TestBenchSyscallsParse(t *testing.T) {
 	fmt.Printf("| %.0f MB generated on the fly | %d | %.1f s | %.0f | %.0f | %.1f MiB |\n",
 		mb, p.Lines, elapsed.Seconds(), mb/elapsed.Seconds(), float64(p.Lines)/elapsed.Seconds(), float64(peak)/(1<<20))
 }
+
+// TestBenchSyscallsVsStraceAnalyzer times fusescope syscalls and the Rust
+// strace-analyzer (crates.io) on the same file, in the format
+// strace-analyzer documents (strace -ff -ttt, no -y), pinned to one core.
+func TestBenchSyscallsVsStraceAnalyzer(t *testing.T) {
+	if os.Getenv("FUSESCOPE_BENCH") == "" {
+		t.Skip("benchmark: run with make bench")
+	}
+	sa, err := exec.LookPath("strace-analyzer")
+	if err != nil {
+		home, _ := os.UserHomeDir()
+		sa = filepath.Join(home, ".cargo", "bin", "strace-analyzer")
+		if _, err := os.Stat(sa); err != nil {
+			t.Skip("strace-analyzer is not installed (cargo install strace-analyzer)")
+		}
+	}
+	bin, _ := filepath.Abs("../../bin/fusescope")
+	size := int64(256 << 20)
+	path := filepath.Join("/var/tmp", fmt.Sprintf("fusescope-bench-%d.log", os.Getpid()))
+	defer os.Remove(path)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -ff files have no PID column; -ttt timestamps; no -y targets.
+	var block []byte
+	for i := 0; len(block) < 4<<20; i++ {
+		line := logTemplate[i%len(logTemplate)]
+		line = fdTargetRE.ReplaceAllString(line, "$1")
+		block = append(block, fmt.Sprintf("%.6f %s\n", 1700000000+float64(i)*0.000013, line)...)
+	}
+	for written := int64(0); written < size; written += int64(len(block)) {
+		f.Write(block)
+	}
+	f.Close()
+	fi, _ := os.Stat(path)
+	mb := float64(fi.Size()) / 1e6
+	timeIt := func(name string, args ...string) float64 {
+		exec.Command("cat", path).Run() // warm the page cache
+		start := time.Now()
+		cmd := exec.Command("taskset", append([]string{"-c", "0", name}, args...)...)
+		cmd.Stdout = io.Discard
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return time.Since(start).Seconds()
+	}
+	fmt.Printf("\n### fusescope syscalls and strace-analyzer on the same %.0f MB log, one core (taskset -c 0)\n\n", mb)
+	fmt.Println("| tool | run | seconds | MB/s |")
+	fmt.Println("|---|---|---|---|")
+	for rep := 1; rep <= 3; rep++ {
+		s := timeIt(bin, "syscalls", "--json", path)
+		fmt.Printf("| fusescope syscalls --json | %d | %.2f | %.0f |\n", rep, s, mb/s)
+		s = timeIt(sa, path)
+		fmt.Printf("| strace-analyzer | %d | %.2f | %.0f |\n", rep, s, mb/s)
+	}
+}
+
+var fdTargetRE = regexp.MustCompile(`(\d+)<[^>]*>`)
