@@ -8,19 +8,21 @@ import (
 
 // Report is what the analyzers found: plain data for every view.
 type Report struct {
-	Lines       int            `json:"lines"`
-	Events      int            `json:"events"`
-	Malformed   int            `json:"malformed"`
-	FirstBad    []Malformed    `json:"first_malformed,omitempty"`
-	Unfinished  int            `json:"unfinished"` // calls never resumed (killed, or the log was cut)
-	Syscalls    []SyscallStat  `json:"syscalls"`   // by total time, then calls
-	Files       []FileStat     `json:"files"`      // by total time
-	Categories  []CategoryStat `json:"categories"`
-	Waits       []Wait         `json:"waits"` // longest first
-	Processes   []Process      `json:"processes"`
-	TotalTime   float64        `json:"total_time_s"` // sum of -T durations
-	Span        float64        `json:"span_s"`       // last timestamp minus first
-	HasDuration bool           `json:"has_duration"` // the log had -T
+	Lines        int            `json:"lines"`
+	Events       int            `json:"events"`
+	Malformed    int            `json:"malformed"`
+	FirstBad     []Malformed    `json:"first_malformed,omitempty"`
+	Unfinished   int            `json:"unfinished"` // calls never resumed (killed, or the log was cut)
+	Syscalls     []SyscallStat  `json:"syscalls"`   // by total time, then calls
+	Files        []FileStat     `json:"files"`      // by total time
+	Categories   []CategoryStat `json:"categories"`
+	Waits        []Wait         `json:"waits"` // longest first
+	Processes    []Process      `json:"processes"`
+	Timeline     []TimelineBin  `json:"timeline,omitempty"`
+	TimelineBinS float64        `json:"timeline_bin_s,omitempty"`
+	TotalTime    float64        `json:"total_time_s"` // sum of -T durations
+	Span         float64        `json:"span_s"`       // last timestamp minus first
+	HasDuration  bool           `json:"has_duration"` // the log had -T
 }
 
 // SyscallStat is one system call's totals.
@@ -83,11 +85,18 @@ type Analyzer interface {
 	Finish(r *Report)
 }
 
+// Options tune the analyzers.
+type Options struct {
+	MaxWaits  int     // longest waits kept; 0: all
+	TimelineS float64 // timeline bin width in seconds; 0: no timeline
+}
+
 // Analyze runs the analyzers over events and returns their report.
-func Analyze(events func(emit func(*Event)) error, p *Parser, maxWaits int) (*Report, error) {
+func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*Report, error) {
 	r := &Report{}
 	as := []Analyzer{&syscallCounter{m: map[string]*SyscallStat{}}, &fileIO{m: map[string]*FileStat{}},
-		&waits{max: maxWaits}, &procTree{m: map[int]*Process{}}, &clock{r: r}}
+		&waits{max: o.MaxWaits}, &procTree{m: map[int]*Process{}}, &clock{r: r},
+		&timeline{width: o.TimelineS, bins: map[int]*TimelineBin{}, maxBins: 100000}}
 	err := events(func(e *Event) {
 		r.Events++
 		for _, a := range as {

@@ -111,7 +111,7 @@ func TestAnalyzeFileBytesAndWaits(t *testing.T) {
 1 10:00:03.6 +++ exited with 0 +++
 `
 	p := NewParser()
-	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, 10)
+	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, Options{MaxWaits: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func FuzzParseLine(f *testing.F) {
 				t.Fatal("a system call without a name")
 			}
 		})
-		r, _ := Analyze(func(emit func(*Event)) error { return NewParser().Parse(strings.NewReader(s), emit) }, nil, 5)
+		r, _ := Analyze(func(emit func(*Event)) error { return NewParser().Parse(strings.NewReader(s), emit) }, nil, Options{MaxWaits: 5, TimelineS: 1})
 		_ = r
 	})
 }

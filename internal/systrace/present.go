@@ -109,6 +109,22 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		}
 		tw.Flush()
 	}
+	if len(r.Timeline) > 0 {
+		fmt.Fprintf(&b, "\nTimeline (%.3g s bins): calls per category\n", r.TimelineBinS)
+		cats := []string{"file I/O", "network", "IPC", "memory", "process", "sleep and timers", "other"}
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		io.WriteString(tw, "START(s)\t"+strings.Join(cats, "\t")+"\tTIME(s)\t\n")
+		for _, bin := range r.Timeline {
+			fmt.Fprintf(tw, "%.3f\t", bin.Start)
+			total := 0.0
+			for _, c := range cats {
+				fmt.Fprintf(tw, "%d\t", bin.Calls[c])
+				total += bin.TimeS[c]
+			}
+			fmt.Fprintf(tw, "%.6f\t\n", total)
+		}
+		tw.Flush()
+	}
 	if len(r.Processes) > 1 {
 		b.WriteString("\nProcess tree\n")
 		children := map[int][]Process{}

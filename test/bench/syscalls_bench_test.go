@@ -90,7 +90,7 @@ func TestBenchSyscallsParse(t *testing.T) {
 				peak = max(peak, ms.HeapInuse)
 			}
 		})
-	}, p, 10)
+	}, p, systrace.Options{MaxWaits: 10})
 	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatal(err)

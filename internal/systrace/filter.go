@@ -1,0 +1,93 @@
+package systrace
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Filter keeps the events a question is about. The zero value keeps all.
+type Filter struct {
+	PIDs     map[int]bool // processes to keep; empty: all
+	Files    []string     // path.Match patterns on the fd target; empty: all
+	Category string       // keep only system calls of this category
+	From, To float64      // seconds after the log's first timestamp; To 0: the end
+}
+
+// Validate checks the filter's patterns and category.
+func (f *Filter) Validate() error {
+	for _, p := range f.Files {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("--file %q: %v", p, err)
+		}
+	}
+	if f.Category != "" {
+		known := map[string]bool{"other": true}
+		for _, c := range categories {
+			known[c] = true
+		}
+		if !known[f.Category] {
+			names := []string{}
+			for c := range known {
+				names = append(names, c)
+			}
+			return fmt.Errorf("--category %q: give one of %s", f.Category, strings.Join(names, ", "))
+		}
+	}
+	if f.To != 0 && f.To < f.From {
+		return fmt.Errorf("--until %.3f is before --since %.3f", f.To, f.From)
+	}
+	return nil
+}
+
+// Wrap returns an event source that passes only the filter's events on.
+// Process events (exits, signals) are kept for the processes kept, so the
+// process tree stays whole.
+func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Event)) error {
+	if len(f.PIDs) == 0 && len(f.Files) == 0 && f.Category == "" && f.From == 0 && f.To == 0 {
+		return events
+	}
+	return func(emit func(*Event)) error {
+		first, seen := 0.0, false
+		return events(func(e *Event) {
+			if e.Time > 0 && !seen {
+				first, seen = e.Time, true
+			}
+			if len(f.PIDs) > 0 && !f.PIDs[e.PID] {
+				return
+			}
+			if e.Time > 0 && (e.Time-first < f.From || (f.To > 0 && e.Time-first > f.To)) {
+				return
+			}
+			if e.Kind == Syscall {
+				if f.Category != "" && Category(e.Name) != f.Category {
+					return
+				}
+				if len(f.Files) > 0 && !f.matchFile(e.Target()) {
+					return
+				}
+			} else if len(f.Files) > 0 || f.Category != "" {
+				return
+			}
+			emit(e)
+		})
+	}
+}
+
+func (f *Filter) matchFile(target string) bool {
+	if target == "" {
+		return false
+	}
+	for _, p := range f.Files {
+		if ok, _ := path.Match(p, target); ok {
+			return true
+		}
+		// A pattern without a slash matches the base name, as find -name does.
+		if !strings.Contains(p, "/") {
+			if ok, _ := path.Match(p, path.Base(target)); ok {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,68 @@
+package systrace
+
+import (
+	"strings"
+	"testing"
+)
+
+const filterLog = `1 10:00:00.000 openat(AT_FDCWD, "/data/a.root", O_RDONLY) = 3</data/a.root> <0.000010>
+1 10:00:00.500 read(3</data/a.root>, "", 10) = 10 <0.000100>
+2 10:00:01.000 connect(4<TCP:[1]>, {sa_family=AF_INET}, 16) = 0 <0.200000>
+2 10:00:02.000 read(5</etc/hosts>, "", 10) = 5 <0.000010>
+2 10:00:02.100 nanosleep({tv_sec=1, tv_nsec=0}, NULL) = 0 <1.000000>
+2 10:00:03.200 +++ exited with 0 +++
+`
+
+func analyzeFiltered(t *testing.T, f Filter, o Options) *Report {
+	t.Helper()
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(filterLog), emit) }), p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func calls(r *Report) map[string]int {
+	m := map[string]int{}
+	for _, s := range r.Syscalls {
+		m[s.Name] = s.Calls
+	}
+	return m
+}
+
+func TestFilters(t *testing.T) {
+	if got := calls(analyzeFiltered(t, Filter{PIDs: map[int]bool{1: true}}, Options{})); len(got) != 2 || got["read"] != 1 {
+		t.Errorf("--pid 1: %v", got)
+	}
+	if got := calls(analyzeFiltered(t, Filter{Files: []string{"*.root"}}, Options{})); got["openat"] != 1 || got["read"] != 1 || len(got) != 2 {
+		t.Errorf("--file *.root: %v", got)
+	}
+	if got := calls(analyzeFiltered(t, Filter{Files: []string{"/etc/*"}}, Options{})); got["read"] != 1 || len(got) != 1 {
+		t.Errorf("--file /etc/*: %v", got)
+	}
+	if got := calls(analyzeFiltered(t, Filter{Category: "network"}, Options{})); got["connect"] != 1 || len(got) != 1 {
+		t.Errorf("--category network: %v", got)
+	}
+	if got := calls(analyzeFiltered(t, Filter{From: 0.9, To: 2.05}, Options{})); got["connect"] != 1 || got["read"] != 1 || len(got) != 2 {
+		t.Errorf("--since 0.9 --until 2.05: %v", got)
+	}
+	for _, bad := range []Filter{{Files: []string{"["}}, {Category: "disk"}, {From: 5, To: 1}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+func TestTimeline(t *testing.T) {
+	r := analyzeFiltered(t, Filter{}, Options{TimelineS: 1})
+	if len(r.Timeline) != 3 {
+		t.Fatalf("%d bins: %+v", len(r.Timeline), r.Timeline)
+	}
+	if r.Timeline[0].Calls["file I/O"] != 2 || r.Timeline[1].Calls["network"] != 1 || r.Timeline[2].Calls["sleep and timers"] != 1 {
+		t.Errorf("%+v", r.Timeline)
+	}
+}

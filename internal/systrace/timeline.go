@@ -1,0 +1,55 @@
+package systrace
+
+import "sort"
+
+// TimelineBin is one interval of the timeline: calls and time per category.
+type TimelineBin struct {
+	Start float64            `json:"start_s"` // seconds after the first timestamp
+	Calls map[string]int     `json:"calls"`
+	TimeS map[string]float64 `json:"time_s"`
+}
+
+// timeline bins system calls by when they started.
+type timeline struct {
+	width       float64
+	first       float64
+	seen        bool
+	bins        map[int]*TimelineBin
+	maxBins     int
+	overflowing bool
+}
+
+func (a *timeline) Observe(e *Event) {
+	if e.Kind != Syscall || e.Time <= 0 || a.width <= 0 {
+		return
+	}
+	if !a.seen {
+		a.first, a.seen = e.Time, true
+	}
+	i := int((e.Time - a.first) / a.width)
+	if i < 0 {
+		i = 0
+	}
+	b := a.bins[i]
+	if b == nil {
+		if len(a.bins) >= a.maxBins {
+			a.overflowing = true
+			return
+		}
+		b = &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
+		a.bins[i] = b
+	}
+	c := Category(e.Name)
+	b.Calls[c]++
+	if e.Dur > 0 {
+		b.TimeS[c] += e.Dur
+	}
+}
+
+func (a *timeline) Finish(r *Report) {
+	for _, b := range a.bins {
+		r.Timeline = append(r.Timeline, *b)
+	}
+	sort.Slice(r.Timeline, func(i, j int) bool { return r.Timeline[i].Start < r.Timeline[j].Start })
+	r.TimelineBinS = a.width
+}
