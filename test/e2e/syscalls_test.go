@@ -163,4 +163,26 @@ func TestSyscallsFileSet(t *testing.T) {
 		tree = append(tree, strconv.Itoa(p.Parent)+">"+p.Exec)
 	}
 	t.Logf("process tree: %v", tree)
+
+	// strace-log-merge turns the set into one log with PIDs: same counts.
+	if _, err := exec.LookPath("strace-log-merge"); err == nil {
+		merged := filepath.Join(dir, "merged.log")
+		out, err := exec.Command("strace-log-merge", filepath.Join(dir, "set")).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(merged, out, 0o644)
+		out, err = exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", merged).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m systrace.Report
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Malformed != 0 || m.Events != r.Events || len(m.Processes) != len(r.Processes) {
+			t.Errorf("merged log: %d events, %d processes, %d malformed; the set: %d events, %d processes",
+				m.Events, len(m.Processes), m.Malformed, r.Events, len(r.Processes))
+		}
+	}
 }
