@@ -39,9 +39,16 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fusescope",
 		Short: "Show where a FUSE file system spends its time",
-		Long: `fusescope shows where a FUSE file system spends its time: per-opcode request
-latency and counts measured in the kernel for any FUSE file system, with no
-change to its daemon, saved as versioned records that render the same later.`,
+		Long: `fusescope shows where a FUSE file system spends its time.
+
+  trace     per-opcode request latency and counts, measured in the kernel for any
+            FUSE file system with no change to its daemon
+  fs        a lab file system in which every FUSE caching and transport mode is a
+            switch, with an emulated slow backend and its own histograms
+  syscalls  system-call analysis of strace logs
+  show      render a saved record exactly as the live view did
+
+Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
