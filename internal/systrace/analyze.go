@@ -277,25 +277,8 @@ func (a *fileIO) Finish(r *Report) {
 
 // firstArg returns the first top-level argument of an argument list.
 func firstArg(args string) string {
-	depth, inStr := 0, false
-	for i := 0; i < len(args); i++ {
-		c := args[i]
-		switch {
-		case inStr:
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '(' || c == '[' || c == '{':
-			depth++
-		case c == ')' || c == ']' || c == '}':
-			depth--
-		case c == ',' && depth == 0:
-			return args[:i]
-		}
+	if i := topLevelIndex(args, ','); i >= 0 {
+		return args[:i]
 	}
 	return args
 }

@@ -290,8 +290,16 @@ func looksLikeRet(s string) bool {
 
 // scanCall is splitCall's careful path.
 func scanCall(s string) (args, result string, err error) {
-	depth := 0
-	inStr := false
+	if i := topLevelIndex(s, ')'); i >= 0 {
+		return s[:i], s[i+1:], nil
+	}
+	return "", "", fmt.Errorf("no closing parenthesis (truncated line?)")
+}
+
+// topLevelIndex is the index of the first stop byte outside quoted strings
+// and nested brackets, or -1.
+func topLevelIndex(s string, stop byte) int {
+	depth, inStr := 0, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -303,18 +311,15 @@ func scanCall(s string) (args, result string, err error) {
 			}
 		case c == '"':
 			inStr = true
+		case depth == 0 && c == stop:
+			return i
 		case c == '(' || c == '[' || c == '{':
 			depth++
-		case c == ']' || c == '}':
-			depth--
-		case c == ')':
-			if depth == 0 {
-				return s[:i], s[i+1:], nil
-			}
+		case c == ')' || c == ']' || c == '}':
 			depth--
 		}
 	}
-	return "", "", fmt.Errorf("no closing parenthesis (truncated line?)")
+	return -1
 }
 
 // setResult parses ' = ret [ERRNO (desc)] [<dur>]'.
