@@ -13,6 +13,9 @@ import (
 var version = "dev"
 
 func main() {
+	if os.Getenv(gateEnv) != "" {
+		runGate() // fusescope syscalls -- CMD: the command, held until traced
+	}
 	root := newRootCmd()
 	if err := root.Execute(); err != nil {
 		var ee *exitError
@@ -45,7 +48,7 @@ func newRootCmd() *cobra.Command {
             FUSE file system with no change to its daemon
   fs        a lab file system in which every FUSE caching and transport mode is a
             switch, with an emulated slow backend and its own histograms
-  syscalls  system-call analysis of strace logs
+  syscalls  system-call analysis of strace logs, or live with eBPF (-- CMD, -p PID)
   show      render a saved record exactly as the live view did
 
 Records are versioned JSON (docs/record.md); every view renders them the same.`,

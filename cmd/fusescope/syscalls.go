@@ -3,8 +3,15 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/ktrace"
+	"golang.org/x/sys/unix"
 
 	"github.com/fusescope/fusescope/internal/systrace"
 	"github.com/spf13/cobra"
@@ -17,10 +24,12 @@ func newSyscallsCmd() *cobra.Command {
 		pids          []int
 		filter        systrace.Filter
 		timeline      float64
+		minWait       time.Duration
+		output        string
 	)
 	c := &cobra.Command{
-		Use:   "syscalls [flags] LOG...",
-		Short: "Analyse strace logs: hot spots, time per category, per-file I/O, waits, process tree",
+		Use:   "syscalls [flags] LOG... | -- CMD [ARGS...] | -p PID",
+		Short: "System calls from strace logs or live: hot spots, time per category, per-file I/O, waits, process tree",
 		Long: `Analyse system-call logs written by strace -f -tt -T -y (and its variants:
 -ttt, -yy, with or without PIDs, -o files, -ff file sets, strace-log-merge
 output). Calls split into "<unfinished ...>" and "<... resumed>" lines are
@@ -29,15 +38,65 @@ numbers. Record a log with:
 
   strace -f -tt -T -y -o app.log ./app
 
-The live source (tracing a command or -p PID with eBPF instead of ptrace) is
-not built yet.`,
+Or trace live, without ptrace: "-- CMD ARGS" runs a command and traces it and
+every process it starts; "-p PID" traces a running process (each thread from
+its next call) and the processes it starts, until it exits or Ctrl-C. The
+live source counts calls in the kernel (eBPF on the raw syscall tracepoints,
+as root) and keeps only the calls that create, name or close fds and
+processes, and calls of at least --min-wait, one by one; the same analyzers
+then run on what it found (docs/syscalls.md says what differs from a log).`,
 		Example: `  fusescope syscalls app.log
   fusescope syscalls --top 20 app.log.*        # an -ff file set
   fusescope syscalls --category network --since 2 --until 10 app.log
   fusescope syscalls --file '/cvmfs/*' -p 4242 --timeline 1 app.log
-  fusescope syscalls --json app.log > app.json`,
-		Args: cobra.MinimumNArgs(1),
+  fusescope syscalls --json app.log > app.json
+  fusescope syscalls -- make -j2                # live: a command and its children
+  fusescope syscalls --min-wait 10ms -p 4242     # live: a running process`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			logs, command := args, []string(nil)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				logs, command = args[:dash], args[dash:]
+				if len(command) == 0 {
+					return fmt.Errorf("nothing after --: give the command to trace, as in fusescope syscalls -- ls -l")
+				}
+			}
+			if err := filter.Validate(); err != nil {
+				return err
+			}
+			if timeline < 0 {
+				return fmt.Errorf("--timeline %v: give a positive bin width in seconds", timeline)
+			}
+			if len(command) > 0 || (len(logs) == 0 && len(pids) > 0) {
+				if len(logs) > 0 {
+					return fmt.Errorf("give strace logs, or a command (-- CMD) or -p PID to trace live, not both")
+				}
+				if len(command) > 0 && len(pids) > 0 {
+					return fmt.Errorf("give either -- CMD or -p PID to trace live, not both")
+				}
+				if len(pids) > 1 {
+					return fmt.Errorf("-p takes one process when tracing live (it follows the processes it starts)")
+				}
+				if filter.From != 0 || filter.To != 0 {
+					return fmt.Errorf("--since and --until select a window of a log; a live trace counts its calls over the whole run: use --timeline to see them over time")
+				}
+				pid := 0
+				if len(pids) == 1 {
+					pid = pids[0]
+				}
+				r, err := runLive(command, pid, filter, systrace.Options{MaxWaits: top, TimelineS: timeline}, minWait)
+				if err != nil {
+					return err
+				}
+				return present(r, output, asJSON, asCSV, top)
+			}
+			if len(logs) == 0 {
+				return fmt.Errorf("give strace logs to analyse, -- CMD ARGS to trace a command, or -p PID to trace a process (see fusescope syscalls --help)")
+			}
+			if minWait != 0 {
+				return fmt.Errorf("--min-wait applies to live tracing: a log keeps every call")
+			}
+			args = logs
 			p := systrace.NewParser()
 			events := func(emit func(*systrace.Event)) error {
 				for _, path := range args {
@@ -58,12 +117,6 @@ not built yet.`,
 			for _, pid := range pids {
 				filter.PIDs[pid] = true
 			}
-			if err := filter.Validate(); err != nil {
-				return err
-			}
-			if timeline < 0 {
-				return fmt.Errorf("--timeline %v: give a positive bin width in seconds", timeline)
-			}
 			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: top, TimelineS: timeline})
 			if err != nil {
 				return err
@@ -74,20 +127,16 @@ not built yet.`,
 				}
 				return fmt.Errorf("no system calls found in %v (%d lines, %d malformed): is it an strace log?", args, r.Lines, r.Malformed)
 			}
-			switch {
-			case asJSON:
-				return systrace.WriteJSON(os.Stdout, r)
-			case asCSV:
-				return systrace.WriteCSV(os.Stdout, r)
-			}
-			return systrace.WriteText(os.Stdout, r, top)
+			return present(r, output, asJSON, asCSV, top)
 		},
 	}
 	f := c.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (docs/syscalls.md)")
 	f.BoolVar(&asCSV, "csv", false, "print one CSV row per system call (docs/syscalls.md)")
 	f.IntVar(&top, "top", 10, "rows in each list (0: all)")
-	f.IntSliceVarP(&pids, "pid", "p", nil, "keep only these processes (repeatable)")
+	f.IntSliceVarP(&pids, "pid", "p", nil, "with logs: keep only these processes (repeatable); without: trace this running process live")
+	f.StringVarP(&output, "output", "o", "", "write the report to `FILE` instead of standard output (a traced command keeps the terminal)")
+	f.DurationVar(&minWait, "min-wait", 0, "live: keep calls at least this long one by one, for the waits list (default 1ms)")
 	f.StringArrayVar(&filter.Files, "file", nil, "keep only calls on targets matching this `GLOB` (a pattern without / matches the base name; repeatable)")
 	f.StringVar(&filter.Category, "category", "", "keep only this category: file I/O, network, IPC, memory, process, sleep and timers, other")
 	f.Float64Var(&filter.From, "since", 0, "keep only calls from this many seconds after the log's first timestamp")
@@ -108,4 +157,126 @@ func pidSuffix(path string) int {
 		return 0
 	}
 	return pid
+}
+
+func present(r *systrace.Report, output string, asJSON, asCSV bool, top int) error {
+	w := os.Stdout
+	if output != "" {
+		f, err := os.Create(output)
+		if err != nil {
+			return fmt.Errorf("-o %s: %v", output, err)
+		}
+		defer f.Close()
+		w = f
+	}
+	var err error
+	switch {
+	case asJSON:
+		err = systrace.WriteJSON(w, r)
+	case asCSV:
+		err = systrace.WriteCSV(w, r)
+	default:
+		err = systrace.WriteText(w, r, top)
+	}
+	if err != nil {
+		return err
+	}
+	if output != "" {
+		return w.Close()
+	}
+	return nil
+}
+
+// runLive traces command (started here) or the running process pid with
+// the live source, and analyses what it saw.
+func runLive(command []string, pid int, filter systrace.Filter, o systrace.Options, minWait time.Duration) (*systrace.Report, error) {
+	if minWait < 0 {
+		return nil, fmt.Errorf("--min-wait %v: give a positive duration, such as 1ms", minWait)
+	}
+	if err := ktrace.CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	info := &systrace.LiveInfo{Command: command}
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	closeStop := func() { stopOnce.Do(func() { close(stop) }) }
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var tr *ktrace.SyscallTracer
+	var err error
+	if len(command) > 0 {
+		cmd, release, err := startGated(command)
+		if err != nil {
+			return nil, err
+		}
+		tr, err = ktrace.StartSyscalls(ktrace.SyscallOptions{GatePID: cmd.Process.Pid, MinWait: minWait, TimelineS: o.TimelineS})
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, err
+		}
+		tr.Forget(gateFD)
+		released := time.Now()
+		if err := release(); err != nil {
+			tr.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("starting %s: %v", command[0], err)
+		}
+		go func() {
+			cmd.Wait()
+			info.CommandS = time.Since(released).Seconds()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Exited() {
+				st := ws.ExitStatus()
+				info.ExitStatus = &st
+			}
+			closeStop()
+		}()
+		// The terminal's Ctrl-C reaches the command too; a second one, or a
+		// signal sent to fusescope alone, is passed on, then stops tracing.
+		go func() {
+			n := 0
+			for s := range sigs {
+				n++
+				cmd.Process.Signal(s)
+				if n > 1 {
+					closeStop()
+				}
+			}
+		}()
+	} else {
+		pidfd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			return nil, fmt.Errorf("-p %d: %v: give the PID of a running process", pid, err)
+		}
+		defer unix.Close(pidfd)
+		tr, err = ktrace.StartSyscalls(ktrace.SyscallOptions{PID: pid, MinWait: minWait, TimelineS: o.TimelineS})
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "Tracing the system calls of process %d and of the processes it starts... Hit Ctrl-C to end.\n", pid)
+		go func() {
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+			for {
+				if n, err := unix.Poll(fds, -1); n > 0 || (err != nil && err != unix.EINTR) {
+					break
+				}
+			}
+			closeStop()
+		}()
+		go func() {
+			<-sigs
+			closeStop()
+		}()
+	}
+	defer tr.Close()
+	events := func(emit func(*systrace.Event)) error { return tr.Run(stop, emit, info) }
+	r, err := systrace.Analyze(filter.Wrap(events), nil, o)
+	if err != nil {
+		return nil, err
+	}
+	r.Live = info
+	return r, nil
 }

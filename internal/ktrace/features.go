@@ -60,7 +60,7 @@ func CheckPrivileges() error {
 	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
 		return nil
 	}
-	return errors.New("tracing FUSE requests needs root, or CAP_BPF and CAP_PERFMON: run with sudo")
+	return errors.New("eBPF tracing needs root, or CAP_BPF and CAP_PERFMON: run with sudo")
 }
 
 func effectiveCaps() (uint64, error) {

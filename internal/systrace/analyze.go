@@ -20,9 +20,21 @@ type Report struct {
 	Processes    []Process      `json:"processes"`
 	Timeline     []TimelineBin  `json:"timeline,omitempty"`
 	TimelineBinS float64        `json:"timeline_bin_s,omitempty"`
-	TotalTime    float64        `json:"total_time_s"` // sum of -T durations
-	Span         float64        `json:"span_s"`       // last timestamp minus first
-	HasDuration  bool           `json:"has_duration"` // the log had -T
+	Live         *LiveInfo      `json:"live,omitempty"` // set when the events came from the live source
+	TotalTime    float64        `json:"total_time_s"`   // sum of -T durations
+	Span         float64        `json:"span_s"`         // last timestamp minus first
+	HasDuration  bool           `json:"has_duration"`   // the log had -T
+}
+
+// LiveInfo describes a live trace (fusescope syscalls -- CMD, or -p PID).
+type LiveInfo struct {
+	Command    []string          `json:"command,omitempty"`
+	PID        int               `json:"pid"`
+	MinWaitS   float64           `json:"min_wait_s"`          // calls this long were kept one by one
+	WallS      float64           `json:"wall_s"`              // from the start of tracing to its end
+	CommandS   float64           `json:"command_s,omitempty"` // the command's run, from its exec to its exit
+	Drops      map[string]uint64 `json:"drops,omitempty"`
+	ExitStatus *int              `json:"exit_status,omitempty"` // of the command
 }
 
 // SyscallStat is one system call's totals.
@@ -144,6 +156,9 @@ var categories = func() map[string]string {
 	return m
 }()
 
+// CategoryNames lists the categories in a fixed order.
+var CategoryNames = []string{"file I/O", "network", "IPC", "memory", "process", "sleep and timers", "other"}
+
 // Category names a syscall's category ("other" when unknown).
 func Category(name string) string {
 	if c, ok := categories[name]; ok {
@@ -165,10 +180,8 @@ func (a *syscallCounter) Observe(e *Event) {
 		s = &SyscallStat{Name: e.Name, Category: Category(e.Name)}
 		a.m[e.Name] = s
 	}
-	s.Calls++
-	if e.Errno != "" {
-		s.Errors++
-	}
+	s.Calls += e.N()
+	s.Errors += e.failures()
 	if e.Dur > 0 {
 		s.TimeS += e.Dur
 	}
@@ -238,24 +251,20 @@ func (a *fileIO) Observe(e *Event) {
 		f = &FileStat{Target: target, Kind: targetKind(target)}
 		a.m[target] = f
 	}
-	f.Calls++
+	n := e.N()
+	f.Calls += n
 	if e.Dur > 0 {
 		f.TimeS += e.Dur
 	}
-	n, ok := e.RetInt()
 	switch {
 	case openCalls[e.Name]:
-		f.Opens++
+		f.Opens += n
 	case readCalls[e.Name]:
-		f.Reads++
-		if ok && n > 0 {
-			f.BytesRead += n
-		}
+		f.Reads += n
+		f.BytesRead += e.moved()
 	case writeCalls[e.Name]:
-		f.Writes++
-		if ok && n > 0 {
-			f.BytesWritten += n
-		}
+		f.Writes += n
+		f.BytesWritten += e.moved()
 	}
 }
 
@@ -352,7 +361,7 @@ type waits struct {
 }
 
 func (a *waits) Observe(e *Event) {
-	if e.Kind != Syscall || !waitCalls[e.Name] || e.Dur <= 0 {
+	if e.Kind != Syscall || e.Calls > 0 || !waitCalls[e.Name] || e.Dur <= 0 {
 		return
 	}
 	// read only counts as a wait on sockets, pipes and terminals.
@@ -391,13 +400,16 @@ func (a *procTree) get(pid int, t float64) *Process {
 }
 
 func (a *procTree) Observe(e *Event) {
+	if e.Kind == Sample {
+		return
+	}
 	p := a.get(e.PID, e.Time)
 	if e.Time > p.End {
 		p.End = e.Time
 	}
 	switch e.Kind {
 	case Syscall:
-		p.Calls++
+		p.Calls += e.N()
 		switch e.Name {
 		case "clone", "clone3", "fork", "vfork":
 			if child, ok := e.RetInt(); ok && child > 0 {

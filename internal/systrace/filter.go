@@ -66,6 +66,10 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 				if len(f.Files) > 0 && !f.matchFile(e.Target()) {
 					return
 				}
+			} else if e.Kind == Sample {
+				if len(f.Files) > 0 || (f.Category != "" && e.Name != f.Category) {
+					return
+				}
 			} else if len(f.Files) > 0 || f.Category != "" {
 				return
 			}

@@ -22,6 +22,7 @@ const (
 	Signal              // --- SIGCHLD {...} ---
 	Exit                // +++ exited with 0 +++
 	Killed              // +++ killed by SIGKILL +++
+	Sample              // live source: Calls calls of category Name, Dur in total, in the timeline bin holding Time
 )
 
 // Event is one parsed line (or a joined unfinished/resumed pair).
@@ -36,6 +37,13 @@ type Event struct {
 	Errno  string  // ENOENT, or "" on success
 	Dur    float64 // seconds, from -T; -1 when absent
 	Status int     // exit status (Exit)
+
+	// Aggregates, from the live source: the event stands for Calls calls
+	// (0 means one) of which Errors failed and which moved Bytes bytes;
+	// Dur is their total. Time is 0 when they span the whole trace.
+	Calls  int
+	Errors int
+	Bytes  int64
 
 	target     string // memo of Target
 	targetDone bool
@@ -54,6 +62,41 @@ func (e *Event) Target() string {
 		e.targetDone = true
 	}
 	return e.target
+}
+
+// SetTarget names what the call's fd refers to, for sources that know it
+// without strace -y text.
+func (e *Event) SetTarget(t string) { e.target, e.targetDone = t, true }
+
+// N is how many calls the event stands for.
+func (e *Event) N() int {
+	if e.Calls > 0 {
+		return e.Calls
+	}
+	return 1
+}
+
+// failures is how many of the event's calls failed.
+func (e *Event) failures() int {
+	if e.Calls > 0 {
+		return e.Errors
+	}
+	if e.Errno != "" {
+		return 1
+	}
+	return 0
+}
+
+// moved is the bytes the event's calls returned: the aggregate's, or one
+// call's non-negative return value.
+func (e *Event) moved() int64 {
+	if e.Calls > 0 {
+		return e.Bytes
+	}
+	if n, ok := e.RetInt(); ok && n > 0 {
+		return n
+	}
+	return 0
 }
 
 // RetInt is the return value as a number; ok is false for "?" and pointers.

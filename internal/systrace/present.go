@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -48,8 +49,19 @@ func pct(v, total float64) float64 {
 // WriteText renders the report as terminal tables; top limits each list.
 func WriteText(w io.Writer, r *Report, top int) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d lines, %d events, %d processes", r.Lines, r.Events, len(r.Processes))
-	if r.Span > 0 {
+	if l := r.Live; l != nil {
+		what := fmt.Sprintf("process %d", l.PID)
+		if len(l.Command) > 0 {
+			what = strconv.Quote(strings.Join(l.Command, " "))
+		}
+		fmt.Fprintf(&b, "live trace of %s: %d processes, %.3f s traced", what, len(r.Processes), l.WallS)
+		if l.ExitStatus != nil {
+			fmt.Fprintf(&b, ", exit status %d", *l.ExitStatus)
+		}
+	} else {
+		fmt.Fprintf(&b, "%d lines, %d events, %d processes", r.Lines, r.Events, len(r.Processes))
+	}
+	if r.Span > 0 && r.Live == nil {
 		fmt.Fprintf(&b, ", %.3f s traced", r.Span)
 	}
 	if r.HasDuration {
@@ -61,6 +73,11 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	}
 	if r.Unfinished > 0 {
 		fmt.Fprintf(&b, "%d calls never finished (process killed, or the log was cut)\n", r.Unfinished)
+	}
+	if r.Live != nil {
+		for _, k := range sortedKeys(r.Live.Drops) {
+			fmt.Fprintf(&b, "live source: %d %s\n", r.Live.Drops[k], k)
+		}
 	}
 	if !r.HasDuration {
 		b.WriteString("No call durations in this log: record it with strace -T for times.\n")
@@ -160,4 +177,13 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -20,11 +20,16 @@ type timeline struct {
 }
 
 func (a *timeline) Observe(e *Event) {
-	if e.Kind != Syscall || e.Time <= 0 || a.width <= 0 {
+	if e.Time <= 0 || a.width <= 0 {
 		return
 	}
+	// Bins start at the first timestamp of any kind: the live source sends
+	// a sample at the start of tracing first, so its bins line up.
 	if !a.seen {
 		a.first, a.seen = e.Time, true
+	}
+	if e.Kind != Syscall && e.Kind != Sample {
+		return
 	}
 	i := int((e.Time - a.first) / a.width)
 	if i < 0 {
@@ -40,7 +45,13 @@ func (a *timeline) Observe(e *Event) {
 		a.bins[i] = b
 	}
 	c := Category(e.Name)
-	b.Calls[c]++
+	if e.Kind == Sample {
+		c = e.Name
+		if e.Calls == 0 {
+			return
+		}
+	}
+	b.Calls[c] += e.N()
 	if e.Dur > 0 {
 		b.TimeS[c] += e.Dur
 	}

@@ -127,7 +127,8 @@ func assertNoProbesLeft(t *testing.T) {
 	t.Helper()
 	time.Sleep(200 * time.Millisecond)
 	if out, err := exec.Command("bpftool", "prog", "show").Output(); err == nil {
-		if strings.Contains(string(out), "fuse_send") || strings.Contains(string(out), "fuse_end") {
+		if strings.Contains(string(out), "fuse_send") || strings.Contains(string(out), "fuse_end") ||
+			strings.Contains(string(out), "sys_enter") || strings.Contains(string(out), "sys_exit") {
 			t.Errorf("BPF programs still loaded after exit:\n%s", out)
 		}
 		return

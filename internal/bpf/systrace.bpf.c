@@ -1,0 +1,428 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+/* System calls of a process tree, from the raw syscall tracepoints (tp_btf:
+ * no per-call argument copying). Calls are counted in kernel maps; only rare
+ * calls (those that create or name file descriptors, processes and programs)
+ * and long calls (waits) travel to user space, whole. */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "systrace.h"
+
+/* Kernel types, relocated by CO-RE: only the field names must match. */
+struct pt_regs {
+	unsigned long di, si, dx, r10, r8, r9, orig_ax;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	int exit_code;
+} __attribute__((preserve_access_index));
+
+struct linux_binprm {
+	const char *filename;
+} __attribute__((preserve_access_index));
+
+/* Set by the loader before the program is loaded. */
+volatile const __u32 follow_tgid = 0; /* -p: its threads are adopted on their first call */
+volatile const __u32 gate_pid = 0;    /* -- CMD: traced from its exec on */
+volatile const __u64 detail_ns = 1000000;
+volatile const __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
+volatile const __u64 t0_ns = 0;
+volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole */
+volatile const __u8 io_kind[MAX_NR] = {};  /* 1 + index in fd_io counters; 0: none */
+volatile const __u8 category[MAX_NR] = {};
+volatile const __u8 str_arg[MAX_NR] = {};  /* 1 + argument holding a path; 0: none */
+volatile const __u8 addr_arg[MAX_NR] = {}; /* 1 + argument holding a sockaddr (length in the next) */
+volatile const __u8 pair_arg[MAX_NR] = {}; /* 1 + argument holding an int[2] of new fds */
+volatile const __u8 flush_arg[MAX_NR] = {};/* 1 + argument naming an fd whose counters end here; 7: the return value */
+
+/* Keeps the event type in BTF for bpf2go (ring buffers name no value type). */
+const struct sys_event *unused_sys_event __attribute__((unused));
+
+__u32 next_tslot = 0;
+__u32 next_pslot = 1; /* 0: the traced command or -p process */
+
+/* Per-thread state in an array indexed by the thread id's low bits, not in
+ * task storage or a hash: the verifier inlines array lookups, and every
+ * helper call is dear on kernels with return-thunk mitigations. A slot is
+ * the thread's while its tid is stored in it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TASK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_TSLOTS * MAX_NR);
+	__type(key, __u32);
+	__type(value, struct sys_stats);
+} sysstats SEC(".maps");
+
+/* Shared, not per-CPU, so that a close can move an fd's counters into its
+ * event; the adds are atomic. Read by user space through mmap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_PSLOTS * MAX_FDS * IO_KINDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fd_io);
+} fdstats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_BINS * CATEGORIES);
+	__type(key, __u32);
+	__type(value, struct bin_stats);
+} bins SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SDROP_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} sdrops SEC(".maps");
+
+static __always_inline void drop(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&sdrops, &reason);
+	if (n)
+		(*n)++;
+}
+
+static __always_inline __u32 new_tslot(void)
+{
+	__u32 s = __sync_fetch_and_add(&next_tslot, 1);
+	if (s >= MAX_TSLOTS) {
+		drop(SDROP_TSLOTS);
+		s = MAX_TSLOTS - 1;
+	}
+	return s;
+}
+
+static __always_inline __u32 new_pslot(void)
+{
+	return __sync_fetch_and_add(&next_pslot, 1);
+}
+
+static __always_inline struct sys_event *reserve(__u32 kind)
+{
+	struct sys_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = kind;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->str_len = 0;
+	e->flushed_fd = -1;
+	e->ts = bpf_ktime_get_ns();
+	e->dur = 0;
+	e->ret = 0;
+	e->nr = 0;
+	e->child_pid = 0;
+	e->child_tid = 0;
+	e->exit_code = 0;
+	return e;
+}
+
+/* Moves fd's counters into e: what the fd did under its previous name. */
+static __always_inline void flush_fd(struct sys_event *e, __u32 pslot, __s64 fd)
+{
+	if (fd < 0 || fd >= MAX_FDS || pslot >= MAX_PSLOTS)
+		return;
+	e->flushed_fd = fd;
+	__u32 base = (pslot * MAX_FDS + (__u32)fd) * IO_KINDS;
+	for (__u32 k = 0; k < IO_KINDS; k++) {
+		__u32 key = base + k;
+		struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
+		struct fd_io *o = &e->flushed[k];
+		if (!f) {
+			o->calls = o->errors = o->bytes = o->ns = 0;
+			continue;
+		}
+		/* Subtracting what was read keeps adds racing with us. */
+		o->calls = f->calls;
+		o->errors = f->errors;
+		o->bytes = f->bytes;
+		o->ns = f->ns;
+		__sync_fetch_and_add(&f->calls, -o->calls);
+		__sync_fetch_and_add(&f->errors, -o->errors);
+		__sync_fetch_and_add(&f->bytes, -o->bytes);
+		__sync_fetch_and_add(&f->ns, -o->ns);
+	}
+}
+
+/* Argument i of e (0-based). The empty asm hides what the compiler knows of
+ * i, so that the bounds check stays right before the access, where the
+ * verifier needs it. */
+static __always_inline __u64 arg(struct sys_event *e, __u32 i)
+{
+	asm volatile("" : "+r"(i));
+	if (i > 5)
+		return 0;
+	return e->args[i];
+}
+
+static __always_inline int send_call(struct pt_regs *regs, struct task_state *s, __u32 nr, __u64 start, __u64 dur, long ret)
+{
+	struct sys_event *e = reserve(SEV_SYSCALL);
+	if (!e) {
+		drop(SDROP_RINGBUF);
+		return 0;
+	}
+	e->ts = start;
+	e->dur = dur;
+	e->ret = ret;
+	e->nr = nr;
+	e->tslot = s->tslot;
+	e->pslot = s->pslot;
+	e->args[0] = regs->di;
+	e->args[1] = regs->si;
+	e->args[2] = regs->dx;
+	e->args[3] = regs->r10;
+	e->args[4] = regs->r8;
+	e->args[5] = regs->r9;
+
+	__u8 a = str_arg[nr];
+	if (a >= 1 && a <= 6) {
+		long n = bpf_probe_read_user_str(e->str, sizeof(e->str), (void *)arg(e, a - 1));
+		e->str_len = n > 0 ? n : 0;
+	}
+	a = addr_arg[nr];
+	if (a >= 1 && a <= 5 && arg(e, a - 1)) {
+		__u64 len = arg(e, a);
+		if (nr == 43 || nr == 288) { /* accept, accept4: the length is an in/out pointer */
+			__u32 l = 0;
+			bpf_probe_read_user(&l, sizeof(l), (void *)len);
+			len = l;
+		}
+		if (len > 128)
+			len = 128;
+		if (len > 0 && bpf_probe_read_user(e->str, len & 255, (void *)arg(e, a - 1)) == 0)
+			e->str_len = len;
+	}
+	a = pair_arg[nr];
+	if (a >= 1 && a <= 6 && ret == 0) {
+		if (bpf_probe_read_user(e->str, 8, (void *)arg(e, a - 1)) == 0)
+			e->str_len = 8;
+	}
+	a = flush_arg[nr];
+	if (a >= 1 && a <= 6)
+		flush_fd(e, s->pslot, (__s64)(int)arg(e, a - 1));
+	else if (a == 7 && ret >= 0)
+		flush_fd(e, s->pslot, ret);
+	bpf_ringbuf_submit(e, 0);
+	return 1;
+}
+
+/* The slot of thread tid, traced or not (0 when tid's slot is out of range). */
+static __always_inline struct task_state *slot_of(__u32 tid)
+{
+	__u32 key = tid & (TASK_SLOTS - 1);
+	return bpf_map_lookup_elem(&tasks, &key);
+}
+
+/* The calling thread's state, or 0 when it is not traced. */
+static __always_inline struct task_state *current_state(__u32 tid)
+{
+	struct task_state *s = slot_of(tid);
+	return s && s->tid == tid ? s : 0;
+}
+
+/* Claims tid's slot for a newly traced thread. */
+static __always_inline struct task_state *claim(__u32 tid)
+{
+	struct task_state *s = slot_of(tid);
+	if (!s)
+		return 0;
+	if (s->tid && s->tid != tid)
+		drop(SDROP_NO_STORAGE); /* another traced thread shares the slot: it loses it */
+	s->tid = tid;
+	s->start_ns = 0;
+	return s;
+}
+
+/* A thread of the -p process, seen for the first time. */
+static __always_inline struct task_state *adopt(__u32 tid)
+{
+	struct task_state *s = claim(tid);
+	if (!s)
+		return 0;
+	s->tslot = new_tslot();
+	s->pslot = 0;
+	struct sys_event *e = reserve(SEV_ADOPT);
+	if (e) {
+		e->tslot = s->tslot;
+		e->pslot = 0;
+		bpf_ringbuf_submit(e, 0);
+	} else {
+		drop(SDROP_RINGBUF);
+	}
+	return s;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tid = task->pid;
+	struct task_state *s = current_state(tid);
+	if (!s) {
+		if (!follow_tgid || task->tgid != follow_tgid)
+			return 0;
+		s = adopt(tid);
+		if (!s)
+			return 0;
+	}
+	s->start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_state *s = current_state(bpf_get_current_task_btf()->pid);
+	if (!s)
+		return 0;
+	__u64 start = s->start_ns;
+	if (!start)
+		return 0; /* entered before it was traced */
+	s->start_ns = 0;
+	__u64 dur = bpf_ktime_get_ns() - start;
+	__u32 nr = regs->orig_ax;
+	if (nr >= MAX_NR) {
+		drop(SDROP_NR_RANGE);
+		return 0;
+	}
+	if ((rare[nr] || dur >= detail_ns) && send_call(regs, s, nr, start, dur, ret))
+		return 0;
+
+	__u8 k = io_kind[nr];
+	__u64 fd = regs->di;
+	if (k && k <= IO_KINDS && fd < MAX_FDS && s->pslot < MAX_PSLOTS) {
+		__u32 key = (s->pslot * MAX_FDS + (__u32)fd) * IO_KINDS + k - 1;
+		struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
+		if (f) {
+			__sync_fetch_and_add(&f->calls, 1);
+			__sync_fetch_and_add(&f->ns, dur);
+			if (ret < 0)
+				__sync_fetch_and_add(&f->errors, 1);
+			else
+				__sync_fetch_and_add(&f->bytes, ret);
+		}
+	} else {
+		if (k)
+			drop(SDROP_FD_RANGE);
+		__u32 key = s->tslot * MAX_NR + nr;
+		struct sys_stats *st = bpf_map_lookup_elem(&sysstats, &key);
+		if (st) {
+			st->calls++;
+			st->ns += dur;
+			if (ret < 0 && ret > -4096)
+				st->errors++;
+		}
+	}
+	if (bin_ns) {
+		__u64 b = (start - t0_ns) / bin_ns;
+		if (b >= MAX_BINS) {
+			drop(SDROP_BINS);
+			b = MAX_BINS - 1;
+		}
+		__u32 key = b * CATEGORIES + (category[nr] & (CATEGORIES - 1));
+		struct bin_stats *bs = bpf_map_lookup_elem(&bins, &key);
+		if (bs) {
+			bs->calls++;
+			bs->ns += dur;
+		}
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct task_state *s = current_state((__u32)bpf_get_current_pid_tgid());
+	if (!s)
+		return 0;
+	int tgid = child->tgid, pid = child->pid;
+	__u32 ppslot = s->pslot;
+	struct task_state *c = claim(pid);
+	if (!c)
+		return 0;
+	/* Its return from clone belongs to the parent's call: start_ns is 0. */
+	c->tslot = new_tslot();
+	c->pslot = tgid == parent->tgid ? ppslot : new_pslot();
+	struct sys_event *e = reserve(SEV_FORK);
+	if (!e) {
+		drop(SDROP_RINGBUF);
+		return 0;
+	}
+	e->child_pid = tgid;
+	e->child_tid = pid;
+	e->tslot = c->tslot;
+	e->pslot = c->pslot;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+{
+	__u32 tid = bpf_get_current_pid_tgid();
+	struct task_state *s = current_state(tid);
+	if (!s) {
+		if (!gate_pid || p->tgid != gate_pid)
+			return 0;
+		s = claim(tid);
+		if (!s)
+			return 0;
+		s->tslot = new_tslot();
+		s->pslot = 0;
+		s->start_ns = bpf_ktime_get_ns(); /* execve returns from here */
+	}
+	struct sys_event *e = reserve(SEV_EXEC);
+	if (!e) {
+		drop(SDROP_RINGBUF);
+		return 0;
+	}
+	e->tslot = s->tslot;
+	e->pslot = s->pslot;
+	e->child_tid = old_pid;
+	long n = bpf_probe_read_kernel_str(e->str, sizeof(e->str), bprm->filename);
+	e->str_len = n > 0 ? n : 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	__u32 tid = bpf_get_current_pid_tgid();
+	struct task_state *s = current_state(tid);
+	if (!s)
+		return 0;
+	s->tid = 0; /* the slot is free: the tid may be reused by any task */
+	struct sys_event *e = reserve(SEV_EXIT);
+	if (!e) {
+		drop(SDROP_RINGBUF);
+		return 0;
+	}
+	e->tslot = s->tslot;
+	e->pslot = s->pslot;
+	e->exit_code = p->exit_code;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Structs shared by systrace.bpf.c and its Go loader (bpf2go generates the Go
+ * side from this file's BTF). x86-64 system call numbers. */
+#ifndef FUSESCOPE_SYSTRACE_H
+#define FUSESCOPE_SYSTRACE_H
+
+#define TASK_SLOTS 65536 /* per-thread state, by tid mod TASK_SLOTS */
+#define MAX_NR 512       /* system call numbers counted (x86-64 uses < 470) */
+#define MAX_TSLOTS 256   /* threads with their own per-call counters */
+#define MAX_PSLOTS 64    /* processes with per-fd counters */
+#define MAX_FDS 256      /* fds with per-fd counters */
+#define IO_KINDS 14      /* read, write, pread64... (io_kind in the loader) */
+#define MAX_BINS 4096    /* timeline bins */
+#define CATEGORIES 8
+#define STR_LEN 256
+#define RINGBUF_BYTES (8 << 20)
+
+/* Indices of the drops counters. */
+enum sys_drop_reason {
+	SDROP_RINGBUF = 0,   /* a call to be sent whole found the ring buffer full: counted only */
+	SDROP_TSLOTS = 1,    /* calls of threads beyond MAX_TSLOTS, counted under the last slot */
+	SDROP_FD_RANGE = 2,  /* I/O on an fd >= MAX_FDS or in a process beyond MAX_PSLOTS: no per-fd counters */
+	SDROP_NR_RANGE = 3,  /* a system call number >= MAX_NR */
+	SDROP_NO_STORAGE = 4,/* two traced threads with the same tid mod TASK_SLOTS: the first is lost */
+	SDROP_BINS = 5,      /* calls after the last timeline bin, counted in it */
+	SDROP_REASONS = 6,
+};
+
+enum sys_event_kind {
+	SEV_SYSCALL = 1, /* one call, sent whole: rare calls and calls longer than detail_ns */
+	SEV_FORK = 2,    /* a traced task created a task */
+	SEV_EXEC = 3,    /* a traced task executed a program */
+	SEV_EXIT = 4,    /* a traced task exited */
+	SEV_ADOPT = 5,   /* a thread of the -p process made its first traced call */
+};
+
+struct sys_stats {
+	__u64 calls;
+	__u64 errors;
+	__u64 ns;
+};
+
+struct fd_io {
+	__u64 calls;
+	__u64 errors;
+	__u64 bytes;
+	__u64 ns;
+};
+
+struct bin_stats {
+	__u64 calls;
+	__u64 ns;
+};
+
+/* The per-thread state. */
+struct task_state {
+	__u64 start_ns; /* entry of the call in progress; 0 when none */
+	__u32 tid;      /* the thread that owns the slot; 0: free */
+	__u32 tslot;    /* index of this thread's per-call counters */
+	__u32 pslot;    /* index of this process's per-fd counters */
+	__u32 pad;
+};
+
+struct sys_event {
+	__u64 ts;       /* entry, CLOCK_MONOTONIC ns */
+	__u64 dur;      /* ns */
+	__s64 ret;
+	__u64 args[6];
+	__u32 kind;
+	__u32 nr;
+	__u32 pid;      /* tgid */
+	__u32 tid;
+	__u32 child_pid;
+	__u32 child_tid;
+	__u32 tslot;
+	__u32 pslot;
+	__s32 exit_code;
+	__u32 str_len;     /* bytes of str filled in */
+	__s32 flushed_fd;  /* -1: flushed is empty */
+	__u32 pad;
+	struct fd_io flushed[IO_KINDS]; /* that fd's counters up to this call */
+	char str[STR_LEN];              /* a path, a sockaddr, a pair of fds, a program */
+};
+
+#endif

@@ -1,0 +1,774 @@
+package ktrace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/systrace"
+	"golang.org/x/sys/unix"
+)
+
+// The live system-call source (fusescope syscalls -- CMD, -p PID). The BPF
+// side (internal/bpf/systrace.bpf.c) counts calls per thread and system call
+// and fd I/O per process and fd in kernel maps; only the calls that create,
+// name or end fds, processes and programs, and calls longer than MinWait,
+// travel to user space whole. This side keeps each process's fd table from
+// those, names the counted I/O with it, and hands the analyzers of
+// internal/systrace the same events an strace log gives them: single calls,
+// and aggregates that stand for many.
+
+// Sizes of internal/bpf/systrace.h (TestSysTraceSizesMatchHeader checks).
+const (
+	sysMaxNR     = 512
+	sysMaxTSlots = 256
+	sysMaxPSlots = 64
+	sysMaxFDs    = 256
+	sysIOKinds   = 14
+	sysMaxBins   = 4096
+	sysCats      = 8
+)
+
+// Event kinds of enum sys_event_kind.
+const (
+	sevSyscall = 1
+	sevFork    = 2
+	sevExec    = 3
+	sevExit    = 4
+	sevAdopt   = 5
+)
+
+// sysDropNames name enum sys_drop_reason's counters in reports.
+var sysDropNames = []string{
+	"ring buffer full (calls counted, not kept whole)",
+	"threads beyond 256 (counted together)",
+	"I/O on fds >= 256 or in processes beyond 64 (counted per call, not per fd)",
+	"system call numbers >= 512 (not counted)",
+	"task state not created (not traced)",
+	"calls after the last timeline bin (counted in it)",
+}
+
+// ioKinds are the calls counted per fd, in the order of the fd_io counters.
+var ioKinds = []string{"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
+	"preadv2", "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg"}
+
+// fdCreators return a new fd (its counters are flushed to the fd's old
+// name first, in case it was closed without a close call: exec, close_range).
+var fdCreators = strset("open", "openat", "openat2", "creat", "socket", "accept", "accept4", "dup", "eventfd", "eventfd2",
+	"epoll_create", "epoll_create1", "timerfd_create", "signalfd", "signalfd4", "memfd_create", "inotify_init",
+	"inotify_init1", "pidfd_open", "userfaultfd", "fanotify_init", "perf_event_open", "io_uring_setup", "memfd_secret")
+
+// rareCalls are always sent whole: they change what fds and processes are.
+var rareCalls = union(fdCreators, strset("close", "dup2", "dup3", "socketpair", "connect", "bind", "pipe", "pipe2",
+	"execve", "execveat", "clone", "clone3", "fork", "vfork", "chdir", "fchdir"))
+
+// fdFirst are the calls whose first argument is an fd (strace -y prints its
+// target there).
+var fdFirst = strset("read", "write", "close", "fstat", "lseek", "pread64", "pwrite64", "readv", "writev", "ioctl",
+	"fcntl", "flock", "fsync", "fdatasync", "ftruncate", "getdents", "getdents64", "fchdir", "fchmod", "fchown",
+	"fstatfs", "connect", "accept", "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+	"shutdown", "bind", "listen", "getsockname", "getpeername", "setsockopt", "getsockopt", "sendfile", "epoll_ctl",
+	"epoll_wait", "epoll_pwait", "epoll_pwait2", "dup", "dup2", "dup3", "preadv", "pwritev", "preadv2", "pwritev2",
+	"fgetxattr", "fsetxattr", "flistxattr", "fremovexattr", "fadvise64", "fallocate", "sync_file_range", "syncfs",
+	"splice", "tee", "copy_file_range", "readahead", "vmsplice", "inotify_add_watch", "timerfd_settime", "timerfd_gettime")
+
+// Where the BPF side finds a call's strings (1 + argument index).
+var (
+	pathArgs  = map[string]uint8{"open": 1, "openat": 2, "openat2": 2, "creat": 1, "chdir": 1}
+	addrArgs  = map[string]uint8{"connect": 2, "bind": 2, "accept": 2, "accept4": 2, "sendto": 5}
+	pairArgs  = map[string]uint8{"pipe": 1, "pipe2": 1, "socketpair": 4}
+	flushArgs = map[string]uint8{"close": 1, "dup2": 2, "dup3": 2}
+)
+
+const flushRet = 7 // flush_arg: the fd the call returns
+
+func strset(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func union(a, b map[string]bool) map[string]bool {
+	m := map[string]bool{}
+	for k := range a {
+		m[k] = true
+	}
+	for k := range b {
+		m[k] = true
+	}
+	return m
+}
+
+// SyscallOptions select what the live source traces.
+type SyscallOptions struct {
+	// PID traces a running process: each of its threads from its next
+	// call, and the processes it creates from then on.
+	PID int
+	// GatePID traces a process from its next exec on: the started command,
+	// held before its exec until the programs are attached.
+	GatePID int
+	// MinWait: calls at least this long are kept whole (they make the
+	// waits list); 0 means DefaultMinWait.
+	MinWait time.Duration
+	// TimelineS is the timeline's bin width in seconds; 0: no timeline.
+	TimelineS float64
+}
+
+// DefaultMinWait is the duration from which a call is kept whole.
+const DefaultMinWait = time.Millisecond
+
+// SyscallTracer is a loaded and attached live source.
+type SyscallTracer struct {
+	objs   bpf.SysTraceObjects
+	links  []link.Link
+	rd     *ringbuf.Reader
+	fdmem  *ebpf.Memory
+	opts   SyscallOptions
+	t0     uint64  // CLOCK_MONOTONIC ns at load
+	wall0  float64 // wall-clock seconds at t0
+	began  time.Time
+	ended  time.Time
+	root   int
+	procs  map[uint32]*liveProc // by tgid
+	tids   map[uint32]uint32    // tslot -> tid
+	pslots map[uint32]uint32    // pslot -> tgid
+	execs  map[uint32]string    // tid -> program of its last exec
+	ev     systrace.Event
+	short  int // events shorter than struct sys_event
+}
+
+// liveProc is what user space knows of a traced process.
+type liveProc struct {
+	pid int
+	fds map[int]string
+	cwd string // "" until needed
+}
+
+// StartSyscalls checks the kernel, loads the programs and attaches them.
+func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("the live system-call source knows x86-64 system call numbers only (this is %s): analyse an strace log instead", runtime.GOARCH)
+	}
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return nil, fmt.Errorf("kernel %s has no BTF (/sys/kernel/btf/vmlinux), which the live source's tp_btf programs need: analyse an strace log instead", KernelRelease())
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %v", err)
+	}
+	spec, err := bpf.LoadSysTrace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded BPF object: %v", err)
+	}
+	var rare, io, cat, path, addr, pair, flush [sysMaxNR]uint8
+	catIndex := map[string]uint8{}
+	for i, c := range systrace.CategoryNames {
+		catIndex[c] = uint8(i)
+	}
+	ioIndex := map[string]uint8{}
+	for i, n := range ioKinds {
+		ioIndex[n] = uint8(i + 1)
+	}
+	for nr, name := range bpf.SyscallNames {
+		if nr >= sysMaxNR {
+			continue
+		}
+		if rareCalls[name] {
+			rare[nr] = 1
+		}
+		io[nr] = ioIndex[name]
+		cat[nr] = catIndex[systrace.Category(name)]
+		path[nr], addr[nr], pair[nr], flush[nr] = pathArgs[name], addrArgs[name], pairArgs[name], flushArgs[name]
+		if fdCreators[name] {
+			flush[nr] = flushRet
+		}
+	}
+	minWait := opts.MinWait
+	if minWait <= 0 {
+		minWait = DefaultMinWait
+	}
+	t := &SyscallTracer{opts: opts, procs: map[uint32]*liveProc{}, tids: map[uint32]uint32{},
+		pslots: map[uint32]uint32{}, execs: map[uint32]string{}}
+	t.t0, t.wall0 = monotonicNow(), float64(time.Now().UnixNano())/1e9
+	t.began = time.Now()
+	consts := map[string]any{
+		"follow_tgid": uint32(opts.PID), "gate_pid": uint32(opts.GatePID), "detail_ns": uint64(minWait.Nanoseconds()),
+		"t0_ns": t.t0, "rare": rare, "io_kind": io, "category": cat, "str_arg": path, "addr_arg": addr,
+		"pair_arg": pair, "flush_arg": flush,
+	}
+	if opts.TimelineS > 0 {
+		consts["bin_ns"] = uint64(opts.TimelineS * 1e9)
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %v", name, err)
+		}
+	}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the kernel's verifier rejected the system-call tracer: %v", strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
+		}
+		return nil, fmt.Errorf("loading the system-call tracer into kernel %s: %v", KernelRelease(), err)
+	}
+	if t.fdmem, err = t.objs.Fdstats.Memory(); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("mapping the fd counters: %v", err)
+	}
+	if t.rd, err = ringbuf.NewReader(t.objs.Events); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("opening the ring buffer: %v", err)
+	}
+	root := opts.PID
+	if root == 0 {
+		root = opts.GatePID
+	}
+	t.root = root
+	p := t.proc(uint32(root))
+	t.pslots[0] = uint32(root)
+	// What the root holds already: its inherited fds, its cwd.
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", root)); err == nil {
+		for _, e := range ents {
+			fd, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", root, fd)); err == nil {
+				p.fds[fd] = target
+			}
+		}
+	}
+	for _, prog := range []*ebpf.Program{t.objs.SysEnter, t.objs.SysExit, t.objs.SchedProcessFork, t.objs.SchedProcessExec, t.objs.SchedProcessExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("attaching %s: %v", prog, err)
+		}
+		t.links = append(t.links, l)
+	}
+	return t, nil
+}
+
+// Forget drops what the root's fd table holds for fd (the gate's pipe,
+// closed at its exec).
+func (t *SyscallTracer) Forget(fd int) { delete(t.proc(uint32(t.root)).fds, fd) }
+
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+func (t *SyscallTracer) wall(ts uint64) float64 {
+	return t.wall0 + (float64(ts)-float64(t.t0))/1e9
+}
+
+// Detach stops tracing; the maps stay readable.
+func (t *SyscallTracer) Detach() {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+	if t.ended.IsZero() {
+		t.ended = time.Now()
+	}
+}
+
+// Close detaches the programs and frees the maps. It is safe to call twice.
+func (t *SyscallTracer) Close() error {
+	t.Detach()
+	if t.rd != nil {
+		t.rd.Close()
+	}
+	return t.objs.Close()
+}
+
+// ProgramStats sums the run time and run count the kernel accounted to the
+// hot programs (sys_enter, sys_exit); 0 unless kernel.bpf_stats_enabled.
+func (t *SyscallTracer) ProgramStats() (time.Duration, uint64, error) {
+	var total time.Duration
+	var runs uint64
+	for _, p := range []*ebpf.Program{t.objs.SysEnter, t.objs.SysExit} {
+		st, err := p.Stats()
+		if err != nil {
+			return 0, 0, err
+		}
+		total += st.Runtime
+		runs += st.RunCount
+	}
+	return total, runs, nil
+}
+
+// Run passes the trace's events to emit until stop is closed, then detaches,
+// drains the ring buffer and emits the counted calls. It fills info.
+func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), info *systrace.LiveInfo) error {
+	// A sample at the start anchors the timeline's bins to the kernel's.
+	t.ev = systrace.Event{Kind: systrace.Sample, Time: t.wall(t.t0)}
+	emit(&t.ev)
+	var rec ringbuf.Record
+	draining := false
+	for {
+		if !draining {
+			select {
+			case <-stop:
+				t.Detach()
+				draining = true
+			default:
+			}
+		}
+		if draining {
+			t.rd.SetDeadline(time.Now())
+		} else {
+			t.rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		}
+		err := t.rd.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if draining {
+				break
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading the ring buffer: %v", err)
+		}
+		t.handle(rec.RawSample, emit)
+	}
+	return t.finish(emit, info)
+}
+
+func (t *SyscallTracer) proc(tgid uint32) *liveProc {
+	p := t.procs[tgid]
+	if p == nil {
+		p = &liveProc{pid: int(tgid), fds: map[int]string{}}
+		t.procs[tgid] = p
+	}
+	return p
+}
+
+// target names what fd refers to in p, asking /proc for fds the trace did
+// not see created.
+func (p *liveProc) target(fd int) string {
+	if fd < 0 {
+		return ""
+	}
+	if s, ok := p.fds[fd]; ok {
+		return s
+	}
+	s, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", p.pid, fd))
+	if err != nil {
+		s = "fd:" + strconv.Itoa(fd)
+	}
+	p.fds[fd] = s
+	return s
+}
+
+// resolve makes an open's path absolute, as strace -y prints it.
+func (p *liveProc) resolve(dirfd int, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	base := ""
+	if dirfd == unix.AT_FDCWD {
+		if p.cwd == "" {
+			p.cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", p.pid))
+		}
+		base = p.cwd
+	} else {
+		base = p.target(dirfd)
+	}
+	if !filepath.IsAbs(base) {
+		return path
+	}
+	return filepath.Join(base, path)
+}
+
+func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
+	if len(raw) < int(unsafe.Sizeof(bpf.SysTraceSysEvent{})) {
+		t.short++
+		return
+	}
+	ev := (*bpf.SysTraceSysEvent)(unsafe.Pointer(&raw[0]))
+	switch ev.Kind {
+	case sevSyscall:
+		t.syscall(ev, emit)
+	case sevFork:
+		t.tids[ev.Tslot] = ev.ChildTid
+		t.pslots[ev.Pslot] = ev.ChildPid
+		if ev.ChildPid != ev.Pid { // a process, not a thread: it inherits the fd table
+			parent, child := t.proc(ev.Pid), t.proc(ev.ChildPid)
+			for fd, s := range parent.fds {
+				child.fds[fd] = s
+			}
+			child.cwd = parent.cwd
+		}
+	case sevExec:
+		t.tids[ev.Tslot] = ev.Tid
+		t.execs[ev.Tid] = cstring(ev.Str[:], ev.StrLen)
+		if ev.Pslot == 0 {
+			t.pslots[0] = ev.Pid
+		}
+		// Exec closed the close-on-exec fds: keep what /proc still shows,
+		// or everything if the process is already gone.
+		p := t.proc(ev.Pid)
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/fd", ev.Pid)); err == nil {
+			for fd := range p.fds {
+				if _, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/%d", ev.Pid, fd)); err != nil {
+					delete(p.fds, fd)
+				}
+			}
+		}
+	case sevExit:
+		e := &t.ev
+		*e = systrace.Event{Kind: systrace.Exit, PID: int(ev.Tid), Time: t.wall(ev.Ts), Dur: -1}
+		code := int(ev.ExitCode)
+		if sig := code & 0x7f; sig != 0 {
+			e.Kind, e.Name = systrace.Killed, unix.SignalName(syscall.Signal(sig))
+		} else {
+			e.Status = code >> 8 & 0xff
+		}
+		if ev.Tid == ev.Pid {
+			emit(e)
+		}
+	case sevAdopt:
+		t.tids[ev.Tslot] = ev.Tid
+	}
+}
+
+func cstring(b []int8, n uint32) string {
+	if int(n) > len(b) {
+		n = uint32(len(b))
+	}
+	s := make([]byte, 0, n)
+	for _, c := range b[:n] {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
+}
+
+func rawBytes(b []int8, n uint32) []byte {
+	if int(n) > len(b) {
+		n = uint32(len(b))
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n)
+}
+
+func syscallName(nr uint32) string {
+	if n, ok := bpf.SyscallNames[nr]; ok {
+		return n
+	}
+	return "syscall_" + strconv.Itoa(int(nr))
+}
+
+// emitIO emits an fd's counted I/O as aggregate events.
+func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target string, counters []bpf.SysTraceFdIo) {
+	for k, c := range counters {
+		if c.Calls == 0 || k >= len(ioKinds) {
+			continue
+		}
+		e := &t.ev
+		*e = systrace.Event{Kind: systrace.Syscall, Name: ioKinds[k], PID: int(tgid), Dur: float64(c.Ns) / 1e9,
+			Calls: int(c.Calls), Errors: int(c.Errors), Bytes: int64(c.Bytes), Ret: "0"}
+		e.SetTarget(target)
+		emit(e)
+	}
+}
+
+func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Event)) {
+	name := syscallName(ev.Nr)
+	p := t.proc(ev.Pid)
+	if ev.FlushedFd >= 0 {
+		t.emitIO(emit, ev.Pid, p.target(int(ev.FlushedFd)), ev.Flushed[:])
+	}
+	e := &t.ev
+	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
+	ret := ev.Ret
+	if ret < 0 && ret > -4096 {
+		e.Ret, e.Errno = "-1", unix.ErrnoName(syscall.Errno(-ret))
+		if e.Errno == "" {
+			e.Errno = "E" + strconv.Itoa(int(-ret))
+		}
+	} else {
+		e.Ret = strconv.FormatInt(ret, 10)
+	}
+	fd := int(int32(ev.Args[0]))
+	str := cstring(ev.Str[:], ev.StrLen)
+	switch name {
+	case "open", "creat", "openat", "openat2":
+		dirfd := unix.AT_FDCWD
+		if name == "openat" || name == "openat2" {
+			dirfd = fd
+		}
+		target := ""
+		if ret >= 0 {
+			target = p.resolve(dirfd, str)
+			p.fds[int(ret)] = target
+		}
+		e.Args = strconv.Quote(str)
+		e.SetTarget(target)
+	case "close":
+		e.SetTarget(p.target(fd))
+		delete(p.fds, fd)
+	case "dup", "dup2", "dup3":
+		old := p.target(fd)
+		if ret >= 0 {
+			p.fds[int(ret)] = old
+		}
+		e.SetTarget(old)
+	case "socket":
+		if ret >= 0 {
+			p.fds[int(ret)] = socketKind(int(ev.Args[0]), int(ev.Args[1]))
+		}
+	case "connect", "bind":
+		if ret == 0 || e.Errno == "EINPROGRESS" {
+			if a := sockaddr(rawBytes(ev.Str[:], ev.StrLen)); a != "" {
+				p.fds[fd] = protocol(p.target(fd)) + ":[" + a + "]"
+			}
+		}
+		e.SetTarget(p.target(fd))
+	case "accept", "accept4":
+		listener := p.target(fd)
+		if ret >= 0 {
+			peer := sockaddr(rawBytes(ev.Str[:], ev.StrLen))
+			p.fds[int(ret)] = protocol(listener) + ":[" + peer + "]"
+		}
+		e.SetTarget(listener)
+	case "pipe", "pipe2", "socketpair":
+		if ret == 0 && ev.StrLen == 8 {
+			b := rawBytes(ev.Str[:], 8)
+			for _, nfd := range []int{int(int32(binary.LittleEndian.Uint32(b))), int(int32(binary.LittleEndian.Uint32(b[4:])))} {
+				delete(p.fds, nfd)
+				p.target(nfd) // asks /proc now, while the pipe likely exists
+			}
+		}
+	case "chdir", "fchdir":
+		p.cwd = ""
+	case "execve", "execveat":
+		e.Args = strconv.Quote(t.execs[ev.Tid])
+	default:
+		if fdCreators[name] && ret >= 0 {
+			delete(p.fds, int(ret))
+			p.target(int(ret))
+		}
+		if fdFirst[name] && fd >= 0 {
+			e.SetTarget(p.target(fd))
+		}
+	}
+	emit(e)
+}
+
+// socketKind names a new socket as strace -yy does, before it connects.
+func socketKind(domain, typ int) string {
+	typ &^= unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
+	switch domain {
+	case unix.AF_INET, unix.AF_INET6:
+		switch typ {
+		case unix.SOCK_STREAM:
+			return "TCP:[]"
+		case unix.SOCK_DGRAM:
+			return "UDP:[]"
+		}
+		return "socket:[inet]"
+	case unix.AF_UNIX:
+		return "UNIX:[]"
+	case unix.AF_NETLINK:
+		return "NETLINK:[]"
+	}
+	return "socket:[]"
+}
+
+// protocol is the "TCP" of "TCP:[...]".
+func protocol(target string) string {
+	if i := strings.Index(target, ":["); i > 0 {
+		return target[:i]
+	}
+	return "socket"
+}
+
+// sockaddr renders a struct sockaddr as strace -yy does: 1.2.3.4:53,
+// [::1]:80, or a unix path.
+func sockaddr(b []byte) string {
+	if len(b) < 2 {
+		return ""
+	}
+	switch binary.LittleEndian.Uint16(b) {
+	case unix.AF_INET:
+		if len(b) >= 8 {
+			ip := netip.AddrFrom4([4]byte(b[4:8]))
+			return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4])).String()
+		}
+	case unix.AF_INET6:
+		if len(b) >= 24 {
+			ip := netip.AddrFrom16([16]byte(b[8:24]))
+			return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4])).String()
+		}
+	case unix.AF_UNIX:
+		path := b[2:]
+		if i := strings.IndexByte(string(path), 0); i > 0 {
+			path = path[:i]
+		} else if i == 0 && len(path) > 1 { // abstract
+			return "@" + strings.TrimRight(string(path[1:]), "\x00")
+		}
+		return string(path)
+	}
+	return ""
+}
+
+// finish emits what the kernel counted: per-fd I/O under each fd's current
+// name, per-thread calls, timeline bins. Then it fills info.
+func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveInfo) error {
+	// Per-fd I/O.
+	var one bpf.SysTraceFdIo
+	size := int(unsafe.Sizeof(one))
+	buf := make([]byte, sysMaxPSlots*sysMaxFDs*sysIOKinds*size)
+	if _, err := t.fdmem.ReadAt(buf, 0); err != nil {
+		return fmt.Errorf("reading the fd counters: %v", err)
+	}
+	counters := unsafe.Slice((*bpf.SysTraceFdIo)(unsafe.Pointer(&buf[0])), sysMaxPSlots*sysMaxFDs*sysIOKinds)
+	for ps := 0; ps < sysMaxPSlots; ps++ {
+		tgid, known := t.pslots[uint32(ps)]
+		for fd := 0; fd < sysMaxFDs; fd++ {
+			c := counters[(ps*sysMaxFDs+fd)*sysIOKinds : (ps*sysMaxFDs+fd+1)*sysIOKinds]
+			used := false
+			for _, k := range c {
+				used = used || k.Calls > 0
+			}
+			if !used {
+				continue
+			}
+			target := "fd:" + strconv.Itoa(fd)
+			if known {
+				target = t.proc(tgid).target(fd)
+			}
+			t.emitIO(emit, tgid, target, c)
+		}
+	}
+	// Per-thread calls.
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	const chunk = 4096
+	keys := make([]uint32, chunk)
+	vals := make([]bpf.SysTraceSysStats, chunk*ncpu)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := t.objs.Sysstats.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			var s bpf.SysTraceSysStats
+			for c := 0; c < ncpu; c++ {
+				v := vals[i*ncpu+c]
+				s.Calls += v.Calls
+				s.Errors += v.Errors
+				s.Ns += v.Ns
+			}
+			if s.Calls == 0 {
+				continue
+			}
+			tslot, nr := keys[i]/sysMaxNR, keys[i]%sysMaxNR
+			e := &t.ev
+			*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: int(t.tids[tslot]),
+				Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
+			emit(e)
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading the call counters: %v", err)
+		}
+	}
+	// Timeline bins.
+	if t.opts.TimelineS > 0 {
+		bkeys := make([]uint32, chunk)
+		bvals := make([]bpf.SysTraceBinStats, chunk*ncpu)
+		var bc ebpf.MapBatchCursor
+		for {
+			n, err := t.objs.Bins.BatchLookup(&bc, bkeys, bvals, nil)
+			for i := 0; i < n; i++ {
+				var s bpf.SysTraceBinStats
+				for c := 0; c < ncpu; c++ {
+					s.Calls += bvals[i*ncpu+c].Calls
+					s.Ns += bvals[i*ncpu+c].Ns
+				}
+				bin, cat := bkeys[i]/sysCats, bkeys[i]%sysCats
+				if s.Calls == 0 || int(cat) >= len(systrace.CategoryNames) {
+					continue
+				}
+				e := &t.ev
+				*e = systrace.Event{Kind: systrace.Sample, Name: systrace.CategoryNames[cat], Calls: int(s.Calls),
+					Dur: float64(s.Ns) / 1e9, Time: t.wall(t.t0) + (float64(bin)+0.5)*t.opts.TimelineS}
+				emit(e)
+			}
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("reading the timeline: %v", err)
+			}
+		}
+	}
+	info.PID = t.root
+	info.MinWaitS = t.minWait().Seconds()
+	info.WallS = t.ended.Sub(t.began).Seconds()
+	drops, err := t.drops()
+	if err != nil {
+		return err
+	}
+	for i, n := range drops {
+		if n > 0 {
+			if info.Drops == nil {
+				info.Drops = map[string]uint64{}
+			}
+			info.Drops[sysDropNames[i]] = n
+		}
+	}
+	if t.short > 0 {
+		if info.Drops == nil {
+			info.Drops = map[string]uint64{}
+		}
+		info.Drops["short ring buffer records"] = uint64(t.short)
+	}
+	return nil
+}
+
+func (t *SyscallTracer) minWait() time.Duration {
+	if t.opts.MinWait > 0 {
+		return t.opts.MinWait
+	}
+	return DefaultMinWait
+}
+
+func (t *SyscallTracer) drops() ([]uint64, error) {
+	out := make([]uint64, len(sysDropNames))
+	for i := range out {
+		var per []uint64
+		if err := t.objs.Sdrops.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("reading drop counters: %v", err)
+		}
+		for _, n := range per {
+			out[i] += n
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/systrace"
+)
+
+// liveReport runs fusescope syscalls with args and decodes its JSON report.
+func liveReport(t *testing.T, args ...string) *systrace.Report {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(fusescopeBin, append([]string{"syscalls", "--json", "--top", "0", "-o", out}, args...)...)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fusescope syscalls %v: %v\n%s", args, err, msg)
+	}
+	return decodeReport(t, out)
+}
+
+func decodeReport(t *testing.T, path string) *systrace.Report {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r systrace.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if r.Live == nil {
+		t.Fatalf("%s: no live section", path)
+	}
+	return &r
+}
+
+// The live source against strace on the same workload (deterministic: the
+// same calls in every run): per-syscall counts equal strace -c's, per-file
+// bytes are exact, and the unanswered UDP wait is the top wait.
+func TestSyscallsLiveAgainstStrace(t *testing.T) {
+	need(t, "strace", "python3")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "work.py")
+	os.WriteFile(script, []byte(syscallWorkload), 0o644)
+	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o755)
+
+	r := liveReport(t, "--", python, script, data)
+
+	log := filepath.Join(dir, "strace.log")
+	run(t, "strace", "-f", "-C", "-o", log, python, script, data)
+	want := straceSummary(t, log)
+	got := map[string]int{}
+	for _, s := range r.Syscalls {
+		got[s.Name] = s.Calls
+	}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("%s: live %d calls, strace -c %d", name, got[name], n)
+		}
+	}
+	for name, n := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: live %d calls, strace -c none", name, n)
+		}
+	}
+
+	files := map[string]systrace.FileStat{}
+	for _, f := range r.Files {
+		files[f.Target] = f
+	}
+	for name, size := range map[string]int64{"a.bin": 10000, "b.bin": 123456} {
+		f := files[filepath.Join(data, name)]
+		if f.BytesWritten != size || f.BytesRead != size || f.Opens != 2 {
+			t.Errorf("%s: %+v, want %d bytes written and read, 2 opens", name, f, size)
+		}
+	}
+	if len(r.Waits) == 0 || r.Waits[0].DurS < 0.35 || (r.Waits[0].Name != "poll" && r.Waits[0].Name != "recvfrom") {
+		t.Errorf("top wait %+v, want the 0.4 s UDP wait", r.Waits[:min(3, len(r.Waits))])
+	}
+	if len(r.Processes) != 1 || r.Processes[0].Exec != python || r.Processes[0].Exit == nil || *r.Processes[0].Exit != 0 {
+		t.Errorf("processes %+v, want one: %s, exited 0", r.Processes, python)
+	}
+	if r.Live.ExitStatus == nil || *r.Live.ExitStatus != 0 || len(r.Live.Drops) != 0 {
+		t.Errorf("live %+v, want exit status 0 and no drops", r.Live)
+	}
+}
+
+// Children are followed through fork and exec: the same process tree and
+// per-syscall counts as strace -f.
+func TestSyscallsLiveChildren(t *testing.T) {
+	need(t, "strace")
+	script := "cat /etc/hostname >/dev/null; ls / >/dev/null; (exit 3); true"
+	r := liveReport(t, "--", "sh", "-c", script)
+	log := filepath.Join(t.TempDir(), "strace.log")
+	run(t, "strace", "-f", "-C", "-o", log, "sh", "-c", script)
+	want := straceSummary(t, log)
+	for _, name := range []string{"execve", "clone", "wait4", "openat", "close"} {
+		n := 0
+		for _, s := range r.Syscalls {
+			if s.Name == name {
+				n = s.Calls
+			}
+		}
+		if n != want[name] {
+			t.Errorf("%s: live %d calls, strace -c %d", name, n, want[name])
+		}
+	}
+	execs := map[string]int{}
+	for _, p := range r.Processes {
+		execs[filepath.Base(p.Exec)]++
+	}
+	if execs["sh"] < 1 || execs["cat"] != 1 || execs["ls"] != 1 {
+		t.Errorf("processes %+v, want sh with cat and ls", r.Processes)
+	}
+	var root systrace.Process
+	for _, p := range r.Processes {
+		if p.Parent == 0 {
+			root = p
+		}
+	}
+	for _, p := range r.Processes {
+		if p.PID != root.PID && p.Parent != root.PID {
+			t.Errorf("process %+v is not a child of %d", p, root.PID)
+		}
+	}
+}
+
+// -p attaches to a running process: the I/O it does after the tracer says
+// it is attached is counted to the byte, and tracing ends when it exits.
+func TestSyscallsLivePID(t *testing.T) {
+	need(t, "python3")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "input.bin")
+	os.WriteFile(file, make([]byte, 5000), 0o644)
+	trigger := filepath.Join(dir, "go")
+	prog := exec.Command("python3", "-c", `
+import os, sys, time
+file, trigger = sys.argv[1], sys.argv[2]
+while not os.path.exists(trigger):
+    time.sleep(0.01)
+for i in range(7):
+    with open(file, "rb") as f:
+        f.read()
+`, file, trigger)
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Process.Kill()
+	out := filepath.Join(dir, "report.json")
+	tr := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-o", out, "-p", strconv.Itoa(prog.Process.Pid))
+	stderr, _ := tr.StderrPipe()
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "Hit Ctrl-C to end") {
+		t.Fatalf("want the attach line, got %q", sc.Text())
+	}
+	go func() {
+		for sc.Scan() {
+			t.Log(sc.Text())
+		}
+	}()
+	os.WriteFile(trigger, nil, 0o644)
+	prog.Wait()
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("fusescope syscalls -p: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		tr.Process.Kill()
+		t.Fatal("fusescope syscalls -p did not stop when its process exited")
+	}
+	r := decodeReport(t, out)
+	var f systrace.FileStat
+	for _, x := range r.Files {
+		if x.Target == file {
+			f = x
+		}
+	}
+	if f.Opens != 7 || f.BytesRead != 7*5000 {
+		t.Errorf("%s: %+v, want 7 opens and 35000 bytes read", file, f)
+	}
+	if r.Live.PID != prog.Process.Pid {
+		t.Errorf("live pid %d, want %d", r.Live.PID, prog.Process.Pid)
+	}
+}
+
+// Bad input to the live source: one line and a non-zero exit, and nothing
+// left attached.
+func TestSyscallsLiveBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"syscalls", "-p", "999999999"},
+		{"syscalls", "--"},
+		{"syscalls", "--", "/nonexistent/command"},
+		{"syscalls", "--since", "1", "--", "true"},
+		{"syscalls", "-p", "1", "--", "true"},
+		{"syscalls", "--min-wait", "-1ms", "--", "true"},
+		{"syscalls"},
+	} {
+		out, err := exec.Command(fusescopeBin, args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("%v: want one line and a non-zero exit, got %v:\n%s", args, err, out)
+		}
+	}
+	assertNoProbesLeft(t)
+}
