@@ -187,6 +187,10 @@ func present(r *systrace.Report, output string, asJSON, asCSV bool, top int) err
 	return nil
 }
 
+// emptyProgramsEnv, set by make bench only, attaches programs that do
+// nothing: the floor the live source's slowdown is compared with.
+const emptyProgramsEnv = "FUSESCOPE_BENCH_EMPTY_PROGRAMS"
+
 // runLive traces command (started here) or the running process pid with
 // the live source, and analyses what it saw.
 func runLive(command []string, pid int, filter systrace.Filter, o systrace.Options, minWait time.Duration) (*systrace.Report, error) {
@@ -211,7 +215,8 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 		if err != nil {
 			return nil, err
 		}
-		tr, err = ktrace.StartSyscalls(ktrace.SyscallOptions{GatePID: cmd.Process.Pid, MinWait: minWait, TimelineS: o.TimelineS})
+		tr, err = ktrace.StartSyscalls(ktrace.SyscallOptions{GatePID: cmd.Process.Pid, MinWait: minWait, TimelineS: o.TimelineS,
+			EmptyPrograms: os.Getenv(emptyProgramsEnv) != ""})
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()

@@ -13,7 +13,7 @@
 #define MAX_BINS 4096    /* timeline bins */
 #define CATEGORIES 8
 #define STR_LEN 256
-#define RINGBUF_BYTES (8 << 20)
+#define RINGBUF_BYTES (16 << 20)
 
 /* Indices of the drops counters. */
 enum sys_drop_reason {

@@ -84,6 +84,7 @@ const (
 	SysTraceVarBinNs             = "bin_ns"
 	SysTraceVarCategory          = "category"
 	SysTraceVarDetailNs          = "detail_ns"
+	SysTraceVarEmptyPrograms     = "empty_programs"
 	SysTraceVarFlushArg          = "flush_arg"
 	SysTraceVarFollowTgid        = "follow_tgid"
 	SysTraceVarGatePid           = "gate_pid"
@@ -166,6 +167,7 @@ type SysTraceVariableSpecs struct {
 	BinNs          *ebpf.VariableSpec `ebpf:"bin_ns"`
 	Category       *ebpf.VariableSpec `ebpf:"category"`
 	DetailNs       *ebpf.VariableSpec `ebpf:"detail_ns"`
+	EmptyPrograms  *ebpf.VariableSpec `ebpf:"empty_programs"`
 	FlushArg       *ebpf.VariableSpec `ebpf:"flush_arg"`
 	FollowTgid     *ebpf.VariableSpec `ebpf:"follow_tgid"`
 	GatePid        *ebpf.VariableSpec `ebpf:"gate_pid"`
@@ -226,6 +228,7 @@ type SysTraceVariables struct {
 	BinNs          *ebpf.Variable `ebpf:"bin_ns"`
 	Category       *ebpf.Variable `ebpf:"category"`
 	DetailNs       *ebpf.Variable `ebpf:"detail_ns"`
+	EmptyPrograms  *ebpf.Variable `ebpf:"empty_programs"`
 	FlushArg       *ebpf.Variable `ebpf:"flush_arg"`
 	FollowTgid     *ebpf.Variable `ebpf:"follow_tgid"`
 	GatePid        *ebpf.Variable `ebpf:"gate_pid"`

@@ -178,7 +178,7 @@ func TestLabFSFioVerify(t *testing.T) {
 				_, mnt, _ := mountLabFS(t, cfg)
 				out, err := exec.Command("fio", "--name=verify", "--directory="+mnt, "--rw="+rw, "--bs=4k",
 					"--size=4m", "--ioengine=sync", "--verify=crc32c", "--do_verify=1", "--fsync_on_close=1",
-					"--verify_fatal=1", "--output-format=terse").CombinedOutput()
+					"--verify_fatal=1", "--verify_state_save=0", "--output-format=terse").CombinedOutput()
 				if err != nil {
 					t.Fatalf("fio %s on preset %s: %v\n%s", rw, name, err, out)
 				}

@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/systrace"
+)
+
+// liveProgram is a system-call-heavy program the live source is measured on.
+type liveProgram struct {
+	name string
+	argv []string
+}
+
+var livePrograms = []liveProgram{
+	// 200,000 one-byte reads and writes: the cheapest calls there are, the
+	// worst case for any per-call tracer.
+	{"dd bs=1 (200k tiny calls)", []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=100000"}},
+	// Metadata: getdents64, newfstatat, openat, close over a tree.
+	{"find /usr/share", []string{"find", "/usr/share", "-name", "nothing-matches-this"}},
+	// File reads: open, read, close of every file of a tree.
+	{"grep -r /usr/share/doc", []string{"grep", "-r", "nothing-matches-this", "/usr/share/doc"}},
+}
+
+// runPlain is the untraced run: fork, exec, wait.
+func runPlain(t *testing.T, argv []string) float64 {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("%v: %v", argv, err)
+		}
+	}
+	return time.Since(start).Seconds()
+}
+
+// runLive runs argv under fusescope syscalls and returns the command's own
+// run time (exec to exit, without loading and attaching) and its calls.
+func runLive(t *testing.T, bin string, argv []string, empty bool) (float64, int) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	cmd := exec.Command(bin, append([]string{"syscalls", "--json", "-o", out, "--"}, argv...)...)
+	if empty {
+		cmd.Env = append(os.Environ(), "FUSESCOPE_BENCH_EMPTY_PROGRAMS=1")
+	}
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, msg)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r systrace.Report
+	if err := json.Unmarshal(data, &r); err != nil || r.Live == nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	calls := 0
+	for _, s := range r.Syscalls {
+		calls += s.Calls
+	}
+	return r.Live.CommandS, calls
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// TestBenchSyscallsLive measures the live source's slowdown of
+// system-call-heavy programs: untraced, traced, and traced by programs
+// that return at once (the floor: what attaching to the raw syscall
+// tracepoints costs before any work), interleaved in random order, and
+// strace -f once.
+func TestBenchSyscallsLive(t *testing.T) {
+	setup(t)
+	bin, _ := filepath.Abs("../../bin/fusescope")
+	reps := 9
+	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
+		reps = 3
+	}
+	fmt.Printf("\nLive system-call source: the command's own run time (exec to exit), %d interleaved repetitions in random order, /dev/cpu_dma_latency held at 0; ratio = median traced / median untraced.\n\n", reps)
+	fmt.Println("| program | calls | untraced (s) | fusescope syscalls -- | empty programs (floor) | strace -f -o /dev/null (1 run) |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, p := range livePrograms {
+		if _, err := exec.LookPath(p.argv[0]); err != nil {
+			t.Fatalf("%s: %v", p.argv[0], err)
+		}
+		runPlain(t, p.argv) // warm the page and dentry caches
+		var plain, live, empty []float64
+		calls := 0
+		for i := 0; i < reps; i++ {
+			for _, k := range rand.Perm(3) {
+				switch k {
+				case 0:
+					plain = append(plain, runPlain(t, p.argv))
+				case 1:
+					s, n := runLive(t, bin, p.argv, false)
+					live, calls = append(live, s), n
+				case 2:
+					s, _ := runLive(t, bin, p.argv, true)
+					empty = append(empty, s)
+				}
+			}
+		}
+		straced := runPlain(t, append([]string{"strace", "-f", "-o", "/dev/null"}, p.argv...))
+		base := median(plain)
+		fmt.Printf("| %s | %d | %.4f | %.2fx (%.2f-%.2f) | %.2fx | %.0fx |\n", p.name, calls, base,
+			median(live)/base, slices.Min(live)/base, slices.Max(live)/base, median(empty)/base, straced/base)
+	}
+	fmt.Println()
+	fmt.Println("Commands:", strings.Join([]string{"make bench (TestBenchSyscallsLive)"}, ""))
+}
