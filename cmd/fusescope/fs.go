@@ -114,6 +114,7 @@ of the given rate, one transfer after another.`,
 	f.IntVar(&cfg.ReadPipeline, "read-pipeline", 0, "reads to keep in flight ahead of each open file's reader (0: off; GFFS used 4)")
 	f.StringVar(&readChunk, "read-chunk", "1MiB", "size of each pipelined read (GFFS used 32MiB)")
 	f.IntVar(&cfg.WriteBehind, "write-behind", 0, "writes to acknowledge before they reach the backend, per file (0: off); written out by close and fsync, which report their errors")
+	f.BoolVar(&cfg.ReaddirAhead, "readdir-ahead", false, "fetch each opened directory's listing in the background at OPENDIR, in one backend request, and answer its READDIRs from it")
 	f.StringVar(&cfg.Invalidation, "invalidation", "none", "invalidation policy: none, or cto (keep pages across opens unless the file changed since its last close)")
 	f.IntVar(&cfg.MaxInodes, "max-inodes", 0, "inodes the kernel may keep; past it the least recently used names are invalidated (0: no limit)")
 	f.StringVar(&latency, "latency", "", "emulated backend latency per operation, e.g. 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us'")
@@ -148,6 +149,7 @@ func applyChanged(cmd *cobra.Command, dst, src *labfs.Config) {
 	set("md-cache", func() { dst.MDCacheTTL = src.MDCacheTTL })
 	set("read-pipeline", func() { dst.ReadPipeline = src.ReadPipeline })
 	set("write-behind", func() { dst.WriteBehind = src.WriteBehind })
+	set("readdir-ahead", func() { dst.ReaddirAhead = src.ReaddirAhead })
 	set("invalidation", func() { dst.Invalidation = src.Invalidation })
 	set("max-inodes", func() { dst.MaxInodes = src.MaxInodes })
 }

@@ -40,6 +40,7 @@ type Config struct {
 	ReadPipeline int           `json:"read_pipeline,omitempty"` // reads kept in flight ahead, per open file
 	ReadChunk    int           `json:"read_chunk,omitempty"`    // bytes per pipelined read
 	WriteBehind  int           `json:"write_behind,omitempty"`  // acknowledged, unwritten writes per inode
+	ReaddirAhead bool          `json:"readdir_ahead,omitempty"` // fetch a directory's listing in the background at OPENDIR
 	Invalidation string        `json:"invalidation,omitempty"`  // none, cto
 	MaxInodes    int           `json:"max_inodes,omitempty"`    // inodes the daemon lets the kernel keep
 

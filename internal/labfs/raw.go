@@ -25,10 +25,11 @@ type labRaw struct {
 	slots chan struct{} // nil: no concurrency limit
 
 	c    *counters
-	md   *mdCache     // nil unless --md-cache
-	wb   *writeBehind // nil unless --write-behind
-	pipe *pipeline    // nil unless --read-pipeline
-	lru  *inodeLRU    // counts inodes; evicts past --max-inodes
+	md   *mdCache      // nil unless --md-cache
+	wb   *writeBehind  // nil unless --write-behind
+	pipe *pipeline     // nil unless --read-pipeline
+	lru  *inodeLRU     // counts inodes; evicts past --max-inodes
+	rda  *readdirAhead // nil unless --readdir-ahead
 
 	ctoMu     sync.Mutex
 	lastClose map[uint64]fileVersion // --invalidation cto
@@ -547,20 +548,37 @@ func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status 
 func (w *labRaw) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return w.serve(fuseproto.Opendir, func(remote func()) (fuse.Status, int, int) {
 		remote()
-		return w.RawFileSystem.OpenDir(c, in, out), 0, 0
+		st := w.RawFileSystem.OpenDir(c, in, out)
+		if st == fuse.OK && w.rda != nil {
+			op := w.cfg.listingOp()
+			w.rda.start(out.Fh, func() {
+				if d := w.cfg.Latency.For(op); d > 0 {
+					w.sleep.sleep(d)
+				}
+			})
+		}
+		return st, 0, 0
 	})
+}
+
+// listing answers a READDIR(PLUS): from the readdir-ahead prefetch when the
+// handle has one, otherwise with a round trip to the backend.
+func (w *labRaw) listing(fh uint64, remote func()) {
+	if w.rda == nil || !w.rda.wait(fh) {
+		remote()
+	}
 }
 
 func (w *labRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	return w.serve(fuseproto.Readdir, func(remote func()) (fuse.Status, int, int) {
-		remote()
+		w.listing(in.Fh, remote)
 		return w.RawFileSystem.ReadDir(c, in, out), 0, 0
 	})
 }
 
 func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	return w.serve(fuseproto.Readdirplus, func(remote func()) (fuse.Status, int, int) {
-		remote()
+		w.listing(in.Fh, remote)
 		return w.RawFileSystem.ReadDirPlus(c, in, out), 0, 0
 	})
 }
@@ -568,6 +586,9 @@ func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 func (w *labRaw) ReleaseDir(in *fuse.ReleaseIn) {
 	w.serve(fuseproto.Releasedir, func(remote func()) (fuse.Status, int, int) {
 		remote()
+		if w.rda != nil {
+			w.rda.release(in.Fh)
+		}
 		w.RawFileSystem.ReleaseDir(in)
 		return fuse.OK, 0, 0
 	})

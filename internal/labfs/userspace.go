@@ -18,6 +18,8 @@ type counters struct {
 	wbMaxDepth                   atomic.Uint64
 	invalidations                atomic.Uint64
 	evictions, inodes            atomic.Uint64
+	rdaFetches, rdaHits          atomic.Uint64
+	rdaMisses                    atomic.Uint64
 }
 
 func (c *counters) snapshot(cfg *Config) map[string]uint64 {
@@ -32,6 +34,10 @@ func (c *counters) snapshot(cfg *Config) map[string]uint64 {
 	if cfg.WriteBehind > 0 {
 		m["write_behind_queued"], m["write_behind_drains"] = c.wbQueued.Load(), c.wbDrains.Load()
 		m["write_behind_errors"], m["write_behind_max_depth"] = c.wbErrors.Load(), c.wbMaxDepth.Load()
+	}
+	if cfg.ReaddirAhead {
+		m["readdir_ahead_fetches"], m["readdir_ahead_hits"] = c.rdaFetches.Load(), c.rdaHits.Load()
+		m["readdir_ahead_misses"] = c.rdaMisses.Load()
 	}
 	if cfg.Invalidation == "cto" {
 		m["cto_invalidations"] = c.invalidations.Load()

@@ -143,7 +143,7 @@ func modes(t *testing.T) map[string]labfs.Config {
 	}
 	all := preset(t, "default")
 	all.MDCacheTTL, all.ReadPipeline, all.ReadChunk, all.WriteBehind, all.MaxInodes = time.Second, 4, 64<<10, 8, 20
-	all.Invalidation = "cto"
+	all.Invalidation, all.ReaddirAhead = "cto", true
 	all.Latency = labfs.LatencySpec{"*": {Base: 20 * time.Microsecond, Jitter: 10 * time.Microsecond}}
 	m["default+userspace"] = all
 	return m

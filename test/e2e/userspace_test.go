@@ -212,3 +212,42 @@ func TestLabFSInodeLRU(t *testing.T) {
 		t.Errorf("%d inodes remembered, want about 50", inodes)
 	}
 }
+
+// Readdir-ahead fetches a directory's listing at OPENDIR, in the background:
+// every READDIR of the handle is answered without the backend's delay, and
+// the listing is the source directory's.
+func TestLabFSReaddirAhead(t *testing.T) {
+	cfg := preset(t, "nocache") // readdirplus off: the kernel sends READDIR
+	cfg.ReaddirAhead = true
+	cfg.Latency = labfs.LatencySpec{"READDIR": {Base: 5 * time.Millisecond}}
+	src, mnt, f := mountLabFS(t, cfg)
+	for i := 0; i < 1500; i++ {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("a-file-with-a-rather-long-name-%06d", i)), nil, 0o644)
+	}
+	names := func(dir string) []string {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	want, got := names(src), names(mnt)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("listing through the mount has %d names, the source %d", len(got), len(want))
+	}
+	rd := f.Record().Profile.Find(f.Conn, fuseproto.Readdir)
+	if rd == nil || rd.Count < 5 {
+		t.Fatalf("want several READDIRs for 1,500 names, got %+v", rd)
+	}
+	fetches, hits, misses := counter(t, f, "readdir_ahead_fetches"), counter(t, f, "readdir_ahead_hits"), counter(t, f, "readdir_ahead_misses")
+	if fetches != 1 || hits+misses != rd.Count {
+		t.Errorf("readdir-ahead: %d fetches, %d hits, %d misses for one opendir and %d READDIRs", fetches, hits, misses, rd.Count)
+	}
+	if p50 := rd.Latency.Quantile(0.5); p50 > float64(time.Millisecond) {
+		t.Errorf("READDIR p50 %.0f ns: answered from the prefetch, it should not pay the 5 ms backend delay", p50)
+	}
+}
