@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: mount fusescope's lab file system over a generated tree with an
 # emulated remote backend, run a metadata-and-read workload under
-# `fusescope trace`, print what the kernel and the daemon each measured, and
-# clean everything up.
+# `fusescope trace`, print what the kernel and the daemon each measured, trace
+# a grep over the mount with the live system-call source, and clean
+# everything up.
 set -euo pipefail
 bin=$(realpath "${1:-bin/fusescope}")
 if [[ $(id -u) -ne 0 ]]; then
@@ -60,5 +61,10 @@ echo
 echo "The kernel's time minus the daemon's is what a request spends queued and crossing"
 echo "between kernel and daemon. One histogram, e.g. READ as the kernel saw it:"
 "$bin" show "$rec" | sed -n '/op = READ$/,/^$/p'
+echo "== The application's side (fusescope syscalls, live, no ptrace): grep over the mount"
+echo
+"$bin" syscalls --top 5 -o "$work/syscalls.txt" -- sh -c "grep -rc nosuchpattern '$mnt' >/dev/null" || true
+cat "$work/syscalls.txt"
+echo
 echo "== The run was saved as a record; render it again with:"
 echo "   $bin show $rec"

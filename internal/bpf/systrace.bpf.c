@@ -296,6 +296,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
 		if (!s)
 			return 0;
 	}
+	s->nr = nr;
 	s->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -313,7 +314,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0; /* entered before it was traced */
 	s->start_ns = 0;
 	__u64 dur = bpf_ktime_get_ns() - start;
-	__u32 nr = regs->orig_ax;
+	__u32 nr = s->nr;
 	if (nr >= MAX_NR) {
 		drop(SDROP_NR_RANGE);
 		return 0;
@@ -402,7 +403,8 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, int old_pid, struct linu
 			return 0;
 		s->tslot = new_tslot();
 		s->pslot = 0;
-		s->start_ns = bpf_ktime_get_ns(); /* execve returns from here */
+		s->nr = 59;                       /* the gate calls execve */
+		s->start_ns = bpf_ktime_get_ns(); /* which returns from here */
 	}
 	struct sys_event *e = reserve(SEV_EXEC);
 	if (!e) {

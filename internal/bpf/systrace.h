@@ -58,7 +58,7 @@ struct task_state {
 	__u32 tid;      /* the thread that owns the slot; 0: free */
 	__u32 tslot;    /* index of this thread's per-call counters */
 	__u32 pslot;    /* index of this process's per-fd counters */
-	__u32 pad;
+	__u32 nr;       /* of the call in progress: rt_sigreturn leaves orig_ax at -1 */
 };
 
 struct sys_event {

@@ -62,7 +62,7 @@ type SysTraceTaskState struct {
 	Tid     uint32
 	Tslot   uint32
 	Pslot   uint32
-	Pad     uint32
+	Nr      uint32
 }
 
 // Names of all BPF objects in the ELF.
