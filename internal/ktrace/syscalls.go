@@ -307,22 +307,6 @@ func (t *SyscallTracer) Close() error {
 	return t.objs.Close()
 }
 
-// ProgramStats sums the run time and run count the kernel accounted to the
-// hot programs (sys_enter, sys_exit); 0 unless kernel.bpf_stats_enabled.
-func (t *SyscallTracer) ProgramStats() (time.Duration, uint64, error) {
-	var total time.Duration
-	var runs uint64
-	for _, p := range []*ebpf.Program{t.objs.SysEnter, t.objs.SysExit} {
-		st, err := p.Stats()
-		if err != nil {
-			return 0, 0, err
-		}
-		total += st.Runtime
-		runs += st.RunCount
-	}
-	return total, runs, nil
-}
-
 // Run passes the trace's events to emit until stop is closed, then detaches,
 // drains the ring buffer and emits the counted calls. It fills info.
 func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), info *systrace.LiveInfo) error {

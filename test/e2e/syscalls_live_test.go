@@ -57,21 +57,7 @@ func TestSyscallsLiveAgainstStrace(t *testing.T) {
 
 	log := filepath.Join(dir, "strace.log")
 	run(t, "strace", "-f", "-C", "-o", log, python, script, data)
-	want := straceSummary(t, log)
-	got := map[string]int{}
-	for _, s := range r.Syscalls {
-		got[s.Name] = s.Calls
-	}
-	for name, n := range want {
-		if got[name] != n {
-			t.Errorf("%s: live %d calls, strace -c %d", name, got[name], n)
-		}
-	}
-	for name, n := range got {
-		if _, ok := want[name]; !ok {
-			t.Errorf("%s: live %d calls, strace -c none", name, n)
-		}
-	}
+	assertCallsEqual(t, r, straceSummary(t, log))
 
 	files := map[string]systrace.FileStat{}
 	for _, f := range r.Files {

@@ -70,6 +70,25 @@ func straceSummary(t *testing.T, log string) map[string]int {
 	return counts
 }
 
+// assertCallsEqual checks the report's per-syscall counts against strace -c's.
+func assertCallsEqual(t *testing.T, r *systrace.Report, want map[string]int) {
+	t.Helper()
+	got := map[string]int{}
+	for _, s := range r.Syscalls {
+		got[s.Name] = s.Calls
+	}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("%s: fusescope %d calls, strace -c %d", name, got[name], n)
+		}
+	}
+	for name, n := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: fusescope %d calls, strace -c none", name, n)
+		}
+	}
+}
+
 func TestSyscallsAgainstStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
@@ -106,21 +125,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 		}
 	}
 	// Per-syscall counts equal strace -c's for the same run.
-	want := straceSummary(t, log)
-	got := map[string]int{}
-	for _, s := range r.Syscalls {
-		got[s.Name] = s.Calls
-	}
-	for name, n := range want {
-		if got[name] != n {
-			t.Errorf("%s: fusescope %d calls, strace -c %d", name, got[name], n)
-		}
-	}
-	for name, n := range got {
-		if _, ok := want[name]; !ok {
-			t.Errorf("%s: fusescope %d calls, strace -c none", name, n)
-		}
-	}
+	assertCallsEqual(t, &r, straceSummary(t, log))
 	// The unanswered UDP wait is the top wait.
 	if len(r.Waits) == 0 || r.Waits[0].DurS < 0.35 || (r.Waits[0].Name != "poll" && r.Waits[0].Name != "recvfrom") {
 		t.Errorf("top wait %+v, want the 0.4 s UDP wait", r.Waits[:min(3, len(r.Waits))])
