@@ -472,6 +472,18 @@ func syscallName(nr uint32) string {
 	return "syscall_" + strconv.Itoa(int(nr))
 }
 
+// flushedAny reports whether an fd's moved counters hold any call: most
+// opens find their fd's counters empty, and naming the fd then would cost
+// a readlink in /proc for nothing.
+func flushedAny(counters []bpf.SysTraceFdIo) bool {
+	for _, c := range counters {
+		if c.Calls > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // emitIO emits an fd's counted I/O as aggregate events.
 func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target string, counters []bpf.SysTraceFdIo) {
 	for k, c := range counters {
@@ -489,7 +501,7 @@ func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target s
 func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Event)) {
 	name := syscallName(ev.Nr)
 	p := t.proc(ev.Pid)
-	if ev.FlushedFd >= 0 {
+	if ev.FlushedFd >= 0 && flushedAny(ev.Flushed[:]) {
 		t.emitIO(emit, ev.Pid, p.target(int(ev.FlushedFd)), ev.Flushed[:])
 	}
 	e := &t.ev
