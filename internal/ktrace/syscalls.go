@@ -223,17 +223,8 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if opts.TimelineS > 0 {
 		consts["bin_ns"] = uint64(opts.TimelineS * 1e9)
 	}
-	for name, v := range consts {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %v", name, err)
-		}
-	}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("the kernel's verifier rejected the system-call tracer: %v", strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
-		}
-		return nil, fmt.Errorf("loading the system-call tracer into kernel %s: %v", KernelRelease(), err)
+	if err := load(spec, consts, &t.objs, "system-call tracer"); err != nil {
+		return nil, err
 	}
 	if t.fdmem, err = t.objs.Fdstats.Memory(); err != nil {
 		t.Close()
@@ -668,68 +659,44 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 		}
 	}
 	// Per-thread calls.
-	ncpu, err := ebpf.PossibleCPU()
+	err := eachPerCPU(t.objs.Sysstats, func(key uint32, perCPU []bpf.SysTraceSysStats) {
+		var s bpf.SysTraceSysStats
+		for _, v := range perCPU {
+			s.Calls += v.Calls
+			s.Errors += v.Errors
+			s.Ns += v.Ns
+		}
+		if s.Calls == 0 {
+			return
+		}
+		tslot, nr := key/sysMaxNR, key%sysMaxNR
+		e := &t.ev
+		*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: int(t.tids[tslot]),
+			Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
+		emit(e)
+	})
 	if err != nil {
-		return err
-	}
-	const chunk = 4096
-	keys := make([]uint32, chunk)
-	vals := make([]bpf.SysTraceSysStats, chunk*ncpu)
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := t.objs.Sysstats.BatchLookup(&cursor, keys, vals, nil)
-		for i := 0; i < n; i++ {
-			var s bpf.SysTraceSysStats
-			for c := 0; c < ncpu; c++ {
-				v := vals[i*ncpu+c]
-				s.Calls += v.Calls
-				s.Errors += v.Errors
-				s.Ns += v.Ns
-			}
-			if s.Calls == 0 {
-				continue
-			}
-			tslot, nr := keys[i]/sysMaxNR, keys[i]%sysMaxNR
-			e := &t.ev
-			*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: int(t.tids[tslot]),
-				Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
-			emit(e)
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading the call counters: %v", err)
-		}
+		return fmt.Errorf("reading the call counters: %v", err)
 	}
 	// Timeline bins.
 	if t.opts.TimelineS > 0 {
-		bkeys := make([]uint32, chunk)
-		bvals := make([]bpf.SysTraceBinStats, chunk*ncpu)
-		var bc ebpf.MapBatchCursor
-		for {
-			n, err := t.objs.Bins.BatchLookup(&bc, bkeys, bvals, nil)
-			for i := 0; i < n; i++ {
-				var s bpf.SysTraceBinStats
-				for c := 0; c < ncpu; c++ {
-					s.Calls += bvals[i*ncpu+c].Calls
-					s.Ns += bvals[i*ncpu+c].Ns
-				}
-				bin, cat := bkeys[i]/sysCats, bkeys[i]%sysCats
-				if s.Calls == 0 || int(cat) >= len(systrace.CategoryNames) {
-					continue
-				}
-				e := &t.ev
-				*e = systrace.Event{Kind: systrace.Sample, Name: systrace.CategoryNames[cat], Calls: int(s.Calls),
-					Dur: float64(s.Ns) / 1e9, Time: t.wall(t.t0) + (float64(bin)+0.5)*t.opts.TimelineS}
-				emit(e)
+		err := eachPerCPU(t.objs.Bins, func(key uint32, perCPU []bpf.SysTraceBinStats) {
+			var s bpf.SysTraceBinStats
+			for _, v := range perCPU {
+				s.Calls += v.Calls
+				s.Ns += v.Ns
 			}
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				break
+			bin, cat := key/sysCats, key%sysCats
+			if s.Calls == 0 || int(cat) >= len(systrace.CategoryNames) {
+				return
 			}
-			if err != nil {
-				return fmt.Errorf("reading the timeline: %v", err)
-			}
+			e := &t.ev
+			*e = systrace.Event{Kind: systrace.Sample, Name: systrace.CategoryNames[cat], Calls: int(s.Calls),
+				Dur: float64(s.Ns) / 1e9, Time: t.wall(t.t0) + (float64(bin)+0.5)*t.opts.TimelineS}
+			emit(e)
+		})
+		if err != nil {
+			return fmt.Errorf("reading the timeline: %v", err)
 		}
 	}
 	info.PID = t.root

@@ -2,10 +2,8 @@ package ktrace
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -105,18 +103,9 @@ func Start(opts Options) (*Tracer, error) {
 		reapAge = DefaultReapAge
 	}
 	consts["reap_age_ns"] = uint64(reapAge.Nanoseconds())
-	for name, v := range consts {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %v", name, err)
-		}
-	}
 	t := &Tracer{}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("the kernel's verifier rejected the FUSE tracer: %v", strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
-		}
-		return nil, fmt.Errorf("loading the FUSE tracer into kernel %s: %v", KernelRelease(), err)
+	if err := load(spec, consts, &t.objs, "FUSE tracer"); err != nil {
+		return nil, err
 	}
 	if t.inflight, err = t.objs.Inflight.Memory(); err != nil {
 		t.Close()
