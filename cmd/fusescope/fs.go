@@ -187,10 +187,17 @@ func mountForeground(src, mnt string, cfg labfs.Config) error {
 	go func() { fsys.Wait(); close(done) }()
 	select {
 	case <-sigs:
-		return fsys.Unmount()
+		err = fsys.Unmount()
 	case <-done:
-		return nil
 	}
+	if ready != "" && err == nil {
+		// A detached daemon's log is kept only when it says something.
+		logPath := strings.TrimSuffix(labfs.SocketPath(mnt), ".sock") + ".log"
+		if fi, serr := os.Stat(logPath); serr == nil && fi.Size() == 0 {
+			os.Remove(logPath)
+		}
+	}
+	return err
 }
 
 // mountInBackground runs this command again, detached, without

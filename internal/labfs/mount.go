@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
@@ -35,6 +36,8 @@ type FS struct {
 	timerNs  float64
 	killed   string // what CleanStale found, for the caller to say
 	unmounts chan struct{}
+
+	controlOnce sync.Once
 }
 
 // goFuseRequests are the INIT flags go-fuse v2.12 asks for by itself
@@ -229,15 +232,25 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 // Stale says what CleanStale found before this mount, or "".
 func (f *FS) Stale() string { return f.killed }
 
-// Wait blocks until the file system is unmounted.
-func (f *FS) Wait() { <-f.unmounts }
+// Wait blocks until the file system is unmounted (by Unmount, or from
+// outside), and removes its control socket.
+func (f *FS) Wait() {
+	<-f.unmounts
+	f.closeControl()
+}
+
+func (f *FS) closeControl() {
+	f.controlOnce.Do(func() {
+		if f.control != nil {
+			f.control.close()
+		}
+	})
+}
 
 // Unmount writes out what write-behind holds, unmounts the file system and
 // stops serving it.
 func (f *FS) Unmount() error {
-	if f.control != nil {
-		f.control.close()
-	}
+	f.closeControl()
 	f.raw.wb.drainAll()
 	var err error
 	for i := 0; i < 20; i++ {

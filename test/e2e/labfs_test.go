@@ -379,6 +379,20 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	if mounted(mnt) {
 		t.Fatal("still mounted after fs umount")
 	}
+	// Nothing is left behind: the detached daemon removes its control
+	// socket, and its log when it wrote nothing.
+	sock := labfs.SocketPath(mnt)
+	for _, p := range []string{sock, strings.TrimSuffix(sock, ".sock") + ".log"} {
+		for i := 0; i < 50; i++ {
+			if _, err := os.Stat(p); err != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is left behind after fs umount", p)
+		}
+	}
 
 	term := exec.Command(fusescopeBin, "fs", "mount", src, mnt)
 	if err := term.Start(); err != nil {
@@ -392,6 +406,9 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	if mounted(mnt) {
 		t.Error("still mounted after SIGTERM")
 		exec.Command("umount", "-l", mnt).Run()
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Errorf("control socket %s is left behind after SIGTERM", sock)
 	}
 }
 
