@@ -32,8 +32,10 @@ func labfsConfig(bin, preset string, extra ...string) fsConfig {
 	}}
 }
 
+const loopbackName = "go-fuse loopback (no passthrough)"
+
 func loopbackConfig(bin string) fsConfig {
-	return fsConfig{"go-fuse loopback (no passthrough)", func(t *testing.T, src, mnt string) (string, func()) {
+	return fsConfig{loopbackName, func(t *testing.T, src, mnt string) (string, func()) {
 		cmd := exec.Command(bin, mnt, src)
 		out, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
@@ -237,5 +239,26 @@ func TestBenchLabFS(t *testing.T) {
 	fmt.Println(sep)
 	for _, phase := range []string{"create", "stat cold", "stat warm", "ls -l", "delete"} {
 		row(phase, "")
+	}
+
+	// The second target, as a paired comparison: each repetition's
+	// default-mode result over the loopback's of the same repetition.
+	fmt.Printf("\n### labfs default / go-fuse loopback, paired by repetition\n\n")
+	fmt.Println("| workload | median ratio | min-max | repetitions faster |")
+	fmt.Println("|---|---|---|---|")
+	for _, w := range []string{"read", "write", "randread", "randwrite", "create", "stat cold", "stat warm", "ls -l", "delete"} {
+		lab, loop := results[key{w, "labfs default"}], results[key{w, loopbackName}]
+		var r []float64
+		faster := 0
+		for i := range min(len(lab), len(loop)) {
+			r = append(r, lab[i]/loop[i])
+			if lab[i] >= loop[i] {
+				faster++
+			}
+		}
+		if len(r) == 0 {
+			continue
+		}
+		fmt.Printf("| %s | %.2fx | %.2f-%.2f | %d of %d |\n", w, median(r), slices.Min(r), slices.Max(r), faster, len(r))
 	}
 }
