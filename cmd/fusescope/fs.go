@@ -192,12 +192,18 @@ func mountForeground(src, mnt string, cfg labfs.Config) error {
 	}
 	if ready != "" && err == nil {
 		// A detached daemon's log is kept only when it says something.
-		logPath := strings.TrimSuffix(labfs.SocketPath(mnt), ".sock") + ".log"
+		logPath := daemonLog(mnt)
 		if fi, serr := os.Stat(logPath); serr == nil && fi.Size() == 0 {
 			os.Remove(logPath)
 		}
 	}
 	return err
+}
+
+// daemonLog is where a detached daemon's output goes: beside its control
+// socket.
+func daemonLog(mnt string) string {
+	return strings.TrimSuffix(labfs.SocketPath(mnt), ".sock") + ".log"
 }
 
 // mountInBackground runs this command again, detached, without
@@ -217,7 +223,7 @@ func mountInBackground(mnt string) error {
 	if err != nil {
 		return err
 	}
-	logPath := strings.TrimSuffix(labfs.SocketPath(mnt), ".sock") + ".log"
+	logPath := daemonLog(mnt)
 	os.MkdirAll(filepath.Dir(logPath), 0o700)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
