@@ -62,7 +62,7 @@ test:
 bench: build
 	@scripts/deps.sh $(DEPS_BENCH)
 	@command -v cargo >/dev/null && { command -v strace-analyzer >/dev/null || [ -x $$HOME/.cargo/bin/strace-analyzer ] || cargo install -q strace-analyzer; } || true
-	FUSESCOPE_BENCH=1 $(GO) test -count=1 -timeout 30m -run 'Bench' -v ./test/bench/ | grep -v '^=== RUN'
+	FUSESCOPE_BENCH=1 $(GO) test -count=1 -timeout 50m -run 'Bench' -v ./test/bench/ | grep -v '^=== RUN'
 
 demo: build
 	@scripts/deps.sh $(DEPS_RUN)

@@ -30,6 +30,7 @@ type FS struct {
 
 	server   *fuse.Server
 	raw      *labRaw
+	root     *fs.Inode
 	stats    *daemonStats
 	control  *controlServer
 	started  time.Time
@@ -133,7 +134,6 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	negTimeout := cfg.NegativeTimeout
 	extra, disabled := cfg.capabilities()
 	mopts := fuse.MountOptions{
 		FsName: src, Name: "fusescope", AllowOther: root, DirectMount: root,
@@ -152,8 +152,15 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if mopts.MaxBackground == 0 {
 		mopts.MaxBackground = 12
 	}
+	// With no negative timeout, a missing name is answered ENOENT, as
+	// libfuse and go-fuse's loopback do, not with a 144-byte negative entry
+	// that expires at once.
+	var negTimeout *time.Duration
+	if cfg.NegativeTimeout > 0 {
+		negTimeout = &cfg.NegativeTimeout
+	}
 	raw := fs.NewNodeFS(loop, &fs.Options{
-		EntryTimeout: &cfg.EntryTimeout, AttrTimeout: &cfg.AttrTimeout, NegativeTimeout: &negTimeout,
+		EntryTimeout: &cfg.EntryTimeout, AttrTimeout: &cfg.AttrTimeout, NegativeTimeout: negTimeout,
 	})
 	f := &FS{Source: src, MountPoint: mnt, Config: cfg, stats: &daemonStats{}, started: time.Now(), killed: killed, unmounts: make(chan struct{})}
 	// The precise sleeper lowers its threads' timer slack; only a mount
@@ -170,6 +177,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	w.pipe = newPipeline(cfg.ReadPipeline, cfg.ReadChunk, c, w.fetchChunk)
 	f.raw = w
+	f.root = loop.EmbeddedInode()
 	if cfg.Threads > 0 {
 		w.slots = make(chan struct{}, cfg.Threads)
 	}
@@ -190,17 +198,19 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if err := unix.Stat(mnt, &st); err == nil {
 		f.Conn = unix.Minor(st.Dev)
 	}
-	w.lru.notify = func(victims []lruNode) {
-		// FUSE_NOTIFY_PRUNE (Linux 6.16+) drops the inodes' unused dentries
-		// and the inodes, so their FORGETs follow. Invalidating a name alone
-		// only unhashes the dentry, which may linger until memory pressure.
-		ids := make([]uint64, len(victims))
-		for i, v := range victims {
-			ids[i] = v.id
-		}
-		if f.server.PruneNotify(ids) == fuse.ENOSYS {
-			for _, v := range victims {
-				f.server.EntryNotify(v.parent, v.name)
+	if w.lru != nil {
+		w.lru.notify = func(victims []lruNode) {
+			// FUSE_NOTIFY_PRUNE (Linux 6.16+) drops the inodes' unused dentries
+			// and the inodes, so their FORGETs follow. Invalidating a name alone
+			// only unhashes the dentry, which may linger until memory pressure.
+			ids := make([]uint64, len(victims))
+			for i, v := range victims {
+				ids[i] = v.id
+			}
+			if f.server.PruneNotify(ids) == fuse.ENOSYS {
+				for _, v := range victims {
+					f.server.EntryNotify(v.parent, v.name)
+				}
 			}
 		}
 	}
@@ -312,11 +322,39 @@ func (f *FS) Record() *profile.Record {
 				Negotiated: fuseproto.InitFlagNames(offered & requested),
 				MaxWrite:   maxWrite, MaxPages: uint16((maxWrite-1)/uint32(os.Getpagesize()) + 1), MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,
 				TimerNs: f.timerNs, HeapBytes: memoryBytes(), Requests: n,
-				Counters: f.raw.c.snapshot(&f.Config),
+				Counters: f.counters(),
 			},
 		},
 		Profile: p,
 	}
+}
+
+// counters are the user-space features' counters and the number of inodes
+// the daemon holds.
+func (f *FS) counters() map[string]uint64 {
+	m := f.raw.c.snapshot(&f.Config)
+	m["inodes"] = countInodes(f.root)
+	return m
+}
+
+// countInodes walks go-fuse's inode tree: the inodes the kernel holds
+// references to, and the directories above them. Counting on demand costs
+// the requests nothing. An unlinked file that is still open has no parent
+// and is not counted.
+func countInodes(root *fs.Inode) uint64 {
+	seen := map[*fs.Inode]bool{root: true}
+	queue := []*fs.Inode{root}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, ch := range n.Children() {
+			if !seen[ch] {
+				seen[ch] = true
+				queue = append(queue, ch)
+			}
+		}
+	}
+	return uint64(len(seen) - 1) // not the root, which the kernel never forgets
 }
 
 func kernelRelease() string {

@@ -28,7 +28,7 @@ type labRaw struct {
 	md   *mdCache      // nil unless --md-cache
 	wb   *writeBehind  // nil unless --write-behind
 	pipe *pipeline     // nil unless --read-pipeline
-	lru  *inodeLRU     // counts inodes; evicts past --max-inodes
+	lru  *inodeLRU     // nil unless --max-inodes
 	rda  *readdirAhead // nil unless --readdir-ahead
 
 	ctoMu     sync.Mutex
@@ -42,26 +42,21 @@ type fileVersion struct {
 }
 
 // serve runs one request: wait for a slot, run it, and record the time from
-// receipt to reply. The handler calls remote() when it goes to the backend,
-// which costs the emulated network delay; answers from the daemon's own
-// caches do not.
-func (w *labRaw) serve(op fuseproto.Opcode, do func(remote func()) (fuse.Status, int, int)) fuse.Status {
-	return w.serveFrom(time.Now(), op, do)
+// receipt to reply. The handler calls remote.wait() when it goes to the
+// backend, which costs the emulated network delay; answers from the
+// daemon's own caches do not.
+func (w *labRaw) serve(op fuseproto.Opcode, do func(remote backend) (fuse.Status, int, int)) fuse.Status {
+	return w.serveFrom(monotonic(), op, do)
 }
 
 // serveFrom is serve for a request received at start. A handler that
 // returns in < 0 records the request itself, later.
-func (w *labRaw) serveFrom(start time.Time, op fuseproto.Opcode, do func(remote func()) (fuse.Status, int, int)) fuse.Status {
+func (w *labRaw) serveFrom(start time.Duration, op fuseproto.Opcode, do func(remote backend) (fuse.Status, int, int)) fuse.Status {
 	if w.slots != nil {
 		w.slots <- struct{}{}
 		defer func() { <-w.slots }()
 	}
-	remote := func() {
-		if d := w.cfg.Latency.For(op); d > 0 {
-			w.sleep.sleep(d)
-		}
-	}
-	st, in, out := do(remote)
+	st, in, out := do(backend{w, op})
 	if in < 0 {
 		return st
 	}
@@ -72,13 +67,35 @@ func (w *labRaw) serveFrom(start time.Time, op fuseproto.Opcode, do func(remote 
 			errno = st.String()
 		}
 	}
-	w.stats.record(op, time.Since(start), errno, in, out)
+	w.stats.record(op, monotonic()-start, errno, in, out)
 	return st
 }
 
+// backend is a request's way to the emulated remote backend. It is a value,
+// not a closure, so that serving a request allocates nothing for it.
+type backend struct {
+	w  *labRaw
+	op fuseproto.Opcode
+}
+
+// wait pays the operation's emulated network delay.
+func (b backend) wait() {
+	if d := b.w.cfg.Latency.For(b.op); d > 0 {
+		b.w.sleep.sleep(d)
+	}
+}
+
+// epoch anchors monotonic.
+var epoch = time.Now()
+
+// monotonic reads the monotonic clock alone: time.Now reads the wall clock
+// too, a second clock read per timestamp that the request timer does not
+// need.
+func monotonic() time.Duration { return time.Since(epoch) }
+
 func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Lookup, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Lookup, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		st := w.RawFileSystem.Lookup(c, h, name, out)
 		if st == fuse.OK {
 			w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr})
@@ -104,7 +121,7 @@ func (w *labRaw) Forget(nodeid, nlookup uint64) {
 }
 
 func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	return w.serve(fuseproto.Getattr, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Getattr, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		w.lru.touch(in.NodeId)
 		if w.md != nil {
@@ -114,7 +131,7 @@ func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOu
 			}
 			w.c.mdMisses.Add(1)
 		}
-		remote()
+		remote.wait()
 		st := w.RawFileSystem.GetAttr(c, in, out)
 		if st == fuse.OK {
 			w.md.put(in.NodeId, out)
@@ -124,11 +141,11 @@ func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOu
 }
 
 func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	return w.serve(fuseproto.Setattr, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Setattr, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		w.md.drop(in.NodeId)
 		w.pipe.invalidate(in.NodeId)
-		remote()
+		remote.wait()
 		st := w.RawFileSystem.SetAttr(c, in, out)
 		if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && in.Valid&fuse.FATTR_MODE == 0 {
 			w.killSuidgid(c, &in.InHeader, in.Fh, out)
@@ -138,60 +155,60 @@ func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOu
 }
 
 func (w *labRaw) Mknod(c <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Mknod, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Mknod, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mknod(c, in, name, out)), 0, 0
 	})
 }
 
 func (w *labRaw) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Mkdir, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Mkdir, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mkdir(c, in, name, out)), 0, 0
 	})
 }
 
 func (w *labRaw) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	return w.serve(fuseproto.Unlink, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Unlink, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		w.md.clear()
 		return w.RawFileSystem.Unlink(c, h, name), 0, 0
 	})
 }
 
 func (w *labRaw) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	return w.serve(fuseproto.Rmdir, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Rmdir, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		w.md.clear()
 		return w.RawFileSystem.Rmdir(c, h, name), 0, 0
 	})
 }
 
 func (w *labRaw) Rename(c <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	return w.serve(fuseproto.Rename, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Rename, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		w.md.clear()
 		return w.RawFileSystem.Rename(c, in, oldName, newName), 0, 0
 	})
 }
 
 func (w *labRaw) Link(c <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Link, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Link, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		return w.entry(in.NodeId, name, out, w.RawFileSystem.Link(c, in, name, out)), 0, 0
 	})
 }
 
 func (w *labRaw) Symlink(c <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Symlink, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Symlink, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		return w.entry(h.NodeId, name, out, w.RawFileSystem.Symlink(c, h, target, name, out)), len(target), 0
 	})
 }
 
 func (w *labRaw) Readlink(c <-chan struct{}, h *fuse.InHeader) (out []byte, st fuse.Status) {
-	w.serve(fuseproto.Readlink, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	w.serve(fuseproto.Readlink, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		out, st = w.RawFileSystem.Readlink(c, h)
 		return st, 0, len(out)
 	})
@@ -199,12 +216,15 @@ func (w *labRaw) Readlink(c <-chan struct{}, h *fuse.InHeader) (out []byte, st f
 }
 
 func (w *labRaw) Access(c <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	return w.serve(fuseproto.Access, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.Access(c, in), 0, 0 })
+	return w.serve(fuseproto.Access, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
+		return w.RawFileSystem.Access(c, in), 0, 0
+	})
 }
 
 func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (sz uint32, st fuse.Status) {
-	w.serve(fuseproto.Getxattr, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	w.serve(fuseproto.Getxattr, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		sz, st = w.RawFileSystem.GetXAttr(c, h, attr, dest)
 		return st, 0, int(sz)
 	})
@@ -212,8 +232,8 @@ func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest
 }
 
 func (w *labRaw) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (sz uint32, st fuse.Status) {
-	w.serve(fuseproto.Listxattr, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	w.serve(fuseproto.Listxattr, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		sz, st = w.RawFileSystem.ListXAttr(c, h, dest)
 		return st, 0, int(sz)
 	})
@@ -221,22 +241,22 @@ func (w *labRaw) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (sz
 }
 
 func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	return w.serve(fuseproto.Setxattr, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Setxattr, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		return w.RawFileSystem.SetXAttr(c, in, attr, data), len(data), 0
 	})
 }
 
 func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
-	return w.serve(fuseproto.Removexattr, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Removexattr, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		return w.RawFileSystem.RemoveXAttr(c, h, attr), 0, 0
 	})
 }
 
 func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	return w.serve(fuseproto.Create, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Create, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		in.Flags = w.backingFlags(in.Flags)
 		st := w.entry(in.NodeId, name, &out.EntryOut, w.RawFileSystem.Create(c, in, name, out))
 		if st == fuse.OK {
@@ -247,8 +267,8 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 }
 
 func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return w.serve(fuseproto.Open, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Open, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		in.Flags = w.backingFlags(in.Flags)
 		w.lru.touch(in.NodeId)
 		st := w.RawFileSystem.Open(c, in, out)
@@ -394,9 +414,9 @@ func timeRead(res fuse.ReadResult, done func()) fuse.ReadResult {
 }
 
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
-	start := time.Now()
+	start := monotonic()
 	n, deferred := 0, false
-	w.serveFrom(start, fuseproto.Read, func(remote func()) (fuse.Status, int, int) {
+	w.serveFrom(start, fuseproto.Read, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		if w.pipe != nil {
 			if data, ok := w.pipe.read(in.NodeId, in.Fh, int64(in.Offset), int(in.Size)); ok {
@@ -404,7 +424,7 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 				return st, 0, len(data)
 			}
 		}
-		remote()
+		remote.wait()
 		res, st = w.RawFileSystem.Read(c, in, buf)
 		if st == fuse.OK && res != nil {
 			n = res.Size()
@@ -415,7 +435,7 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 		return st, 0, 0
 	})
 	if deferred {
-		res = timeRead(res, func() { w.stats.record(fuseproto.Read, time.Since(start), "", 0, n) })
+		res = timeRead(res, func() { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
 	}
 	return res, st
 }
@@ -433,11 +453,11 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 	for _, d := range data {
 		size += len(d)
 	}
-	w.serve(fuseproto.Write, func(remote func()) (fuse.Status, int, int) {
+	w.serve(fuseproto.Write, func(remote backend) (fuse.Status, int, int) {
 		w.md.drop(in.NodeId)
 		w.pipe.invalidate(in.NodeId)
 		write := func(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
-			remote()
+			remote.wait()
 			w.link.wait(size)
 			n, st := w.RawFileSystem.Writev(c, in, data)
 			if st == fuse.ENOSYS {
@@ -492,43 +512,49 @@ func (w *labRaw) killSuidgid(c <-chan struct{}, h *fuse.InHeader, fh uint64, out
 }
 
 func (w *labRaw) Lseek(c <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	return w.serve(fuseproto.Lseek, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Lseek, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
-		remote()
+		remote.wait()
 		return w.RawFileSystem.Lseek(c, in, out), 0, 0
 	})
 }
 
 func (w *labRaw) GetLk(c <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
-	return w.serve(fuseproto.Getlk, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.GetLk(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Getlk, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
+		return w.RawFileSystem.GetLk(c, in, out), 0, 0
+	})
 }
 
 func (w *labRaw) SetLk(c <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	return w.serve(fuseproto.Setlk, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.SetLk(c, in), 0, 0 })
+	return w.serve(fuseproto.Setlk, func(remote backend) (fuse.Status, int, int) { remote.wait(); return w.RawFileSystem.SetLk(c, in), 0, 0 })
 }
 
 func (w *labRaw) SetLkw(c <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	return w.serve(fuseproto.Setlkw, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.SetLkw(c, in), 0, 0 })
+	return w.serve(fuseproto.Setlkw, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
+		return w.RawFileSystem.SetLkw(c, in), 0, 0
+	})
 }
 
 func (w *labRaw) Release(c <-chan struct{}, in *fuse.ReleaseIn) {
-	w.serve(fuseproto.Release, func(remote func()) (fuse.Status, int, int) {
+	w.serve(fuseproto.Release, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		w.pipe.forget(in.Fh)
 		w.noteClose(c, in.NodeId)
-		remote()
+		remote.wait()
 		w.RawFileSystem.Release(c, in)
 		return fuse.OK, 0, 0
 	})
 }
 
 func (w *labRaw) CopyFileRange(c <-chan struct{}, in *fuse.CopyFileRangeIn) (n uint32, st fuse.Status) {
-	w.serve(fuseproto.CopyFileRange, func(remote func()) (fuse.Status, int, int) {
+	w.serve(fuseproto.CopyFileRange, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		w.wb.drain(in.NodeIdOut, false)
 		w.md.clear()
 		w.pipe.invalidate(in.NodeIdOut)
-		remote()
+		remote.wait()
 		n, st = w.RawFileSystem.CopyFileRange(c, in)
 		return st, 0, 0
 	})
@@ -537,9 +563,9 @@ func (w *labRaw) CopyFileRange(c <-chan struct{}, in *fuse.CopyFileRangeIn) (n u
 
 // Flush (close) and fsync report write-behind errors, so none is lost.
 func (w *labRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	return w.serve(fuseproto.Flush, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Flush, func(remote backend) (fuse.Status, int, int) {
 		queued := w.wb.drain(in.NodeId, true)
-		remote()
+		remote.wait()
 		st := w.RawFileSystem.Flush(c, in)
 		// close() sends FLUSH and waits for it; RELEASE comes later and
 		// asynchronously, too late for an open that follows at once.
@@ -552,9 +578,9 @@ func (w *labRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 }
 
 func (w *labRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return w.serve(fuseproto.Fsync, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Fsync, func(remote backend) (fuse.Status, int, int) {
 		queued := w.wb.drain(in.NodeId, true)
-		remote()
+		remote.wait()
 		if st := w.RawFileSystem.Fsync(c, in); queued == fuse.OK {
 			return st, 0, 0
 		}
@@ -563,26 +589,22 @@ func (w *labRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 }
 
 func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	return w.serve(fuseproto.Fallocate, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Fallocate, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		w.md.drop(in.NodeId)
 		w.pipe.invalidate(in.NodeId)
-		remote()
+		remote.wait()
 		return w.RawFileSystem.Fallocate(c, in), 0, 0
 	})
 }
 
 func (w *labRaw) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return w.serve(fuseproto.Opendir, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	return w.serve(fuseproto.Opendir, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		st := w.RawFileSystem.OpenDir(c, in, out)
 		if st == fuse.OK && w.rda != nil {
 			op := w.cfg.listingOp()
-			w.rda.start(out.Fh, func() {
-				if d := w.cfg.Latency.For(op); d > 0 {
-					w.sleep.sleep(d)
-				}
-			})
+			w.rda.start(out.Fh, backend{w, op}.wait)
 		}
 		return st, 0, 0
 	})
@@ -590,29 +612,29 @@ func (w *labRaw) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) 
 
 // listing answers a READDIR(PLUS): from the readdir-ahead prefetch when the
 // handle has one, otherwise with a round trip to the backend.
-func (w *labRaw) listing(fh uint64, remote func()) {
+func (w *labRaw) listing(fh uint64, remote backend) {
 	if w.rda == nil || !w.rda.wait(fh) {
-		remote()
+		remote.wait()
 	}
 }
 
 func (w *labRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return w.serve(fuseproto.Readdir, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Readdir, func(remote backend) (fuse.Status, int, int) {
 		w.listing(in.Fh, remote)
 		return w.RawFileSystem.ReadDir(c, in, out), 0, 0
 	})
 }
 
 func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return w.serve(fuseproto.Readdirplus, func(remote func()) (fuse.Status, int, int) {
+	return w.serve(fuseproto.Readdirplus, func(remote backend) (fuse.Status, int, int) {
 		w.listing(in.Fh, remote)
 		return w.RawFileSystem.ReadDirPlus(c, in, out), 0, 0
 	})
 }
 
 func (w *labRaw) ReleaseDir(in *fuse.ReleaseIn) {
-	w.serve(fuseproto.Releasedir, func(remote func()) (fuse.Status, int, int) {
-		remote()
+	w.serve(fuseproto.Releasedir, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
 		if w.rda != nil {
 			w.rda.release(in.Fh)
 		}
@@ -622,13 +644,22 @@ func (w *labRaw) ReleaseDir(in *fuse.ReleaseIn) {
 }
 
 func (w *labRaw) FsyncDir(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return w.serve(fuseproto.Fsyncdir, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.FsyncDir(c, in), 0, 0 })
+	return w.serve(fuseproto.Fsyncdir, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
+		return w.RawFileSystem.FsyncDir(c, in), 0, 0
+	})
 }
 
 func (w *labRaw) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	return w.serve(fuseproto.Statfs, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.StatFs(c, h, out), 0, 0 })
+	return w.serve(fuseproto.Statfs, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
+		return w.RawFileSystem.StatFs(c, h, out), 0, 0
+	})
 }
 
 func (w *labRaw) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
-	return w.serve(fuseproto.Statx, func(remote func()) (fuse.Status, int, int) { remote(); return w.RawFileSystem.Statx(c, in, out), 0, 0 })
+	return w.serve(fuseproto.Statx, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
+		return w.RawFileSystem.Statx(c, in, out), 0, 0
+	})
 }

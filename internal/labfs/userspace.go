@@ -17,13 +17,13 @@ type counters struct {
 	wbQueued, wbDrains, wbErrors atomic.Uint64
 	wbMaxDepth                   atomic.Uint64
 	invalidations                atomic.Uint64
-	evictions, inodes            atomic.Uint64
+	evictions                    atomic.Uint64
 	rdaFetches, rdaHits          atomic.Uint64
 	rdaMisses                    atomic.Uint64
 }
 
 func (c *counters) snapshot(cfg *Config) map[string]uint64 {
-	m := map[string]uint64{"inodes": c.inodes.Load()}
+	m := map[string]uint64{}
 	if cfg.MDCacheTTL > 0 {
 		m["md_cache_hits"], m["md_cache_misses"] = c.mdHits.Load(), c.mdMisses.Load()
 	}
@@ -392,13 +392,20 @@ type lruNode struct {
 // again.
 const retryAfter = 50 * time.Millisecond
 
+// newInodeLRU returns nil without a limit: the inode count then comes from
+// go-fuse's own inode tree when asked for (countInodes), and lookups pay
+// nothing for it. Tracking every inode here cost each LOOKUP ~1 us, which
+// made the default mode's lookups slower than go-fuse's loopback.
 func newInodeLRU(max int, c *counters) *inodeLRU {
+	if max <= 0 {
+		return nil
+	}
 	return &inodeLRU{max: max, c: c, order: list.New(), nodes: map[uint64]*list.Element{}}
 }
 
 // looked records a reply that handed the kernel a reference to id.
 func (l *inodeLRU) looked(parent uint64, name string, id uint64) {
-	if id == 0 {
+	if l == nil || id == 0 {
 		return
 	}
 	l.mu.Lock()
@@ -409,7 +416,6 @@ func (l *inodeLRU) looked(parent uint64, name string, id uint64) {
 		l.order.MoveToFront(e)
 	} else {
 		l.nodes[id] = l.order.PushFront(&lruNode{id: id, parent: parent, name: name, lookups: 1})
-		l.c.inodes.Add(1)
 	}
 	victims := l.victimsLocked(id)
 	l.mu.Unlock()
@@ -418,6 +424,9 @@ func (l *inodeLRU) looked(parent uint64, name string, id uint64) {
 
 // enforce evicts whatever exceeds the limit now (the periodic check).
 func (l *inodeLRU) enforce() {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	victims := l.victimsLocked(0)
 	l.mu.Unlock()
@@ -425,7 +434,7 @@ func (l *inodeLRU) enforce() {
 }
 
 func (l *inodeLRU) victimsLocked(keep uint64) []lruNode {
-	if l.max <= 0 || len(l.nodes) <= l.max {
+	if len(l.nodes) <= l.max {
 		return nil
 	}
 	excess := len(l.nodes) - l.max
@@ -458,6 +467,9 @@ func (l *inodeLRU) evict(victims []lruNode) {
 
 // touch marks id as used.
 func (l *inodeLRU) touch(id uint64) {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	if e, ok := l.nodes[id]; ok {
 		l.order.MoveToFront(e)
@@ -467,13 +479,15 @@ func (l *inodeLRU) touch(id uint64) {
 
 // forgot records a FORGET of n references.
 func (l *inodeLRU) forgot(id, n uint64) {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	if e, ok := l.nodes[id]; ok {
 		node := e.Value.(*lruNode)
 		if node.lookups <= n {
 			l.order.Remove(e)
 			delete(l.nodes, id)
-			l.c.inodes.Add(^uint64(0))
 		} else {
 			node.lookups -= n
 		}

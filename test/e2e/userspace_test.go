@@ -213,6 +213,42 @@ func TestLabFSInodeLRU(t *testing.T) {
 	}
 }
 
+// Without --max-inodes the daemon still counts the inodes the kernel holds:
+// one per inode however often it was looked up (entry timeout 0: every stat
+// is a LOOKUP that adds a reference), none after the kernel has dropped its
+// caches and sent its FORGETs.
+func TestLabFSInodeCount(t *testing.T) {
+	cfg := preset(t, "default")
+	cfg.EntryTimeout, cfg.AttrTimeout = 0, 0
+	src, mnt, f := mountLabFS(t, cfg)
+	const n = 120
+	os.Mkdir(filepath.Join(src, "d"), 0o755)
+	for i := 0; i < n; i++ {
+		os.WriteFile(filepath.Join(src, "d", fmt.Sprintf("f%03d", i)), nil, 0o644)
+	}
+	for i := 0; i < n; i++ {
+		for range 3 {
+			if _, err := os.Stat(filepath.Join(mnt, "d", fmt.Sprintf("f%03d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := counter(t, f, "inodes"); got != n+1 { // the files and d
+		t.Errorf("inodes = %d after stat of %d files in one directory, want %d", got, n, n+1)
+	}
+	var got uint64
+	for range 40 {
+		os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0o200)
+		if got = counter(t, f, "inodes"); got == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got != 0 {
+		t.Errorf("inodes = %d after drop_caches, want 0 (every inode forgotten)", got)
+	}
+}
+
 // Readdir-ahead fetches a directory's listing at OPENDIR, in the background:
 // every READDIR of the handle is answered without the backend's delay, and
 // the listing is the source directory's.
