@@ -496,3 +496,35 @@ func TestLabFSBadInput(t *testing.T) {
 		t.Error("a failed mount left a mount behind")
 	}
 }
+
+// A missing name is answered ENOENT without a negative timeout, as libfuse
+// does, and cached by the kernel for --negative-timeout when one is set: the
+// daemon's own LOOKUP counts show both.
+func TestLabFSNegativeLookups(t *testing.T) {
+	for _, neg := range []time.Duration{0, time.Hour} {
+		cfg := preset(t, "default")
+		cfg.NegativeTimeout = neg
+		_, mnt, f := mountLabFS(t, cfg)
+		for range 3 {
+			if _, err := os.Stat(filepath.Join(mnt, "missing")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("stat of a missing name: %v, want ENOENT", err)
+			}
+		}
+		var lookups, enoent uint64
+		for _, op := range f.Record().Profile.Ops {
+			if op.Op == "LOOKUP" {
+				lookups, enoent = op.Count, op.Errnos["ENOENT"]
+			}
+		}
+		want := uint64(3)
+		if neg > 0 {
+			want = 1
+		}
+		if lookups != want {
+			t.Errorf("negative timeout %v: %d LOOKUPs for 3 stats of a missing name, want %d", neg, lookups, want)
+		}
+		if neg == 0 && enoent != lookups {
+			t.Errorf("negative timeout 0: %d of %d LOOKUPs answered ENOENT, want all", enoent, lookups)
+		}
+	}
+}
