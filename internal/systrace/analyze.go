@@ -71,7 +71,7 @@ type CategoryStat struct {
 // waiting for a timeout).
 type Wait struct {
 	PID    int     `json:"pid"`
-	Line   int     `json:"line"`
+	Line   int     `json:"line,omitempty"` // in the log; a live source has none
 	Name   string  `json:"name"`
 	Target string  `json:"target,omitempty"`
 	Start  float64 `json:"start"`
@@ -188,16 +188,8 @@ func (a *syscallCounter) Observe(e *Event) {
 }
 
 func (a *syscallCounter) Finish(r *Report) {
-	cats := map[string]*CategoryStat{}
 	for _, s := range a.m {
 		r.Syscalls = append(r.Syscalls, *s)
-		c := cats[s.Category]
-		if c == nil {
-			c = &CategoryStat{Category: s.Category}
-			cats[s.Category] = c
-		}
-		c.Calls += s.Calls
-		c.TimeS += s.TimeS
 	}
 	sort.Slice(r.Syscalls, func(i, j int) bool {
 		a, b := r.Syscalls[i], r.Syscalls[j]
@@ -209,6 +201,18 @@ func (a *syscallCounter) Finish(r *Report) {
 		}
 		return a.Name < b.Name
 	})
+	// Summed in the sorted order: a float sum in map order differs in the
+	// last digit from run to run.
+	cats := map[string]*CategoryStat{}
+	for _, s := range r.Syscalls {
+		c := cats[s.Category]
+		if c == nil {
+			c = &CategoryStat{Category: s.Category}
+			cats[s.Category] = c
+		}
+		c.Calls += s.Calls
+		c.TimeS += s.TimeS
+	}
 	for _, c := range cats {
 		r.Categories = append(r.Categories, *c)
 	}
@@ -302,32 +306,91 @@ func fdTarget(s string) string {
 	return unescape(s[i+1 : len(s)-1])
 }
 
-// unescape undoes strace's \xNN and octal escapes in paths.
+// firstAnnotation is the first fd target anywhere in args, outside quoted
+// strings, or "".
+func firstAnnotation(args string) string {
+	inStr := false
+	for i := 0; i < len(args); i++ {
+		switch c := args[i]; {
+		case inStr:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '<' && i > 0 && args[i-1] >= '0' && args[i-1] <= '9':
+			if end := annotationEnd(args, i); end > 0 {
+				return unescape(args[i+1 : end])
+			}
+		}
+	}
+	return ""
+}
+
+// unescape undoes strace's escapes in a -y path: \" \\ \n \t \r \v \f,
+// \xNN, and octal of one to three digits (strace prints '>' as \76).
 func unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			if s[i+1] == 'x' && i+3 < len(s) {
-				if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
-					b.WriteByte(byte(v))
-					i += 3
-					continue
-				}
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		c := s[i+1]
+		if r := simpleEscape(c); r != 0 {
+			b.WriteByte(r)
+			i++
+			continue
+		}
+		if c == 'x' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
 			}
-			if i+3 < len(s) {
-				if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-					b.WriteByte(byte(v))
-					i += 3
-					continue
-				}
-			}
+		}
+		if n := octalDigits(s[i+1:]); n > 0 {
+			v, _ := strconv.ParseUint(s[i+1:i+1+n], 8, 16)
+			b.WriteByte(byte(v))
+			i += n
+			continue
 		}
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// simpleEscape is the byte that \c stands for, or 0.
+func simpleEscape(c byte) byte {
+	switch c {
+	case '"', '\\':
+		return c
+	case 'n':
+		return '\n'
+	case 't':
+		return '\t'
+	case 'r':
+		return '\r'
+	case 'v':
+		return '\v'
+	case 'f':
+		return '\f'
+	}
+	return 0
+}
+
+// octalDigits is how many octal digits (at most 3) s starts with.
+func octalDigits(s string) int {
+	n := 0
+	for n < 3 && n < len(s) && s[n] >= '0' && s[n] <= '7' {
+		n++
+	}
+	return n
 }
 
 func targetKind(t string) string {
@@ -368,6 +431,11 @@ func (a *waits) Observe(e *Event) {
 	target := e.Target()
 	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
 		return
+	}
+	if target == "" && (e.Name == "poll" || e.Name == "ppoll") {
+		// poll([{fd=4<UDP:[...]>, events=POLLIN}], ...): name the first fd
+		// polled, as in seed 002's DNS wait.
+		target = firstAnnotation(e.Args)
 	}
 	a.list = append(a.list, Wait{PID: e.PID, Line: e.Line, Name: e.Name, Target: target, Start: e.Time, DurS: e.Dur, Errno: e.Errno})
 	if a.max > 0 && len(a.list) > 4*a.max {

@@ -111,9 +111,9 @@ func (e *Event) RetInt() (int64, bool) {
 
 // Malformed is a line the parser could not read.
 type Malformed struct {
-	Line int
-	Text string
-	Why  string
+	Line int    `json:"line"`
+	Text string `json:"text"`
+	Why  string `json:"why"`
 }
 
 // Parser reads strace logs line by line, joining "<unfinished ...>" lines
@@ -339,8 +339,8 @@ func scanCall(s string) (args, result string, err error) {
 	return "", "", fmt.Errorf("no closing parenthesis (truncated line?)")
 }
 
-// topLevelIndex is the index of the first stop byte outside quoted strings
-// and nested brackets, or -1.
+// topLevelIndex is the index of the first stop byte outside quoted strings,
+// nested brackets and fd annotations, or -1.
 func topLevelIndex(s string, stop byte) int {
 	depth, inStr := 0, false
 	for i := 0; i < len(s); i++ {
@@ -352,6 +352,11 @@ func topLevelIndex(s string, stop byte) int {
 			} else if c == '"' {
 				inStr = false
 			}
+		case c == '<' && i > 0 && s[i-1] >= '0' && s[i-1] <= '9':
+			// 3</a (b), "c">: the path may hold any bracket, quote or comma.
+			if end := annotationEnd(s, i); end > 0 {
+				i = end
+			}
 		case c == '"':
 			inStr = true
 		case depth == 0 && c == stop:
@@ -360,6 +365,24 @@ func topLevelIndex(s string, stop byte) int {
 			depth++
 		case c == ')' || c == ']' || c == '}':
 			depth--
+		}
+	}
+	return -1
+}
+
+// annotationEnd is the index of the '>' that closes the strace -y
+// annotation opened at s[open], or -1. strace escapes '>' in paths (\76)
+// but not in socket peers (TCP:[1.2.3.4:5->6.7.8.9:10]), so the closing one
+// is the '>' that ends the string or is followed by a delimiter.
+func annotationEnd(s string, open int) int {
+	for i := open + 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '>':
+			if i+1 == len(s) || strings.IndexByte(" ,)]}", s[i+1]) >= 0 {
+				return i
+			}
 		}
 	}
 	return -1
@@ -384,6 +407,12 @@ func (e *Event) setResult(s string) error {
 		return fmt.Errorf("no \" = \" return value")
 	}
 	ret, tail, _ := strings.Cut(rest, " ")
+	// 3</a b> (strace -y): the fd's path may hold spaces.
+	if i := strings.IndexByte(rest, '<'); i > 0 && i < len(ret) && allDigits(rest[:i]) {
+		if end := annotationEnd(rest, i); end > 0 {
+			ret, tail = rest[:end+1], rest[end+1:]
+		}
+	}
 	e.Ret = ret
 	tail = strings.TrimSpace(tail)
 	if tail != "" && tail[0] == 'E' {

@@ -171,3 +171,49 @@ func TestSplitCallFastPathAgreesWithScan(t *testing.T) {
 		}
 	}
 }
+
+// Lines as strace 6.1 -f -tt -T -y wrote them for a file named
+// `a b>c\d` in a directory `q"x` under `s t`: spaces stay, '"' and '\' are
+// escaped with a backslash, '>' as octal \76. Socket peers (-yy) keep their
+// "->" unescaped.
+func TestFdTargetsWithSpecialCharacters(t *testing.T) {
+	log := `15:27:10.908227 openat(AT_FDCWD</tmp>, "/tmp/s t/q\"x/a b>c\\d", O_RDONLY) = 3</tmp/s t/q\"x/a b\76c\\d> <0.000014>
+15:27:10.908330 read(3</tmp/s t/q\"x/a b\76c\\d>, "hi", 131072) = 2 <0.000182>
+15:27:10.908400 read(4</tmp/a,b (1)>, "x", 1) = 1 <0.000001>
+15:27:10.908500 recvfrom(5<TCP:[127.0.0.1:39000->127.0.0.1:80]>, "ok", 2, 0, NULL, NULL) = 2 <0.000002>
+15:27:10.908600 poll([{fd=6<UDP:[10.0.0.2:41000->10.0.0.1:53]>, events=POLLIN}], 1, 5000) = 0 (Timeout) <5.000000>
+`
+	evs, p := parseAll(t, log)
+	if p.Bad != 0 || len(evs) != 5 {
+		t.Fatalf("%d events, malformed %+v", len(evs), p.Malformed)
+	}
+	const path = `/tmp/s t/q"x/a b>c\d`
+	for i, want := range []string{path, path, "/tmp/a,b (1)", "TCP:[127.0.0.1:39000->127.0.0.1:80]", ""} {
+		if got := evs[i].Target(); got != want {
+			t.Errorf("line %d: target %q, want %q", i+1, got, want)
+		}
+	}
+	if evs[0].Ret != `3</tmp/s t/q\"x/a b\76c\\d>` || evs[0].Dur != 0.000014 {
+		t.Errorf("openat: ret %q, dur %v", evs[0].Ret, evs[0].Dur)
+	}
+	if n, ok := evs[1].RetInt(); !ok || n != 2 {
+		t.Errorf("read returned %d %v", n, ok)
+	}
+	if evs[4].Errno != "" || evs[4].Ret != "0" {
+		t.Errorf("poll: ret %q errno %q", evs[4].Ret, evs[4].Errno)
+	}
+	if got := firstAnnotation(evs[4].Args); got != "UDP:[10.0.0.2:41000->10.0.0.1:53]" {
+		t.Errorf("poll's first fd: %q", got)
+	}
+}
+
+func TestUnescape(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`: "plain", `a\"b`: `a"b`, `a\\b`: `a\b`, `a\76b`: "a>b", `a\0767`: "a>7", `\x41\n\t`: "A\n\t",
+		`trailing\`: `trailing\`, `\q`: `\q`,
+	} {
+		if got := unescape(in); got != want {
+			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Schema names the JSON form of a Report (docs/syscalls.md).
@@ -117,12 +119,23 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	if len(r.Waits) > 0 {
 		b.WriteString("\nLongest waits (blocking calls)\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PID\tLINE\tSYSCALL\tDUR(s)\tERRNO\tTARGET\t")
+		// A log's waits are found by line; a live trace has no lines.
+		where := "LINE"
+		if r.Live != nil {
+			where = "TIME"
+		}
+		fmt.Fprintf(tw, "PID\t%s\tSYSCALL\tDUR(s)\tERRNO\tTARGET\t\n", where)
 		for i, wt := range r.Waits {
 			if top > 0 && i >= top {
 				break
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.6f\t%s\t%s\t\n", wt.PID, wt.Line, wt.Name, wt.DurS, wt.Errno, wt.Target)
+			at := strconv.Itoa(wt.Line)
+			if r.Live != nil {
+				// Time of day, as strace -tt prints it.
+				sec, frac := math.Modf(wt.Start)
+				at = time.Unix(int64(sec), int64(frac*1e9)).Format("15:04:05.000000")
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.6f\t%s\t%s\t\n", wt.PID, at, wt.Name, wt.DurS, wt.Errno, wt.Target)
 		}
 		tw.Flush()
 	}
@@ -166,7 +179,11 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			case p.Killed != "":
 				status = "killed by " + p.Killed
 			}
-			fmt.Fprintf(&b, "%s%d %s (%d calls, %.3f s, %s)\n", strings.Repeat("  ", depth), p.PID, p.Exec, p.Calls, p.End-p.Start, status)
+			exec := p.Exec
+			if exec == "" {
+				exec = "(no exec seen)"
+			}
+			fmt.Fprintf(&b, "%s%d %s (%d calls, %.3f s, %s)\n", strings.Repeat("  ", depth), p.PID, exec, p.Calls, p.End-p.Start, status)
 			for _, c := range children[p.PID] {
 				walk(c, depth+1)
 			}

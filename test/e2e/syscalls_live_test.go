@@ -53,17 +53,17 @@ func TestSyscallsLiveAgainstStrace(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	os.Mkdir(data, 0o755)
 
-	r := liveReport(t, "--", python, script, data)
+	r := liveReport(t, "--", python, script, data, workloadSizes(t))
 
 	log := filepath.Join(dir, "strace.log")
-	run(t, "strace", "-f", "-C", "-o", log, python, script, data)
+	run(t, "strace", "-f", "-C", "-o", log, python, script, data, workloadSizes(t))
 	assertCallsEqual(t, r, straceSummary(t, log))
 
 	files := map[string]systrace.FileStat{}
 	for _, f := range r.Files {
 		files[f.Target] = f
 	}
-	for name, size := range map[string]int64{"a.bin": 10000, "b.bin": 123456} {
+	for name, size := range workloadFiles {
 		f := files[filepath.Join(data, name)]
 		if f.BytesWritten != size || f.BytesRead != size || f.Opens != 2 {
 			t.Errorf("%s: %+v, want %d bytes written and read, 2 opens", name, f, size)

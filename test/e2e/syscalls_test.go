@@ -13,12 +13,13 @@ import (
 	"github.com/fusescope/fusescope/internal/systrace"
 )
 
-// The workload writes and reads files of known sizes, then waits for a UDP
-// reply that never comes, as a DNS lookup of a missing host does (seed 002).
+// The workload writes and reads files of known sizes, one with a name that
+// strace must escape, then waits for a UDP reply that never comes, as a DNS
+// lookup of a missing host does (seed 002).
 const syscallWorkload = `
-import os, socket, sys
+import json, os, socket, sys
 d = sys.argv[1]
-sizes = {"a.bin": 10000, "b.bin": 123456}
+sizes = json.loads(sys.argv[2])
 for name, size in sizes.items():
     with open(os.path.join(d, name), "wb") as f:
         f.write(b"x" * (size // 3))
@@ -35,6 +36,17 @@ try:
 except socket.timeout:
     pass
 `
+
+// workloadFiles are the files the workload writes and reads, and their sizes.
+var workloadFiles = map[string]int64{"a.bin": 10000, "b.bin": 123456, `c d, "e">f\g (1).bin`: 5000}
+
+func workloadSizes(t *testing.T) string {
+	b, err := json.Marshal(workloadFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // strace -C's summary table from the end of the log: calls per syscall.
 func straceSummary(t *testing.T, log string) map[string]int {
@@ -100,7 +112,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 	// The interpreter itself: a python3 on PATH may be a shell shim (pyenv)
 	// whose own processes would be traced too.
 	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
-	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, python, script, data)
+	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, python, script, data, workloadSizes(t))
 
 	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
 	if err != nil {
@@ -118,7 +130,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 	for _, f := range r.Files {
 		files[f.Target] = f
 	}
-	for name, size := range map[string]int64{"a.bin": 10000, "b.bin": 123456} {
+	for name, size := range workloadFiles {
 		f := files[filepath.Join(data, name)]
 		if f.BytesWritten != size || f.BytesRead != size || f.Opens != 2 {
 			t.Errorf("%s: %+v, want %d bytes written and read, 2 opens", name, f, size)

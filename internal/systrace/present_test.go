@@ -1,0 +1,61 @@
+package systrace
+
+import (
+	"bytes"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/golden"
+)
+
+// sampleReport analyses testdata/sample.log: a DNS-style UDP wait (seed
+// 002's case), a refused connect, a child that execs and exits, a killed
+// process, a malformed line, a call never resumed and a path that needs
+// escaping.
+func sampleReport(t *testing.T) *Report {
+	t.Helper()
+	f, err := os.Open("testdata/sample.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := NewParser()
+	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(f, emit) }, p, Options{MaxWaits: 10, TimelineS: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestPresentersGolden(t *testing.T) {
+	r := sampleReport(t)
+	var text, js, csv bytes.Buffer
+	if err := WriteText(&text, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCSV(&csv, r); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "sample.txt.golden", text.Bytes())
+	golden.Check(t, "sample.json.golden", js.Bytes())
+	golden.Check(t, "sample.csv.golden", csv.Bytes())
+}
+
+// A live trace has no line numbers: its waits are shown by time of day.
+func TestPresentLiveWaitsByTime(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.UTC
+	status := 0
+	r := &Report{Live: &LiveInfo{Command: []string{"getent", "hosts", "nohost"}, PID: 4100, MinWaitS: 0.001, WallS: 5.5, ExitStatus: &status},
+		HasDuration: true, TotalTime: 5.0, Events: 2,
+		Waits: []Wait{{PID: 4100, Name: "poll", Target: "UDP:[10.0.0.1:53]", Start: 1700000000.25, DurS: 5}}}
+	var text bytes.Buffer
+	if err := WriteText(&text, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "live.txt.golden", text.Bytes())
+}
