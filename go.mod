@@ -7,6 +7,7 @@ require (
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.49.0
+	gonum.org/v1/gonum v0.17.0
 )
 
 require (

@@ -5,39 +5,63 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/fusescope/fusescope/internal/stats"
 )
 
 // TestBenchLabFSVsLoopback measures the second target as a paired
-// A/B: the lab file system's default mode and go-fuse's loopback, mounted at
-// once over one source, each workload run on both in turn, caches dropped
-// before every run. The order alternates from pair to pair, so neither side
-// always runs first (the one that runs second reads blocks the host has just
-// cached). The matrix (TestBenchLabFS) runs seven configurations in random
-// order, whose position effects blur a comparison of two.
+// A/B: the lab file system's default mode against go-fuse's loopback.
 func TestBenchLabFSVsLoopback(t *testing.T) {
 	setup(t)
 	bin, _ := filepath.Abs("../../bin/fusescope")
-	loop := buildLoopback(t)
 	pairs, size, files := 8, "64m", 19000
 	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
 		pairs, size, files = 2, "16m", 2000
 	}
-	base := scratchFS(t, fmt.Sprintf("fusescope-ab-%d", os.Getpid()))
+	pairedAB(t, "fusescope-ab", labfsConfig(bin, "default"), loopbackConfig(buildLoopback(t)), pairs, size, files)
+}
+
+// TestBenchPassthroughVsNative measures the first target the same
+// way: the passthrough preset against the source file system itself. The
+// matrix's single-run ratios of these two moved by 10-15% from run to run
+// on this VM's disk.
+func TestBenchPassthroughVsNative(t *testing.T) {
+	setup(t)
+	bin, _ := filepath.Abs("../../bin/fusescope")
+	pairs, size := 10, "64m"
+	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
+		pairs, size = 2, "16m"
+	}
+	pairedAB(t, "fusescope-pt", labfsConfig(bin, "passthrough"), nativeConfig, pairs, size, 0)
+}
+
+var nativeConfig = fsConfig{"native", func(t *testing.T, src, mnt string) (string, func()) { return src, func() {} }}
+
+// pairedAB compares a with b: both are mounted at once over one source on
+// a scratch file system, and each workload runs on both in turn, caches
+// dropped before every run, pairs times. The order alternates from pair to
+// pair, so neither side always runs first (the one that runs second reads
+// blocks the host has just cached). Both sides write into the same
+// directory of the source, one after the other, and each removes what it
+// wrote: a directory of each side's own would put each side's files in
+// block groups of its own for the whole run. files > 0 adds the metadata
+// phases. It prints a/b ratios per workload.
+func pairedAB(t *testing.T, scratch string, a, b fsConfig, pairs int, size string, files int) {
+	base := scratchFS(t, fmt.Sprintf("%s-%d", scratch, os.Getpid()))
 	src := filepath.Join(base, "src")
-	os.MkdirAll(src, 0o755)
+	if err := os.MkdirAll(filepath.Join(src, "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	fio(t, filepath.Join(src, "read.dat"), fioJob{"read", []string{"--rw=write"}}, size)
 
-	sides := []fsConfig{labfsConfig(bin, "default"), loopbackConfig(loop)}
+	sides := []fsConfig{a, b}
 	var dirs, work [2]string
 	for i, c := range sides {
 		mnt := filepath.Join(base, fmt.Sprint("mnt", i))
 		os.MkdirAll(mnt, 0o755)
 		dir, umount := c.mount(t, src, mnt)
 		t.Cleanup(umount)
-		dirs[i], work[i] = dir, filepath.Join(dir, fmt.Sprint("side", i))
-		if err := os.MkdirAll(work[i], 0o755); err != nil {
-			t.Fatal(err)
-		}
+		dirs[i], work[i] = dir, filepath.Join(dir, "work")
 	}
 	results := map[string]*[2][]float64{}
 	add := func(w string, side int, v float64) {
@@ -61,6 +85,9 @@ func TestBenchLabFSVsLoopback(t *testing.T) {
 				}
 			}
 		}
+		if files == 0 {
+			continue
+		}
 		for _, i := range order {
 			dropCaches(t)
 			for phase, v := range metadata(t, work[i], files) {
@@ -69,13 +96,19 @@ func TestBenchLabFSVsLoopback(t *testing.T) {
 		}
 	}
 
-	fmt.Printf("\n### labfs default vs %s, paired A/B (%d pairs, alternating order; fio %s, %d files)\n\n", loopbackName, pairs, size, files)
-	fmt.Println("Ratios are labfs default / loopback of the same pair; > 1 means the lab file system is faster.")
-	fmt.Println()
-	fmt.Println("| workload | labfs default (median) | loopback (median) | median ratio | geometric mean ratio [95% CI] | min-max | pairs faster |")
+	what := fmt.Sprintf("fio %s", size)
+	if files > 0 {
+		what += fmt.Sprintf(", %d files", files)
+	}
+	fmt.Printf("\n### %s vs %s, paired A/B (%d pairs, alternating order; %s)\n\n", a.name, b.name, pairs, what)
+	fmt.Printf("Ratios are %s / %s of the same pair; > 1 means the first is faster. The interval is Student's t on the log ratios.\n\n", a.name, b.name)
+	fmt.Printf("| workload | %s (median) | %s (median) | median ratio | geometric mean ratio [95%% CI] | min-max | pairs faster |\n", a.name, b.name)
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, w := range []string{"read", "write", "randread", "randwrite", "create", "stat cold", "stat warm", "ls -l", "delete"} {
 		r := results[w]
+		if r == nil {
+			continue
+		}
 		var ratios []float64
 		faster := 0
 		for i := range r[0] {
@@ -84,6 +117,6 @@ func TestBenchLabFSVsLoopback(t *testing.T) {
 				faster++
 			}
 		}
-		fmt.Printf("| %s | %.1f | %.1f %s %d of %d |\n", w, median(r[0]), median(r[1]), summary(ratios), faster, len(ratios))
+		fmt.Printf("| %s | %.1f | %.1f %s %d of %d |\n", w, stats.Median(r[0]), stats.Median(r[1]), summary(ratios), faster, len(ratios))
 	}
 }

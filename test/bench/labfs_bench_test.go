@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fusescope/fusescope/internal/stats"
 )
 
 // fsConfig is one file system under test: mount returns the directory to
@@ -220,7 +222,7 @@ func TestBenchLabFS(t *testing.T) {
 	bin, _ := filepath.Abs("../../bin/fusescope")
 	loop := buildLoopback(t)
 	configs := []fsConfig{
-		{"native", func(t *testing.T, src, mnt string) (string, func()) { return src, func() {} }},
+		nativeConfig,
 		labfsConfig(bin, "default"), labfsConfig(bin, "default", "--readdirplus=on"),
 		labfsConfig(bin, "nocache"), labfsConfig(bin, "writeback"),
 		labfsConfig(bin, "passthrough"), loopbackConfig(loop),
@@ -263,11 +265,6 @@ func TestBenchLabFS(t *testing.T) {
 			ratios[k] = append(ratios[k], v/got[key{k.workload, "native"}])
 		}
 	}
-	median := func(v []float64) float64 {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
 	fmt.Printf("\n### fio, 4 KiB, sync engine, fsync_on_close, caches dropped (%s file, %d interleaved repetitions)\n\n", size, reps)
 	fmt.Println("Cells: median MiB/s, and in brackets the median ratio to native of the same repetition.")
 	fmt.Println()
@@ -283,7 +280,7 @@ func TestBenchLabFS(t *testing.T) {
 		line := "| " + w + " |"
 		for _, c := range configs {
 			k := key{w, c.name}
-			line += fmt.Sprintf(" %.1f%s (%.2fx) |", median(results[k]), unit, median(ratios[k]))
+			line += fmt.Sprintf(" %.1f%s (%.2fx) |", stats.Median(results[k]), unit, stats.Median(ratios[k]))
 		}
 		fmt.Println(line)
 	}
@@ -315,6 +312,6 @@ func TestBenchLabFS(t *testing.T) {
 		if len(r) == 0 {
 			continue
 		}
-		fmt.Printf("| %s | %.2fx | %.2f-%.2f | %d of %d |\n", w, median(r), slices.Min(r), slices.Max(r), faster, len(r))
+		fmt.Printf("| %s | %.2fx | %.2f-%.2f | %d of %d |\n", w, stats.Median(r), slices.Min(r), slices.Max(r), faster, len(r))
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/stats"
+
 	"github.com/fusescope/fusescope/internal/systrace"
 )
 
@@ -69,12 +71,6 @@ func runLive(t *testing.T, bin string, argv []string, empty bool) (float64, int)
 	return r.Live.CommandS, calls
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 // TestBenchSyscallsLive measures the live source's slowdown of
 // system-call-heavy programs: untraced, traced, and traced by programs
 // that return at once (the floor: what attaching to the raw syscall
@@ -112,9 +108,9 @@ func TestBenchSyscallsLive(t *testing.T) {
 			}
 		}
 		straced := runPlain(t, append([]string{"strace", "-f", "-o", "/dev/null"}, p.argv...))
-		base := median(plain)
+		base := stats.Median(plain)
 		fmt.Printf("| %s | %d | %.4f | %.2fx (%.2f-%.2f) | %.2fx | %.0fx |\n", p.name, calls, base,
-			median(live)/base, slices.Min(live)/base, slices.Max(live)/base, median(empty)/base, straced/base)
+			stats.Median(live)/base, slices.Min(live)/base, slices.Max(live)/base, stats.Median(empty)/base, straced/base)
 	}
 	fmt.Println()
 	fmt.Println("Commands:", strings.Join([]string{"make bench (TestBenchSyscallsLive)"}, ""))

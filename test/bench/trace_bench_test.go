@@ -9,18 +9,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fusescope/fusescope/internal/stats"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -120,20 +120,14 @@ func pairs(t *testing.T, n int, files []string, arm func() func()) []float64 {
 
 // summary is "| median | geometric mean [95% CI] | min-max |" of ratios. The
 // geometric mean is the mean of log ratios, whose noise is symmetric: a pair
-// twice as slow and one twice as fast cancel out.
+// twice as slow and one twice as fast cancel out; the interval uses
+// Student's t, as a few pairs call for.
 func summary(rs []float64) string {
-	s := slices.Clone(rs)
-	slices.Sort(s)
-	var sum, sq float64
-	for _, v := range s {
-		sum += math.Log(v)
+	s, err := stats.SummariseRatios(rs)
+	if err != nil {
+		return fmt.Sprintf("| %v | | |", err)
 	}
-	mean := sum / float64(len(s))
-	for _, v := range s {
-		sq += (math.Log(v) - mean) * (math.Log(v) - mean)
-	}
-	ci := 1.96 * math.Sqrt(sq/float64(len(s)-1)) / math.Sqrt(float64(len(s)))
-	return fmt.Sprintf("| %.4f | %.4f [%.4f, %.4f] | %.3f-%.3f |", s[len(s)/2], math.Exp(mean), math.Exp(mean-ci), math.Exp(mean+ci), s[0], s[len(s)-1])
+	return fmt.Sprintf("| %.4f | %.4f [%.4f, %.4f] | %.3f-%.3f |", s.Median, s.GeoMean, s.CILow, s.CIHigh, s.Min, s.Max)
 }
 
 // emptyOnTracepoints returns an arm function that attaches programs that do
