@@ -309,21 +309,9 @@ func fdTarget(s string) string {
 // firstAnnotation is the first fd target anywhere in args, outside quoted
 // strings, or "".
 func firstAnnotation(args string) string {
-	inStr := false
-	for i := 0; i < len(args); i++ {
-		switch c := args[i]; {
-		case inStr:
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '<' && i > 0 && args[i-1] >= '0' && args[i-1] <= '9':
-			if end := annotationEnd(args, i); end > 0 {
-				return unescape(args[i+1 : end])
-			}
+	if i := scanArgs(args, -1); i >= 0 {
+		if end := annotationEnd(args, i); end > 0 {
+			return unescape(args[i+1 : end])
 		}
 	}
 	return ""

@@ -341,7 +341,12 @@ func scanCall(s string) (args, result string, err error) {
 
 // topLevelIndex is the index of the first stop byte outside quoted strings,
 // nested brackets and fd annotations, or -1.
-func topLevelIndex(s string, stop byte) int {
+func topLevelIndex(s string, stop byte) int { return scanArgs(s, int(stop)) }
+
+// scanArgs walks s outside quoted strings. It returns the index of the first
+// stop byte outside brackets and fd annotations, or, for stop < 0, of the
+// first fd annotation's '<'; -1 if there is none.
+func scanArgs(s string, stop int) int {
 	depth, inStr := 0, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -353,13 +358,16 @@ func topLevelIndex(s string, stop byte) int {
 				inStr = false
 			}
 		case c == '<' && i > 0 && s[i-1] >= '0' && s[i-1] <= '9':
+			if stop < 0 {
+				return i
+			}
 			// 3</a (b), "c">: the path may hold any bracket, quote or comma.
 			if end := annotationEnd(s, i); end > 0 {
 				i = end
 			}
 		case c == '"':
 			inStr = true
-		case depth == 0 && c == stop:
+		case depth == 0 && int(c) == stop:
 			return i
 		case c == '(' || c == '[' || c == '{':
 			depth++

@@ -28,7 +28,7 @@ func TestBenchLabFSVsLoopback(t *testing.T) {
 func TestBenchPassthroughVsNative(t *testing.T) {
 	setup(t)
 	bin, _ := filepath.Abs("../../bin/fusescope")
-	pairs, size := 10, "64m"
+	pairs, size := 20, "64m"
 	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
 		pairs, size = 2, "16m"
 	}
