@@ -105,7 +105,11 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	tw.Flush()
 
 	if len(r.Files) > 0 {
-		b.WriteString("\nFiles, sockets and pipes by time (strace -y targets)\n")
+		b.WriteString("\nFiles, sockets and pipes by time")
+		if r.Live == nil {
+			b.WriteString(" (strace -y targets)")
+		}
+		b.WriteString("\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "KIND\tOPENS\tREADS\tBYTES_READ\tWRITES\tBYTES_WRITTEN\tTIME(s)\tTARGET\t")
 		for i, f := range r.Files {

@@ -45,14 +45,16 @@ func TestPresentersGolden(t *testing.T) {
 	golden.Check(t, "sample.csv.golden", csv.Bytes())
 }
 
-// A live trace has no line numbers: its waits are shown by time of day.
+// A live trace has no line numbers (its waits are shown by time of day)
+// and no strace -y.
 func TestPresentLiveWaitsByTime(t *testing.T) {
 	defer func(l *time.Location) { time.Local = l }(time.Local)
 	time.Local = time.UTC
 	status := 0
 	r := &Report{Live: &LiveInfo{Command: []string{"getent", "hosts", "nohost"}, PID: 4100, MinWaitS: 0.001, WallS: 5.5, ExitStatus: &status},
 		HasDuration: true, TotalTime: 5.0, Events: 2,
-		Waits: []Wait{{PID: 4100, Name: "poll", Target: "UDP:[10.0.0.1:53]", Start: 1700000000.25, DurS: 5}}}
+		Waits: []Wait{{PID: 4100, Name: "poll", Target: "UDP:[10.0.0.1:53]", Start: 1700000000.25, DurS: 5}},
+		Files: []FileStat{{Target: "/etc/hosts", Kind: "file", Opens: 1, Reads: 2, BytesRead: 20, Calls: 3, TimeS: 0.00004}}}
 	var text bytes.Buffer
 	if err := WriteText(&text, r, 10); err != nil {
 		t.Fatal(err)
