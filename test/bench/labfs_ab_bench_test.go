@@ -109,14 +109,11 @@ func pairedAB(t *testing.T, scratch string, a, b fsConfig, pairs int, size strin
 		if r == nil {
 			continue
 		}
-		var ratios []float64
-		faster := 0
+		ratios := make([]float64, len(r[0]))
 		for i := range r[0] {
-			ratios = append(ratios, r[0][i]/r[1][i])
-			if r[0][i] >= r[1][i] {
-				faster++
-			}
+			ratios[i] = r[0][i] / r[1][i]
 		}
-		fmt.Printf("| %s | %.1f | %.1f %s %d of %d |\n", w, stats.Median(r[0]), stats.Median(r[1]), summary(ratios), faster, len(ratios))
+		s, _ := stats.SummariseRatios(ratios)
+		fmt.Printf("| %s | %.1f | %.1f %s %d of %d |\n", w, stats.Median(r[0]), stats.Median(r[1]), summary(ratios), s.AtLeastOne, len(ratios))
 	}
 }
