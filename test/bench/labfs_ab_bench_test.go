@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/fusescope/fusescope/internal/stats"
@@ -18,6 +19,7 @@ func TestBenchLabFSVsLoopback(t *testing.T) {
 	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
 		pairs, size, files = 2, "16m", 2000
 	}
+	pairs = pairsFromEnv(pairs)
 	pairedAB(t, "fusescope-ab", labfsConfig(bin, "default"), loopbackConfig(buildLoopback(t)), pairs, size, files)
 }
 
@@ -32,7 +34,16 @@ func TestBenchPassthroughVsNative(t *testing.T) {
 	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
 		pairs, size = 2, "16m"
 	}
+	pairs = pairsFromEnv(pairs)
 	pairedAB(t, "fusescope-pt", labfsConfig(bin, "passthrough"), nativeConfig, pairs, size, 0)
+}
+
+// pairsFromEnv is FUSESCOPE_BENCH_AB_PAIRS when set, else n.
+func pairsFromEnv(n int) int {
+	if v, err := strconv.Atoi(os.Getenv("FUSESCOPE_BENCH_AB_PAIRS")); err == nil && v > 0 {
+		return v
+	}
+	return n
 }
 
 var nativeConfig = fsConfig{"native", func(t *testing.T, src, mnt string) (string, func()) { return src, func() {} }}
