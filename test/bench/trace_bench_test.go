@@ -226,15 +226,23 @@ func tracerStats(t *testing.T, tr *ktrace.Tracer) func() (time.Duration, uint64)
 	}
 }
 
-// perEvent is run_time_ns / run_cnt over one block, from cumulative stats.
-func perEvent(read func() (time.Duration, uint64), block func()) (float64, uint64) {
-	rt0, n0 := read()
-	block()
-	rt1, n1 := read()
-	if n1 == n0 {
-		return 0, 0
+// perEventBlocks runs block k times and returns run_time_ns / run_cnt of
+// each run, from the cumulative statistics read returns, and the events
+// counted in all. One block's figure depends on where the scheduler put
+// the daemon, so callers report the median.
+func perEventBlocks(t *testing.T, name string, read func() (time.Duration, uint64), block func(), k int) ([]float64, uint64) {
+	var per []float64
+	var events uint64
+	for range k {
+		rt0, n0 := read()
+		block()
+		rt1, n1 := read()
+		if n1 == n0 {
+			t.Fatalf("%s: no program runs counted", name)
+		}
+		per, events = append(per, float64(rt1-rt0)/float64(n1-n0)), events+n1-n0
 	}
-	return float64(rt1-rt0) / float64(n1-n0), n1 - n0
+	return per, events
 }
 
 // startProcess runs a tracer process and returns once a line of its output
@@ -334,15 +342,7 @@ func TestBenchTraceOverhead(t *testing.T) {
 	setBPFStats(t, true)
 	defer setBPFStats(t, false)
 	report := func(name string, read func() (time.Duration, uint64)) {
-		var per []float64
-		var events uint64
-		for range blocks {
-			ns, n := perEvent(read, func() { statBlock(files) })
-			if n == 0 {
-				t.Fatalf("%s: no program runs counted", name)
-			}
-			per, events = append(per, ns), events+n
-		}
+		per, events := perEventBlocks(t, name, read, func() { statBlock(files) }, blocks)
 		fmt.Printf("| %s | %d | %.0f ns | %.0f-%.0f |\n", name, events, stats.Median(per), slices.Min(per), slices.Max(per))
 	}
 	for _, cal := range []struct {
