@@ -27,6 +27,7 @@ func newTraceCmd() *cobra.Command {
 		stamp    bool
 		recordTo string
 		reapAge  time.Duration
+		attach   string
 	)
 	c := &cobra.Command{
 		Use:   "trace [flags] [interval [count]]",
@@ -52,7 +53,7 @@ that "fusescope show" renders the same way.`,
 				return err
 			}
 			cfg := ktrace.SessionConfig{
-				Options:  ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge},
+				Options:  ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach},
 				Interval: interval, Count: count, Command: os.Args, Tool: version,
 			}
 			if pid < 0 {
@@ -89,7 +90,10 @@ that "fusescope show" renders the same way.`,
 				}
 			}
 			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
-			cfg.Ready = func(conns []uint32) {
+			cfg.Ready = func(conns []uint32, attach string, fallback error) {
+				if fallback != nil {
+					fmt.Fprintf(os.Stderr, "note: attached to the classic tracepoints, as tp_btf did not load (%v)\n", fallback)
+				}
 				what := "every FUSE connection"
 				if len(conns) > 0 {
 					what = fmt.Sprintf("%d FUSE connection(s)", len(conns))
@@ -122,6 +126,7 @@ that "fusescope show" renders the same way.`,
 	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
 	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
 	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "give up on requests in flight longer than this (counted, and their table slots reused)")
+	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint), tp_btf (raw tracepoints with BTF: cheaper) or tracepoint (classic)")
 	return c
 }
 

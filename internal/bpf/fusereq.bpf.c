@@ -7,6 +7,7 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include "fusereq.h"
 
 /* The tracepoints' records, relocated by CO-RE against the running kernel's
@@ -27,6 +28,37 @@ struct trace_event_raw_fuse_request_end {
 	__u64 unique;
 	__u32 len;
 	__s32 error;
+} __attribute__((preserve_access_index));
+
+/* The kernel's request, for the BTF raw tracepoint programs (tp_btf), which
+ * read the fields the tracepoint would have copied straight from it. */
+struct fuse_in_header {
+	__u32 len;
+	__u32 opcode;
+	__u64 unique;
+} __attribute__((preserve_access_index));
+
+struct fuse_out_header {
+	__u32 len;
+	__s32 error;
+} __attribute__((preserve_access_index));
+
+struct fuse_conn {
+	__u32 dev;
+} __attribute__((preserve_access_index));
+
+struct fuse_mount {
+	struct fuse_conn *fc;
+} __attribute__((preserve_access_index));
+
+struct fuse_req {
+	struct {
+		struct fuse_in_header h;
+	} in;
+	struct {
+		struct fuse_out_header h;
+	} out;
+	struct fuse_mount *fm;
 } __attribute__((preserve_access_index));
 
 /* Filters, set by the loader before the program is loaded. */
@@ -165,13 +197,9 @@ static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique
 	return 0;
 }
 
-SEC("tracepoint/fuse/fuse_request_send")
-int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
+/* A request queued for the daemon. */
+static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32 len)
 {
-	__u32 conn = ctx->connection;
-	__u64 unique = ctx->unique;
-	__u32 opcode = ctx->opcode;
-
 	if (filter_op_mask && (opcode >= 64 || !(filter_op_mask & (1ULL << opcode))))
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
@@ -196,9 +224,23 @@ int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
 	s->opcode = opcode;
 	s->tgid = id >> 32;
 	s->tid = (__u32)id;
-	s->req_len = ctx->len;
+	s->req_len = len;
 	s->start_ns = now;
 	return 0;
+}
+
+SEC("tracepoint/fuse/fuse_request_send")
+int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
+{
+	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len);
+}
+
+/* The same from the raw tracepoint: no record is filled in for it, which
+ * is most of what attaching to the classic tracepoint costs. */
+SEC("tp_btf/fuse_request_send")
+int BPF_PROG(fuse_send_btf, struct fuse_req *req)
+{
+	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len);
 }
 
 static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
@@ -225,11 +267,9 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
 	return s;
 }
 
-SEC("tracepoint/fuse/fuse_request_end")
-int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
+/* A request's reply is complete (or it was aborted). */
+static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err)
 {
-	__u32 conn = ctx->connection;
-	__u64 unique = ctx->unique;
 	struct inflight_slot *slot = 0;
 
 #pragma unroll
@@ -269,10 +309,9 @@ int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
 	s->count++;
 	s->sum_ns += delta;
 	s->req_bytes += req_len;
-	s->reply_bytes += ctx->len;
+	s->reply_bytes += reply_len;
 	s->slots[log2l(delta) & (HIST_SLOTS - 1)]++;
 
-	__s32 err = ctx->error;
 	if (err) {
 		s->errors++;
 		struct errno_key ek = { .conn = conn, .opcode = opcode, .error = err };
@@ -288,6 +327,18 @@ int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
 			count_drop(DROP_ERRNO_FULL);
 	}
 	return 0;
+}
+
+SEC("tracepoint/fuse/fuse_request_end")
+int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
+{
+	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error);
+}
+
+SEC("tp_btf/fuse_request_end")
+int BPF_PROG(fuse_end_btf, struct fuse_req *req)
+{
+	return on_end(req->fm->fc->dev, req->in.h.unique, req->out.h.len, req->out.h.error);
 }
 
 char LICENSE[] SEC("license") = "GPL";

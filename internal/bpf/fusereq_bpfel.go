@@ -64,7 +64,9 @@ const (
 	FuseReqMapStats        = "stats"
 	FuseReqMapStatsFast    = "stats_fast"
 	FuseReqProgFuseEnd     = "fuse_end"
+	FuseReqProgFuseEndBtf  = "fuse_end_btf"
 	FuseReqProgFuseSend    = "fuse_send"
+	FuseReqProgFuseSendBtf = "fuse_send_btf"
 	FuseReqVarFilterComm   = "filter_comm"
 	FuseReqVarFilterCommOn = "filter_comm_on"
 	FuseReqVarFilterConnOn = "filter_conn_on"
@@ -115,8 +117,10 @@ type FuseReqSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqProgramSpecs struct {
-	FuseEnd  *ebpf.ProgramSpec `ebpf:"fuse_end"`
-	FuseSend *ebpf.ProgramSpec `ebpf:"fuse_send"`
+	FuseEnd     *ebpf.ProgramSpec `ebpf:"fuse_end"`
+	FuseEndBtf  *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
+	FuseSend    *ebpf.ProgramSpec `ebpf:"fuse_send"`
+	FuseSendBtf *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
 }
 
 // FuseReqMapSpecs contains maps before they are loaded into the kernel.
@@ -198,14 +202,18 @@ type FuseReqVariables struct {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqPrograms struct {
-	FuseEnd  *ebpf.Program `ebpf:"fuse_end"`
-	FuseSend *ebpf.Program `ebpf:"fuse_send"`
+	FuseEnd     *ebpf.Program `ebpf:"fuse_end"`
+	FuseEndBtf  *ebpf.Program `ebpf:"fuse_end_btf"`
+	FuseSend    *ebpf.Program `ebpf:"fuse_send"`
+	FuseSendBtf *ebpf.Program `ebpf:"fuse_send_btf"`
 }
 
 func (p *FuseReqPrograms) Close() error {
 	return _FuseReqClose(
 		p.FuseEnd,
+		p.FuseEndBtf,
 		p.FuseSend,
+		p.FuseSendBtf,
 	)
 }
 

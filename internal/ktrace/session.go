@@ -22,8 +22,9 @@ type SessionConfig struct {
 	Command  []string      // recorded in the metadata
 	Tool     string        // fusescope version
 	// Ready is called once the probes are attached, before any workload
-	// should start.
-	Ready func(conns []uint32)
+	// should start, with how they attached (AttachBTF or AttachTracepoint)
+	// and, if AttachAuto fell back to the classic tracepoints, why.
+	Ready func(conns []uint32, attach string, fallback error)
 	// Emit receives each interval's record (interval mode) or the whole
 	// run's record (at the end); final is true for the last call.
 	Emit func(r *profile.Record, final bool) error
@@ -71,7 +72,7 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	labels.refresh()
 	start := time.Now()
 	if cfg.Ready != nil {
-		cfg.Ready(conns)
+		cfg.Ready(conns, t.Attach(), t.Fallback())
 	}
 
 	record := func(p profile.Profile, from, to time.Time) *profile.Record {

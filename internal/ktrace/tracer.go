@@ -2,6 +2,7 @@ package ktrace
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -36,6 +37,20 @@ const (
 // one for minutes is stuck, or dead.
 const DefaultReapAge = 10 * time.Minute
 
+// How the programs attach to fuse:fuse_request_send and fuse_request_end.
+const (
+	// AttachAuto tries AttachBTF and falls back to AttachTracepoint.
+	AttachAuto = "auto"
+	// AttachBTF attaches to the raw tracepoints with BTF (tp_btf): the
+	// programs read the kernel's request directly, and the kernel fills
+	// in no trace record. It needs the fuse types in the kernel's BTF.
+	AttachBTF = "tp_btf"
+	// AttachTracepoint attaches to the classic tracepoints, whose records
+	// the kernel fills in for every event: about twice the cost of
+	// attaching (docs/performance.md), but no BTF of fuse needed.
+	AttachTracepoint = "tracepoint"
+)
+
 // Options select what is traced.
 type Options struct {
 	PID     int                // requesting process (tgid); 0 for all
@@ -43,14 +58,60 @@ type Options struct {
 	Conns   []uint32           // FUSE connections; empty for all
 	Ops     []fuseproto.Opcode // opcodes; empty for all
 	ReapAge time.Duration      // 0 means DefaultReapAge
+	Attach  string             // AttachAuto (or ""), AttachBTF or AttachTracepoint
 }
 
 // Tracer holds the loaded programs, their links and maps.
 type Tracer struct {
-	objs     bpf.FuseReqObjects
-	links    []link.Link
-	inflight *ebpf.Memory
+	maps      bpf.FuseReqMaps
+	send, end *ebpf.Program
+	attach    string // AttachBTF or AttachTracepoint
+	fallback  error  // why AttachAuto fell back to the classic tracepoints
+	links     []link.Link
+	inflight  *ebpf.Memory
 }
+
+// btfObjects and tracepointObjects select one pair of programs of the
+// object, so that only that pair is loaded (and relocated).
+type btfObjects struct {
+	bpf.FuseReqMaps
+	Send *ebpf.Program `ebpf:"fuse_send_btf"`
+	End  *ebpf.Program `ebpf:"fuse_end_btf"`
+}
+
+type tracepointObjects struct {
+	bpf.FuseReqMaps
+	Send *ebpf.Program `ebpf:"fuse_send"`
+	End  *ebpf.Program `ebpf:"fuse_end"`
+}
+
+// loadPrograms loads the maps and the pair of programs for attach.
+func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, consts map[string]any, attach string) error {
+	switch attach {
+	case AttachBTF:
+		var o btfObjects
+		if err := load(spec, consts, &o, "FUSE tracer (tp_btf)"); err != nil {
+			return err
+		}
+		t.maps, t.send, t.end = o.FuseReqMaps, o.Send, o.End
+	case AttachTracepoint:
+		var o tracepointObjects
+		if err := load(spec, consts, &o, "FUSE tracer"); err != nil {
+			return err
+		}
+		t.maps, t.send, t.end = o.FuseReqMaps, o.Send, o.End
+	default:
+		return fmt.Errorf("--attach %q: give %s, %s or %s", attach, AttachAuto, AttachBTF, AttachTracepoint)
+	}
+	t.attach = attach
+	return nil
+}
+
+// Attach says how the programs attach: AttachBTF or AttachTracepoint.
+func (t *Tracer) Attach() string { return t.attach }
+
+// Fallback is why AttachAuto used the classic tracepoints, or nil.
+func (t *Tracer) Fallback() error { return t.fallback }
 
 // Start checks the kernel, loads the BPF programs with the filters compiled
 // in, and attaches them. Close detaches everything.
@@ -104,10 +165,18 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	consts["reap_age_ns"] = uint64(reapAge.Nanoseconds())
 	t := &Tracer{}
-	if err := load(spec, consts, &t.objs, "FUSE tracer"); err != nil {
+	switch opts.Attach {
+	case "", AttachAuto:
+		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil {
+			err = t.loadPrograms(spec, consts, AttachTracepoint)
+		}
+	default:
+		err = t.loadPrograms(spec, consts, opts.Attach)
+	}
+	if err != nil {
 		return nil, err
 	}
-	if t.inflight, err = t.objs.Inflight.Memory(); err != nil {
+	if t.inflight, err = t.maps.Inflight.Memory(); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("mapping the in-flight table: %v", err)
 	}
@@ -120,7 +189,7 @@ func Start(opts Options) (*Tracer, error) {
 		words[c/64] |= 1 << (c % 64)
 	}
 	for w, bits := range words {
-		if err := t.objs.FilterConns.Put(w, bits); err != nil {
+		if err := t.maps.FilterConns.Put(w, bits); err != nil {
 			t.Close()
 			return nil, fmt.Errorf("filtering connections: %v", err)
 		}
@@ -149,8 +218,14 @@ func (t *Tracer) Resume() error {
 	for _, p := range []struct {
 		event string
 		prog  *ebpf.Program
-	}{{"fuse_request_send", t.objs.FuseSend}, {"fuse_request_end", t.objs.FuseEnd}} {
-		l, err := link.Tracepoint("fuse", p.event, p.prog, nil)
+	}{{"fuse_request_send", t.send}, {"fuse_request_end", t.end}} {
+		var l link.Link
+		var err error
+		if t.attach == AttachBTF {
+			l, err = link.AttachTracing(link.TracingOptions{Program: p.prog})
+		} else {
+			l, err = link.Tracepoint("fuse", p.event, p.prog, nil)
+		}
 		if err != nil {
 			t.Pause()
 			return fmt.Errorf("attaching to fuse:%s: %v", p.event, err)
@@ -163,23 +238,32 @@ func (t *Tracer) Resume() error {
 // Close detaches the programs and frees the maps. It is safe to call twice.
 func (t *Tracer) Close() error {
 	t.Pause()
-	return t.objs.Close()
+	return errors.Join(t.send.Close(), t.end.Close(), t.maps.Close())
 }
 
-// ProgramStats sums the run time and run count the kernel accounted to the
-// tracer's programs; both stay 0 unless kernel.bpf_stats_enabled is 1.
-func (t *Tracer) ProgramStats() (time.Duration, uint64, error) {
-	var total time.Duration
-	var runs uint64
-	for _, p := range []*ebpf.Program{t.objs.FuseSend, t.objs.FuseEnd} {
-		st, err := p.Stats()
+// ProgramStat is what the kernel accounted to one of the tracer's programs.
+type ProgramStat struct {
+	Program string // fuse_send or fuse_end (fuse_send_btf, fuse_end_btf on tp_btf)
+	Runtime time.Duration
+	Runs    uint64
+}
+
+// ProgramStats returns the run time and run count the kernel accounted to
+// each of the tracer's programs; both stay 0 unless
+// kernel.bpf_stats_enabled is 1.
+func (t *Tracer) ProgramStats() ([]ProgramStat, error) {
+	var out []ProgramStat
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"fuse_send", t.send}, {"fuse_end", t.end}} {
+		st, err := p.prog.Stats()
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
-		total += st.Runtime
-		runs += st.RunCount
+		out = append(out, ProgramStat{Program: p.name, Runtime: st.Runtime, Runs: st.RunCount})
 	}
-	return total, runs, nil
+	return out, nil
 }
 
 // Snapshot reads the cumulative statistics since Start.
@@ -200,7 +284,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 	}
 	var idx uint32
 	var perCPU []bpf.FuseReqOpStats
-	fit := t.objs.StatsFast.Iterate()
+	fit := t.maps.StatsFast.Iterate()
 	for fit.Next(&idx, &perCPU) {
 		for i := range perCPU {
 			add(idx%fastOps, &perCPU[i])
@@ -210,7 +294,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 		return p, fmt.Errorf("reading FUSE statistics: %v", err)
 	}
 	var key bpf.FuseReqStatsKey
-	it := t.objs.Stats.Iterate()
+	it := t.maps.Stats.Iterate()
 	for it.Next(&key, &perCPU) {
 		for i := range perCPU {
 			perCPU[i].Conn = key.Conn
@@ -233,7 +317,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 	}
 	var ek bpf.FuseReqErrnoKey
 	var n uint64
-	eit := t.objs.Errnos.Iterate()
+	eit := t.maps.Errnos.Iterate()
 	for eit.Next(&ek, &n) {
 		i, ok := byKey[profile.Key{Conn: ek.Conn, Opcode: ek.Opcode}]
 		if !ok {
@@ -250,7 +334,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 	var drops [dropReasons]uint64
 	for i := range drops {
 		var vals []uint64
-		if err := t.objs.Drops.Lookup(uint32(i), &vals); err != nil {
+		if err := t.maps.Drops.Lookup(uint32(i), &vals); err != nil {
 			return p, fmt.Errorf("reading drop counters: %v", err)
 		}
 		for _, v := range vals {

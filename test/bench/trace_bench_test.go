@@ -150,21 +150,50 @@ func summaryOf(rs []float64) string {
 }
 
 // emptyPrograms are two programs that do nothing, for fuse_request_send
-// and fuse_request_end: what any tracer of those tracepoints pays.
-type emptyPrograms []*ebpf.Program
+// and fuse_request_end: what any tracer of those tracepoints pays, attached
+// as attach says (ktrace.AttachBTF or ktrace.AttachTracepoint).
+type emptyPrograms struct {
+	attach string
+	progs  []*ebpf.Program
+}
 
-func newEmptyPrograms(t *testing.T) emptyPrograms {
-	var progs emptyPrograms
-	for range 2 {
-		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL",
-			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		progs = append(progs, p)
+var fuseEvents = []string{"fuse_request_send", "fuse_request_end"}
+
+func newEmptyPrograms(t *testing.T, attach string) emptyPrograms {
+	e := emptyPrograms{attach: attach}
+	for _, ev := range fuseEvents {
+		e.progs = append(e.progs, newProgram(t, attach, ev, asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}))
 	}
-	return progs
+	return e
+}
+
+// newProgram loads insns as a program for the fuse tracepoint ev.
+func newProgram(t *testing.T, attach, ev string, insns asm.Instructions) *ebpf.Program {
+	spec := &ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL", Instructions: insns}
+	if attach == ktrace.AttachBTF {
+		spec.Type, spec.AttachType, spec.AttachTo = ebpf.Tracing, ebpf.AttachTraceRawTp, ev
+	}
+	p, err := ebpf.NewProgram(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// attachProgram attaches p, made by newProgram, to ev.
+func attachProgram(t *testing.T, attach, ev string, p *ebpf.Program) link.Link {
+	var l link.Link
+	var err error
+	if attach == ktrace.AttachBTF {
+		l, err = link.AttachTracing(link.TracingOptions{Program: p})
+	} else {
+		l, err = link.Tracepoint("fuse", ev, p, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // arm returns an arm function for pairsOf: it attaches the programs and
@@ -172,12 +201,8 @@ func newEmptyPrograms(t *testing.T) emptyPrograms {
 func (e emptyPrograms) arm(t *testing.T) func() func() {
 	return func() func() {
 		var links []link.Link
-		for i, ev := range []string{"fuse_request_send", "fuse_request_end"} {
-			l, err := link.Tracepoint("fuse", ev, e[i], nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			links = append(links, l)
+		for i, ev := range fuseEvents {
+			links = append(links, attachProgram(t, e.attach, ev, e.progs[i]))
 		}
 		return func() {
 			for _, l := range links {
@@ -192,7 +217,7 @@ func (e emptyPrograms) stats(t *testing.T) func() (time.Duration, uint64) {
 	return func() (time.Duration, uint64) {
 		var rt time.Duration
 		var n uint64
-		for _, p := range e {
+		for _, p := range e.progs {
 			st, err := p.Stats()
 			if err != nil {
 				t.Fatal(err)
@@ -215,12 +240,20 @@ func tracerArm(t *testing.T, tr *ktrace.Tracer) func() func() {
 	}
 }
 
-// tracerStats returns the tracer's programs' cumulative run time and runs.
-func tracerStats(t *testing.T, tr *ktrace.Tracer) func() (time.Duration, uint64) {
+// tracerStats returns the cumulative run time and runs of the tracer's
+// programs, or of the one named (fuse_send, fuse_end) if a name is given.
+func tracerStats(t *testing.T, tr *ktrace.Tracer, only ...string) func() (time.Duration, uint64) {
 	return func() (time.Duration, uint64) {
-		rt, runs, err := tr.ProgramStats()
+		progs, err := tr.ProgramStats()
 		if err != nil {
 			t.Fatal(err)
+		}
+		var rt time.Duration
+		var runs uint64
+		for _, p := range progs {
+			if len(only) == 0 || slices.Contains(only, p.Program) {
+				rt, runs = rt+p.Runtime, runs+p.Runs
+			}
 		}
 		return rt, runs
 	}
@@ -293,13 +326,19 @@ func TestBenchTraceOverhead(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		statBlock(files) // warm up
 	}
-	tr, err := ktrace.Start(ktrace.Options{Conns: []uint32{conn}})
-	if err != nil {
-		t.Fatal(err)
+	// The tracer as fusescope trace runs it (tp_btf), and the same
+	// programs on the classic tracepoints.
+	var tracers [2]*ktrace.Tracer
+	for i, attach := range []string{ktrace.AttachBTF, ktrace.AttachTracepoint} {
+		tr, err := ktrace.Start(ktrace.Options{Conns: []uint32{conn}, Attach: attach})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		tr.Pause()
+		tracers[i] = tr
 	}
-	defer tr.Close()
-	tr.Pause()
-	attached := tracerArm(t, tr)
+	tr, classic := tracers[0], tracers[1]
 
 	fmt.Printf("\n### Slowdown of a stat-heavy workload\n\n")
 	fmt.Printf("Blocks of %d stat() of distinct files on bindfs with entry/attr timeouts 0 (each stat reaches the daemon), /dev/cpu_dma_latency held at 0, nothing pinned. Each pair runs one untraced and one traced block in random order; ratio = traced / untraced time of the pair.\n\n", nFiles)
@@ -313,8 +352,10 @@ func TestBenchTraceOverhead(t *testing.T) {
 		n = v
 	}
 	fmt.Printf("| untraced vs untraced (the method's noise) | %d %s\n", n, summary(pairs(t, n, files, func() func() { return func() {} })))
-	fmt.Printf("| reference: empty programs on the same two tracepoints (what any tracer of them pays) | %d %s\n", n, summary(pairs(t, n, files, newEmptyPrograms(t).arm(t))))
-	fmt.Printf("| fusescope's BPF programs (loaded once, attached for traced blocks) | %d %s\n", n, summary(pairs(t, n, files, attached)))
+	fmt.Printf("| reference: empty programs on the classic tracepoints | %d %s\n", n, summary(pairs(t, n, files, newEmptyPrograms(t, ktrace.AttachTracepoint).arm(t))))
+	fmt.Printf("| reference: empty programs on the raw tracepoints (tp_btf) | %d %s\n", n, summary(pairs(t, n, files, newEmptyPrograms(t, ktrace.AttachBTF).arm(t))))
+	fmt.Printf("| fusescope's BPF programs on the classic tracepoints (--attach tracepoint) | %d %s\n", n, summary(pairs(t, n, files, tracerArm(t, classic))))
+	fmt.Printf("| fusescope's BPF programs on tp_btf (the default; loaded once, attached for traced blocks) | %d %s\n", n, summary(pairs(t, n, files, tracerArm(t, tr))))
 	fmt.Printf("| `fusescope trace --mount` (process) | %d %s\n", nProcess, summary(pairs(t, nProcess, files, func() func() {
 		return startProcess(t, "Tracing", bin, "trace", "--mount", filepath.Dir(files[0]), "-o", os.DevNull)
 	})))
@@ -349,17 +390,11 @@ func TestBenchTraceOverhead(t *testing.T) {
 		name  string
 		insns asm.Instructions
 	}{
-		{"reference: empty program (accounting floor)", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}},
-		{"reference: one bpf_ktime_get_ns()", asm.Instructions{asm.FnKtimeGetNs.Call(), asm.Mov.Imm(asm.R0, 0), asm.Return()}},
+		{"reference: empty program, tp_btf (accounting floor)", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}},
+		{"reference: one bpf_ktime_get_ns(), tp_btf", asm.Instructions{asm.FnKtimeGetNs.Call(), asm.Mov.Imm(asm.R0, 0), asm.Return()}},
 	} {
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL", Instructions: cal.insns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := link.Tracepoint("fuse", "fuse_request_send", prog, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		prog := newProgram(t, ktrace.AttachBTF, fuseEvents[0], cal.insns)
+		l := attachProgram(t, ktrace.AttachBTF, fuseEvents[0], prog)
 		report(cal.name, func() (time.Duration, uint64) {
 			st, err := prog.Stats()
 			if err != nil {
@@ -370,29 +405,42 @@ func TestBenchTraceOverhead(t *testing.T) {
 		l.Close()
 		prog.Close()
 	}
+	if err := classic.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	report("fusescope on the classic tracepoints (fuse_send + fuse_end)", tracerStats(t, classic))
+	classic.Pause()
 	if err := tr.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	report("fusescope (fuse_send + fuse_end)", tracerStats(t, tr))
+	report("fusescope on tp_btf (fuse_send_btf + fuse_end_btf)", tracerStats(t, tr))
+	report("fusescope on tp_btf: fuse_send_btf alone", tracerStats(t, tr, "fuse_send"))
+	report("fusescope on tp_btf: fuse_end_btf alone", tracerStats(t, tr, "fuse_end"))
 	tr.Pause()
 
 	if noBpftrace != nil {
 		fmt.Println("| bpftrace, same aggregation | not installed here | | |")
-		return
-	}
-	before := progs(t)
-	stop := startProcess(t, "Attaching", "bpftrace", "-e", bpftraceProg)
-	defer stop()
-	report("bpftrace, same aggregation", func() (time.Duration, uint64) {
-		var ns, cnt uint64
-		for id, p := range progs(t) {
-			if _, old := before[id]; !old && p.Type == "tracepoint" {
-				ns += p.RunTimeNs
-				cnt += p.RunCnt
+	} else {
+		before := progs(t)
+		stop := startProcess(t, "Attaching", "bpftrace", "-e", bpftraceProg)
+		report("bpftrace, same aggregation", func() (time.Duration, uint64) {
+			var ns, cnt uint64
+			for id, p := range progs(t) {
+				if _, old := before[id]; !old && p.Type == "tracepoint" {
+					ns += p.RunTimeNs
+					cnt += p.RunCnt
+				}
 			}
-		}
-		return time.Duration(ns), cnt
-	})
+			return time.Duration(ns), cnt
+		})
+		stop()
+	}
+
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	placements(t, tr, files, blocks)
+	tr.Pause()
 }
 
 type progStat struct {
@@ -426,5 +474,101 @@ func setBPFStats(t *testing.T, on bool) {
 	}
 	if err := os.WriteFile("/proc/sys/kernel/bpf_stats_enabled", []byte(v), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// placements measures fusescope's cost per event with the application and
+// the daemon held on one CPU, then on two: a request is sent on the
+// application's CPU and ended on the daemon's, and the in-flight slot the
+// two share is the only memory the programs do not keep to one CPU.
+func placements(t *testing.T, tr *ktrace.Tracer, files []string, blocks int) {
+	daemon := daemonThreads(t, filepath.Dir(files[0]))
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer pin(t, nil, -1)
+	defer pin(t, daemon, -1)
+	fmt.Printf("\n### Per event, by where the application and the daemon run\n\n")
+	fmt.Printf("The same blocks with the benchmark's thread and every bindfs thread pinned (sched_setaffinity); median and range of %d blocks.\n\n", blocks)
+	fmt.Println("| placement | fuse_send: ns, median | fuse_end: ns, median | both: ns per event, median | min-max |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, p := range []struct {
+		name          string
+		app, daemonAt int
+	}{{"application and daemon on CPU 0", 0, 0}, {"application on CPU 0, daemon on CPU 1", 0, 1}} {
+		if p.daemonAt >= runtime.NumCPU() {
+			continue
+		}
+		pin(t, nil, p.app)
+		pin(t, daemon, p.daemonAt)
+		statBlock(files)
+		var send, end, both []float64
+		for range blocks {
+			before, err := tr.ProgramStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			statBlock(files)
+			after, err := tr.ProgramStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			perRun := func(i ...int) float64 {
+				var ns, runs float64
+				for _, j := range i {
+					ns += float64(after[j].Runtime - before[j].Runtime)
+					runs += float64(after[j].Runs - before[j].Runs)
+				}
+				return ns / runs
+			}
+			send, end, both = append(send, perRun(0)), append(end, perRun(1)), append(both, perRun(0, 1))
+		}
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f-%.0f |\n", p.name, stats.Median(send), stats.Median(end), stats.Median(both), slices.Min(both), slices.Max(both))
+	}
+}
+
+// daemonThreads returns the thread ids of the bindfs that serves mnt.
+func daemonThreads(t *testing.T, mnt string) []int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "bindfs" || !slices.Contains(args, mnt) {
+			continue
+		}
+		tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(c), "task", "*"))
+		var tids []int
+		for _, task := range tasks {
+			if tid, err := strconv.Atoi(filepath.Base(task)); err == nil {
+				tids = append(tids, tid)
+			}
+		}
+		return tids
+	}
+	t.Fatalf("no bindfs process serves %s", mnt)
+	return nil
+}
+
+// pin holds the threads (the calling one if tids is nil) on cpu, or lets
+// them run anywhere if cpu is -1.
+func pin(t *testing.T, tids []int, cpu int) {
+	var set unix.CPUSet
+	if cpu < 0 {
+		for i := range runtime.NumCPU() {
+			set.Set(i)
+		}
+	} else {
+		set.Set(cpu)
+	}
+	if tids == nil {
+		tids = []int{0}
+	}
+	for _, tid := range tids {
+		// A worker thread bindfs let go of since is no error.
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			t.Fatalf("pinning thread %d: %v", tid, err)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func TestBenchTraceScaling(t *testing.T) {
 	}
 	defer tr.Close()
 	tr.Pause()
-	empty := newEmptyPrograms(t)
+	empty := newEmptyPrograms(t, tr.Attach())
 	attachEmpty, emptyStats := empty.arm(t), empty.stats(t)
 	attached, ourStats := tracerArm(t, tr), tracerStats(t, tr)
 	defer setBPFStats(t, false)

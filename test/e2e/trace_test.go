@@ -12,13 +12,20 @@ import (
 )
 
 // With entry and attr timeouts of 0, stat of N distinct files costs exactly N
-// LOOKUPs; every opcode's count must equal what the daemon served.
+// LOOKUPs; every opcode's count must equal what the daemon served, whichever
+// way the programs attach.
 func TestTraceCountsMatchDaemon(t *testing.T) {
+	for _, attach := range []string{"tp_btf", "tracepoint"} {
+		t.Run(attach, func(t *testing.T) { traceCountsMatchDaemon(t, attach) })
+	}
+}
+
+func traceCountsMatchDaemon(t *testing.T, attach string) {
 	const nFiles, bigPages = 50, 8
 	mnt, daemon := mountLab(t, nFiles, bigPages, 0)
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	before := daemon.snapshot()
-	tr := startTrace(t, "--mount", mnt, "-o", rec)
+	tr := startTrace(t, "--mount", mnt, "--attach", attach, "-o", rec)
 
 	for i := 0; i < nFiles; i++ {
 		if _, err := os.Stat(filepath.Join(mnt, "files", fmt.Sprintf("f%03d", i))); err != nil {
