@@ -91,7 +91,7 @@ func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, consts map[string]any, 
 	case AttachBTF:
 		var o btfObjects
 		if err := load(spec, consts, &o, "FUSE tracer (tp_btf)"); err != nil {
-			return err
+			return fmt.Errorf("%v: --attach tracepoint uses the classic tracepoints instead", err)
 		}
 		t.maps, t.send, t.end = o.FuseReqMaps, o.Send, o.End
 	case AttachTracepoint:
@@ -100,8 +100,6 @@ func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, consts map[string]any, 
 			return err
 		}
 		t.maps, t.send, t.end = o.FuseReqMaps, o.Send, o.End
-	default:
-		return fmt.Errorf("--attach %q: give %s, %s or %s", attach, AttachAuto, AttachBTF, AttachTracepoint)
 	}
 	t.attach = attach
 	return nil
@@ -116,6 +114,11 @@ func (t *Tracer) Fallback() error { return t.fallback }
 // Start checks the kernel, loads the BPF programs with the filters compiled
 // in, and attaches them. Close detaches everything.
 func Start(opts Options) (*Tracer, error) {
+	switch opts.Attach {
+	case "", AttachAuto, AttachBTF, AttachTracepoint:
+	default:
+		return nil, fmt.Errorf("--attach %q: give %s, %s or %s", opts.Attach, AttachAuto, AttachBTF, AttachTracepoint)
+	}
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
 	}
