@@ -33,7 +33,7 @@ volatile const __u64 detail_ns = 1000000;
 volatile const __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
 volatile const __u64 t0_ns = 0;
 volatile const __u8 empty_programs = 0; /* benchmarks: the cost of attaching alone */
-volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole */
+volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole; RARE_IF_DUP: when it duplicates an fd */
 volatile const __u8 io_kind[MAX_NR] = {};  /* 1 + index in fd_io counters; 0: none */
 volatile const __u8 category[MAX_NR] = {};
 volatile const __u8 str_arg[MAX_NR] = {};  /* 1 + argument holding a path; 0: none */
@@ -137,6 +137,7 @@ static __always_inline struct sys_event *reserve(__u32 kind, __u64 ts)
 	e->tid = (__u32)id;
 	e->str_len = 0;
 	e->flushed_fd = -1;
+	e->flushed_mask = 0;
 	e->ts = ts;
 	e->dur = 0;
 	e->ret = 0;
@@ -157,11 +158,12 @@ static __always_inline void flush_fd(struct sys_event *e, __u32 pslot, __s64 fd)
 	for (__u32 k = 0; k < IO_KINDS; k++) {
 		__u32 key = base + k;
 		struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
-		struct fd_io *o = &e->flushed[k];
-		if (!f || !f->calls) { /* the usual case: no atomics for nothing */
-			o->calls = o->errors = o->bytes = o->ns = 0;
+		/* The usual case: nothing to move, and nothing written, which
+		 * keeps the event's untouched cache lines out of the store. */
+		if (!f || !f->calls)
 			continue;
-		}
+		struct fd_io *o = &e->flushed[k];
+		e->flushed_mask |= 1 << k;
 		/* Subtracting what was read keeps adds racing with us. */
 		o->calls = f->calls;
 		o->errors = f->errors;
@@ -185,7 +187,21 @@ static __always_inline __u64 arg(struct sys_event *e, __u32 i)
 	return e->args[i];
 }
 
-static __always_inline int send_call(struct pt_regs *regs, struct task_state *s, __u32 nr, __u64 start, __u64 dur, long ret)
+/* Whether call nr is sent whole whatever its length: fcntl only when it
+ * duplicates an fd (find dups every directory it opens), not for the flag
+ * reads and writes that make most of its calls. */
+static __always_inline int is_rare(struct pt_regs *regs, __u32 nr)
+{
+	__u8 r = rare[nr];
+	if (r == RARE_IF_DUP) {
+		__u64 cmd = regs->si;
+		return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
+	}
+	return r;
+}
+
+/* rare: is_rare's answer; a call sent only for its length creates no fd. */
+static __always_inline int send_call(struct pt_regs *regs, struct task_state *s, __u32 nr, __u64 start, __u64 dur, long ret, int rare)
 {
 	struct sys_event *e = reserve(SEV_SYSCALL, start);
 	if (!e) {
@@ -230,7 +246,7 @@ static __always_inline int send_call(struct pt_regs *regs, struct task_state *s,
 	a = flush_arg[nr];
 	if (a >= 1 && a <= 6)
 		flush_fd(e, s->pslot, (__s64)(int)arg(e, a - 1));
-	else if (a == 7 && ret >= 0)
+	else if (a == 7 && ret >= 0 && rare)
 		flush_fd(e, s->pslot, ret);
 	bpf_ringbuf_submit(e, wakeup_flags());
 	return 1;
@@ -320,7 +336,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		drop(SDROP_NR_RANGE);
 		return 0;
 	}
-	if ((rare[nr] || dur >= detail_ns) && send_call(regs, s, nr, start, dur, ret))
+	int r = is_rare(regs, nr);
+	if ((r || dur >= detail_ns) && send_call(regs, s, nr, start, dur, ret, r))
 		return 0;
 
 	__u8 k = io_kind[nr];

@@ -14,6 +14,9 @@
 #define CATEGORIES 8
 #define STR_LEN 256
 #define RINGBUF_BYTES (16 << 20)
+#define RARE_IF_DUP 2    /* rare[nr]: sent whole only when its second argument is F_DUPFD or F_DUPFD_CLOEXEC (fcntl) */
+#define F_DUPFD 0
+#define F_DUPFD_CLOEXEC 1030
 
 /* Indices of the drops counters. */
 enum sys_drop_reason {
@@ -76,8 +79,8 @@ struct sys_event {
 	__u32 pslot;
 	__s32 exit_code;
 	__u32 str_len;     /* bytes of str filled in */
-	__s32 flushed_fd;  /* -1: flushed is empty */
-	__u32 pad;
+	__s32 flushed_fd;    /* -1: no fd's counters travel with this call */
+	__u32 flushed_mask;  /* bit k: flushed[k] holds counters; the others are not written */
 	struct fd_io flushed[IO_KINDS]; /* that fd's counters up to this call */
 	char str[STR_LEN];              /* a path, a sockaddr, a pair of fds, a program */
 };

@@ -28,25 +28,25 @@ type SysTraceFdIo struct {
 }
 
 type SysTraceSysEvent struct {
-	_         structs.HostLayout
-	Ts        uint64
-	Dur       uint64
-	Ret       int64
-	Args      [6]uint64
-	Kind      uint32
-	Nr        uint32
-	Pid       uint32
-	Tid       uint32
-	ChildPid  uint32
-	ChildTid  uint32
-	Tslot     uint32
-	Pslot     uint32
-	ExitCode  int32
-	StrLen    uint32
-	FlushedFd int32
-	Pad       uint32
-	Flushed   [14]SysTraceFdIo
-	Str       [256]int8
+	_           structs.HostLayout
+	Ts          uint64
+	Dur         uint64
+	Ret         int64
+	Args        [6]uint64
+	Kind        uint32
+	Nr          uint32
+	Pid         uint32
+	Tid         uint32
+	ChildPid    uint32
+	ChildTid    uint32
+	Tslot       uint32
+	Pslot       uint32
+	ExitCode    int32
+	StrLen      uint32
+	FlushedFd   int32
+	FlushedMask uint32
+	Flushed     [14]SysTraceFdIo
+	Str         [256]int8
 }
 
 type SysTraceSysStats struct {

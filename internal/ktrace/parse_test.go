@@ -173,3 +173,33 @@ func TestCheckTracepoints(t *testing.T) {
 		}
 	}
 }
+
+// The live system-call source sizes its maps and decodes its events with
+// constants that systrace.h defines for the BPF side.
+func TestSysTraceSizesMatchHeader(t *testing.T) {
+	b, err := os.ReadFile("../bpf/systrace.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		"MAX_NR": sysMaxNR, "MAX_TSLOTS": sysMaxTSlots, "MAX_PSLOTS": sysMaxPSlots, "MAX_FDS": sysMaxFDs,
+		"IO_KINDS": sysIOKinds, "MAX_BINS": sysMaxBins, "CATEGORIES": sysCats, "RARE_IF_DUP": rareIfDup,
+		"SEV_SYSCALL": sevSyscall, "SEV_FORK": sevFork, "SEV_EXEC": sevExec, "SEV_EXIT": sevExit, "SEV_ADOPT": sevAdopt,
+	}
+	got := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^#define ([A-Z_]+) (\d+)\b|\b((?:SEV|SDROP)_[A-Z_]+) = (\d+)`).FindAllStringSubmatch(string(b), -1) {
+		name, v := m[1]+m[3], m[2]+m[4]
+		got[name], _ = strconv.Atoi(v)
+	}
+	for name, w := range want {
+		if g, ok := got[name]; !ok || g != w {
+			t.Errorf("%s: %d (found %v) in systrace.h, %d in Go", name, g, ok, w)
+		}
+	}
+	if len(ioKinds) != sysIOKinds {
+		t.Errorf("%d I/O kinds named, IO_KINDS is %d", len(ioKinds), sysIOKinds)
+	}
+	if len(sysDropNames) != got["SDROP_REASONS"] {
+		t.Errorf("%d drop reasons named, SDROP_REASONS is %d", len(sysDropNames), got["SDROP_REASONS"])
+	}
+}

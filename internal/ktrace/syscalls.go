@@ -41,6 +41,7 @@ const (
 	sysIOKinds   = 14
 	sysMaxBins   = 4096
 	sysCats      = 8
+	rareIfDup    = 2 // RARE_IF_DUP: fcntl, sent whole when it duplicates an fd
 )
 
 // Event kinds of enum sys_event_kind.
@@ -203,6 +204,9 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		if fdCreators[name] {
 			flush[nr] = flushRet
 		}
+		if name == "fcntl" { // an fd creator only when it duplicates one
+			rare[nr], flush[nr] = rareIfDup, flushRet
+		}
 	}
 	minWait := opts.MinWait
 	if minWait <= 0 {
@@ -242,6 +246,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	p := t.proc(uint32(root))
 	t.pslots[0] = uint32(root)
 	// What the root holds already: its inherited fds, its cwd.
+	p.cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", root))
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", root)); err == nil {
 		for _, e := range ents {
 			fd, err := strconv.Atoi(e.Name())
@@ -463,22 +468,11 @@ func syscallName(nr uint32) string {
 	return "syscall_" + strconv.Itoa(int(nr))
 }
 
-// flushedAny reports whether an fd's moved counters hold any call: most
-// opens find their fd's counters empty, and naming the fd then would cost
-// a readlink in /proc for nothing.
-func flushedAny(counters []bpf.SysTraceFdIo) bool {
-	for _, c := range counters {
-		if c.Calls > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// emitIO emits an fd's counted I/O as aggregate events.
-func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target string, counters []bpf.SysTraceFdIo) {
+// emitIO emits an fd's counted I/O as aggregate events: the counters of
+// the kinds in mask (the others were not written).
+func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target string, counters []bpf.SysTraceFdIo, mask uint32) {
 	for k, c := range counters {
-		if c.Calls == 0 || k >= len(ioKinds) {
+		if mask&(1<<k) == 0 || c.Calls == 0 || k >= len(ioKinds) {
 			continue
 		}
 		e := &t.ev
@@ -492,8 +486,10 @@ func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target s
 func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Event)) {
 	name := syscallName(ev.Nr)
 	p := t.proc(ev.Pid)
-	if ev.FlushedFd >= 0 && flushedAny(ev.Flushed[:]) {
-		t.emitIO(emit, ev.Pid, p.target(int(ev.FlushedFd)), ev.Flushed[:])
+	// Most opens find their fd's counters empty (mask 0): naming the fd
+	// then would cost a readlink in /proc for nothing.
+	if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
+		t.emitIO(emit, ev.Pid, p.target(int(ev.FlushedFd)), ev.Flushed[:], ev.FlushedMask)
 	}
 	e := &t.ev
 	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
@@ -524,9 +520,11 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 	case "close":
 		e.SetTarget(p.target(fd))
 		delete(p.fds, fd)
-	case "dup", "dup2", "dup3":
+	case "dup", "dup2", "dup3", "fcntl":
+		// fcntl arrives whole only when it duplicated the fd (F_DUPFD,
+		// F_DUPFD_CLOEXEC) or lasted --min-wait.
 		old := p.target(fd)
-		if ret >= 0 {
+		if ret >= 0 && (name != "fcntl" || isDupCmd(ev.Args[1])) {
 			p.fds[int(ret)] = old
 		}
 		e.SetTarget(old)
@@ -557,7 +555,18 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 			}
 		}
 	case "chdir", "fchdir":
-		p.cwd = ""
+		// Followed here rather than read from /proc later: a short-lived
+		// process is gone by the time its events are read.
+		dir := ""
+		if name == "chdir" {
+			dir = p.resolve(unix.AT_FDCWD, str)
+		} else {
+			dir = p.target(fd)
+			e.SetTarget(dir) // strace -y names fchdir's fd, not chdir's path
+		}
+		if ret == 0 {
+			p.cwd = dir
+		}
 	case "execve", "execveat":
 		e.Args = strconv.Quote(t.execs[ev.Tid])
 	default:
@@ -571,6 +580,8 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 	}
 	emit(e)
 }
+
+func isDupCmd(cmd uint64) bool { return cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC }
 
 // socketKind names a new socket as strace -yy does, before it connects.
 func socketKind(domain, typ int) string {
@@ -655,7 +666,7 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 			if known {
 				target = t.proc(tgid).target(fd)
 			}
-			t.emitIO(emit, tgid, target, c)
+			t.emitIO(emit, tgid, target, c, 1<<sysIOKinds-1)
 		}
 	}
 	// Per-thread calls.

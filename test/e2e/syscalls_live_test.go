@@ -120,6 +120,70 @@ func TestSyscallsLiveChildren(t *testing.T) {
 	}
 }
 
+// fdNamingWorkload opens files by relative paths after a chdir, moves one
+// to a new fd with fcntl(F_DUPFD_CLOEXEC) (as find does with every
+// directory) and reads it there, then leaves the directory: what it did
+// must be named as strace -y names it, though the process has moved on (or
+// exited) by the time its events are read.
+const fdNamingWorkload = `
+import fcntl, os, sys
+os.chdir(sys.argv[1])
+fd = os.open("sub/in.bin", os.O_RDONLY)
+dup = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 20)
+os.close(fd)
+while os.read(dup, 1000):
+    pass
+os.close(dup)
+fd = os.open("out.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"z" * 777)
+os.close(fd)
+os.chdir("/")
+`
+
+// The live source names fds as strace -y does: an fd made by fcntl's
+// F_DUPFD_CLOEXEC carries its file's name, and relative paths resolve
+// against the directory the process was in when it opened them. The oracle
+// is strace -y's own naming, analysed from its log.
+func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
+	need(t, "strace", "python3")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "work.py")
+	os.WriteFile(script, []byte(fdNamingWorkload), 0o644)
+	data := filepath.Join(dir, "data")
+	os.MkdirAll(filepath.Join(data, "sub"), 0o755)
+	os.WriteFile(filepath.Join(data, "sub", "in.bin"), make([]byte, 4321), 0o644)
+
+	live := liveReport(t, "--", "python3", script, data)
+	log := filepath.Join(dir, "strace.log")
+	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, "python3", script, data)
+	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
+	if err != nil {
+		t.Fatalf("fusescope syscalls %s: %v", log, err)
+	}
+	var fromLog systrace.Report
+	if err := json.Unmarshal(out, &fromLog); err != nil {
+		t.Fatal(err)
+	}
+	inData := func(r *systrace.Report) map[string][2]int64 {
+		m := map[string][2]int64{}
+		for _, f := range r.Files {
+			if strings.HasPrefix(f.Target, data) {
+				m[f.Target] = [2]int64{f.BytesRead, f.BytesWritten}
+			}
+		}
+		return m
+	}
+	want := map[string][2]int64{filepath.Join(data, "sub", "in.bin"): {4321, 0}, filepath.Join(data, "out.bin"): {0, 777}}
+	for name, r := range map[string]*systrace.Report{"live": live, "strace log": &fromLog} {
+		got := inData(r)
+		for target, bytes := range want {
+			if got[target] != bytes {
+				t.Errorf("%s: %s read/written %v, want %v (files under %s: %v)", name, target, got[target], bytes, data, got)
+			}
+		}
+	}
+}
+
 // -p attaches to a running process: the I/O it does after the tracer says
 // it is attached is counted to the byte, and tracing ends when it exits.
 func TestSyscallsLivePID(t *testing.T) {
