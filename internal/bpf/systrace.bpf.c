@@ -190,12 +190,25 @@ static __always_inline __u64 arg(struct sys_event *e, __u32 i)
 /* Whether call nr is sent whole whatever its length: fcntl only when it
  * duplicates an fd (find dups every directory it opens), not for the flag
  * reads and writes that make most of its calls. */
-static __always_inline int is_rare(struct pt_regs *regs, __u32 nr)
+static __always_inline int is_rare(struct pt_regs *regs, __u32 nr, __u32 pslot)
 {
 	__u8 r = rare[nr];
 	if (r == RARE_IF_DUP) {
 		__u64 cmd = regs->si;
 		return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
+	}
+	if (r == RARE_IF_COUNTED) {
+		__s64 fd = (int)regs->di;
+		if (fd < 0 || fd >= MAX_FDS || pslot >= MAX_PSLOTS)
+			return 0;
+		__u32 base = (pslot * MAX_FDS + (__u32)fd) * IO_KINDS;
+		for (__u32 k = 0; k < IO_KINDS; k++) {
+			__u32 key = base + k;
+			struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
+			if (f && f->calls)
+				return 1;
+		}
+		return 0;
 	}
 	return r;
 }
@@ -336,7 +349,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		drop(SDROP_NR_RANGE);
 		return 0;
 	}
-	int r = is_rare(regs, nr);
+	int r = is_rare(regs, nr, s->pslot);
 	if ((r || dur >= detail_ns) && send_call(regs, s, nr, start, dur, ret, r))
 		return 0;
 

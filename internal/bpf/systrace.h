@@ -15,6 +15,7 @@
 #define STR_LEN 256
 #define RINGBUF_BYTES (16 << 20)
 #define RARE_IF_DUP 2    /* rare[nr]: sent whole only when its second argument is F_DUPFD or F_DUPFD_CLOEXEC (fcntl) */
+#define RARE_IF_COUNTED 3 /* rare[nr]: sent whole only when the fd in its first argument has counters to move (close) */
 #define F_DUPFD 0
 #define F_DUPFD_CLOEXEC 1030
 

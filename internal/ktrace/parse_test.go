@@ -184,7 +184,8 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 	want := map[string]int{
 		"MAX_NR": sysMaxNR, "MAX_TSLOTS": sysMaxTSlots, "MAX_PSLOTS": sysMaxPSlots, "MAX_FDS": sysMaxFDs,
 		"IO_KINDS": sysIOKinds, "MAX_BINS": sysMaxBins, "CATEGORIES": sysCats, "RARE_IF_DUP": rareIfDup,
-		"SEV_SYSCALL": sevSyscall, "SEV_FORK": sevFork, "SEV_EXEC": sevExec, "SEV_EXIT": sevExit, "SEV_ADOPT": sevAdopt,
+		"RARE_IF_COUNTED": rareIfCounted,
+		"SEV_SYSCALL":     sevSyscall, "SEV_FORK": sevFork, "SEV_EXEC": sevExec, "SEV_EXIT": sevExit, "SEV_ADOPT": sevAdopt,
 	}
 	got := map[string]int{}
 	for _, m := range regexp.MustCompile(`(?m)^#define ([A-Z_]+) (\d+)\b|\b((?:SEV|SDROP)_[A-Z_]+) = (\d+)`).FindAllStringSubmatch(string(b), -1) {

@@ -34,14 +34,15 @@ import (
 
 // Sizes of internal/bpf/systrace.h (TestSysTraceSizesMatchHeader checks).
 const (
-	sysMaxNR     = 512
-	sysMaxTSlots = 256
-	sysMaxPSlots = 64
-	sysMaxFDs    = 256
-	sysIOKinds   = 14
-	sysMaxBins   = 4096
-	sysCats      = 8
-	rareIfDup    = 2 // RARE_IF_DUP: fcntl, sent whole when it duplicates an fd
+	sysMaxNR      = 512
+	sysMaxTSlots  = 256
+	sysMaxPSlots  = 64
+	sysMaxFDs     = 256
+	sysIOKinds    = 14
+	sysMaxBins    = 4096
+	sysCats       = 8
+	rareIfDup     = 2 // RARE_IF_DUP: fcntl, sent whole when it duplicates an fd
+	rareIfCounted = 3 // RARE_IF_COUNTED: close, sent whole when its fd has counters to move
 )
 
 // Event kinds of enum sys_event_kind.
@@ -206,6 +207,9 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		}
 		if name == "fcntl" { // an fd creator only when it duplicates one
 			rare[nr], flush[nr] = rareIfDup, flushRet
+		}
+		if name == "close" {
+			rare[nr] = rareIfCounted
 		}
 	}
 	minWait := opts.MinWait
