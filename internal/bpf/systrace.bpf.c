@@ -33,7 +33,7 @@ volatile const __u64 detail_ns = 1000000;
 volatile const __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
 volatile const __u64 t0_ns = 0;
 volatile const __u8 empty_programs = 0; /* benchmarks: the cost of attaching alone */
-volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole; RARE_IF_DUP: when it duplicates an fd */
+volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole; RARE_IF_DUP, RARE_IF_COUNTED: see is_rare */
 volatile const __u8 io_kind[MAX_NR] = {};  /* 1 + index in fd_io counters; 0: none */
 volatile const __u8 category[MAX_NR] = {};
 volatile const __u8 str_arg[MAX_NR] = {};  /* 1 + argument holding a path; 0: none */
@@ -148,13 +148,21 @@ static __always_inline struct sys_event *reserve(__u32 kind, __u64 ts)
 	return e;
 }
 
+/* The key of fd's first counter in fdstats, or -1 when it has none. */
+static __always_inline __s64 fd_key(__u32 pslot, __s64 fd)
+{
+	if (fd < 0 || fd >= MAX_FDS || pslot >= MAX_PSLOTS)
+		return -1;
+	return (pslot * MAX_FDS + (__u32)fd) * IO_KINDS;
+}
+
 /* Moves fd's counters into e: what the fd did under its previous name. */
 static __always_inline void flush_fd(struct sys_event *e, __u32 pslot, __s64 fd)
 {
-	if (fd < 0 || fd >= MAX_FDS || pslot >= MAX_PSLOTS)
+	__s64 base = fd_key(pslot, fd);
+	if (base < 0)
 		return;
 	e->flushed_fd = fd;
-	__u32 base = (pslot * MAX_FDS + (__u32)fd) * IO_KINDS;
 	for (__u32 k = 0; k < IO_KINDS; k++) {
 		__u32 key = base + k;
 		struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
@@ -187,9 +195,10 @@ static __always_inline __u64 arg(struct sys_event *e, __u32 i)
 	return e->args[i];
 }
 
-/* Whether call nr is sent whole whatever its length: fcntl only when it
+/* Whether call nr is sent whole whatever its length. fcntl only when it
  * duplicates an fd (find dups every directory it opens), not for the flag
- * reads and writes that make most of its calls. */
+ * reads and writes that make most of its calls; close only when its fd has
+ * counters to hand over (find closes every directory it only listed). */
 static __always_inline int is_rare(struct pt_regs *regs, __u32 nr, __u32 pslot)
 {
 	__u8 r = rare[nr];
@@ -198,10 +207,9 @@ static __always_inline int is_rare(struct pt_regs *regs, __u32 nr, __u32 pslot)
 		return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
 	}
 	if (r == RARE_IF_COUNTED) {
-		__s64 fd = (int)regs->di;
-		if (fd < 0 || fd >= MAX_FDS || pslot >= MAX_PSLOTS)
+		__s64 base = fd_key(pslot, (int)regs->di);
+		if (base < 0)
 			return 0;
-		__u32 base = (pslot * MAX_FDS + (__u32)fd) * IO_KINDS;
 		for (__u32 k = 0; k < IO_KINDS; k++) {
 			__u32 key = base + k;
 			struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
@@ -354,9 +362,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 
 	__u8 k = io_kind[nr];
-	__u64 fd = regs->di;
-	if (k && k <= IO_KINDS && fd < MAX_FDS && s->pslot < MAX_PSLOTS) {
-		__u32 key = (s->pslot * MAX_FDS + (__u32)fd) * IO_KINDS + k - 1;
+	__s64 base = k && k <= IO_KINDS ? fd_key(s->pslot, (int)regs->di) : -1;
+	if (base >= 0) {
+		__u32 key = base + k - 1;
 		struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
 		if (f) {
 			__sync_fetch_and_add(&f->calls, 1);
