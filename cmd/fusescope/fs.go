@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
@@ -270,10 +271,25 @@ func newFSUmountCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mnt, _ := filepath.Abs(args[0])
-			if err := unix.Unmount(mnt, 0); err != nil {
-				if err == unix.EINVAL {
-					return fmt.Errorf("%s is not a mount point", mnt)
+			// Only a lab file system: this command must not take down
+			// whatever else a mistyped path names.
+			infos, err := ktrace.ReadMountInfo()
+			if err != nil {
+				return err
+			}
+			var m *ktrace.MountInfo
+			for i := range infos {
+				if infos[i].MountPoint == mnt {
+					m = &infos[i] // the last one is on top
 				}
+			}
+			if m == nil {
+				return fmt.Errorf("%s is not a mount point: nothing to unmount (findmnt -t %s lists lab file systems)", mnt, labfs.FSType)
+			}
+			if m.FSType != labfs.FSType {
+				return fmt.Errorf("%s is a %s mount, not a fusescope lab file system: unmount it with umount", mnt, m.FSType)
+			}
+			if err := unix.Unmount(mnt, 0); err != nil {
 				if err == unix.EBUSY {
 					return fmt.Errorf("%s is busy (files open, or a shell inside it): close them, or umount -l %s", mnt, mnt)
 				}

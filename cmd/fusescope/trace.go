@@ -59,6 +59,9 @@ that "fusescope show" renders the same way.`,
 			if pid < 0 {
 				return fmt.Errorf("-p %d: give a positive process id", pid)
 			}
+			if cmd.Flags().Changed("comm") && comm == "" {
+				return fmt.Errorf("--comm: give a command name, as ps -o comm shows it")
+			}
 			if pid > 0 {
 				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 					return fmt.Errorf("-p %d: no such process", pid)

@@ -24,6 +24,7 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--conn", "999999"}, "does not exist"},
 		{[]string{"trace", "-p", "999999999"}, "no such process"},
 		{[]string{"trace", "--comm", "a-very-long-command-name"}, "15-character"},
+		{[]string{"trace", "--comm", ""}, "give a command name"},
 		{[]string{"trace", "--bogus"}, "unknown flag"},
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
 		{[]string{"show", "/etc/hostname"}, "not a fusescope record"},

@@ -483,6 +483,7 @@ func TestLabFSBadInput(t *testing.T) {
 		{[]string{"fs", "mount", src, mnt, "--readdirplus", "maybe"}, "auto, on or off"},
 		{[]string{"fs", "stats", mnt}, "no fusescope lab file system"},
 		{[]string{"fs", "umount", mnt}, "not a mount point"},
+		{[]string{"fs", "umount", "/"}, "not a fusescope lab file system"}, // refused, whatever it is
 	}
 	for _, c := range cases {
 		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
