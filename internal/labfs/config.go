@@ -105,6 +105,11 @@ func (c *Config) Validate() error {
 	if c.Invalidation == "cto" && (c.DirectIO || c.KeepCache) {
 		return fmt.Errorf("--invalidation cto decides keep_cache per open: leave out --keep-cache and --direct-io")
 	}
+	if c.Passthrough {
+		if err := c.passthroughConflict(); err != nil {
+			return err
+		}
+	}
 	if c.MDCacheTTL < 0 || c.ReadPipeline < 0 || c.ReadChunk < 0 || c.WriteBehind < 0 || c.MaxInodes < 0 {
 		return fmt.Errorf("user-space feature sizes must not be negative")
 	}
@@ -113,6 +118,30 @@ func (c *Config) Validate() error {
 	}
 	if c.Congestion > 0 && c.MaxBackground > 0 && c.Congestion > c.MaxBackground {
 		return fmt.Errorf("--congestion-threshold %d exceeds --max-background %d: the kernel would cap it", c.Congestion, c.MaxBackground)
+	}
+	return nil
+}
+
+// passthroughConflict names a switch that passthrough would make fail or do
+// nothing: the kernel serves a passthrough file's reads and writes from the
+// backing file, so no READ or WRITE reaches the daemon, and the FUSE inode
+// has no page cache of its own.
+func (c *Config) passthroughConflict() error {
+	switch {
+	case c.WritebackCache:
+		return fmt.Errorf("--passthrough and --writeback-cache exclude each other: the kernel turns passthrough off when write-back caching is negotiated; leave out one of them")
+	case c.KeepCache:
+		return fmt.Errorf("--keep-cache does not combine with --passthrough: the kernel fails opens that ask for both (EIO); leave it out, passthrough reads use the backing file's page cache")
+	case c.DirectIO:
+		return fmt.Errorf("--direct-io turns passthrough off for every open: leave out --direct-io or --passthrough")
+	case c.Invalidation == "cto":
+		return fmt.Errorf("--invalidation cto keeps or drops the FUSE page cache, which passthrough files do not use: leave out one of them")
+	case c.ReadPipeline > 0:
+		return fmt.Errorf("--read-pipeline acts on READ requests, which passthrough files never send to the daemon: leave out one of them")
+	case c.WriteBehind > 0:
+		return fmt.Errorf("--write-behind acts on WRITE requests, which passthrough files never send to the daemon: leave out one of them")
+	case c.Bandwidth > 0:
+		return fmt.Errorf("--bandwidth throttles READ and WRITE data, which passthrough files never send to the daemon: leave out one of them")
 	}
 	return nil
 }

@@ -92,6 +92,27 @@ func TestPresetsAndCapabilities(t *testing.T) {
 	if bad.Validate() == nil {
 		t.Error("keep-cache with direct-io accepted")
 	}
+	// Passthrough with a switch that the kernel refuses with it, or that
+	// acts on READ and WRITE requests, which passthrough files never send.
+	for flag, conflict := range map[string]func(*Config){
+		"writeback-cache": func(c *Config) { c.WritebackCache = true },
+		"keep-cache":      func(c *Config) { c.KeepCache = true },
+		"direct-io":       func(c *Config) { c.DirectIO = true },
+		"invalidation":    func(c *Config) { c.Invalidation = "cto" },
+		"read-pipeline":   func(c *Config) { c.ReadPipeline = 4 },
+		"write-behind":    func(c *Config) { c.WriteBehind = 4 },
+		"bandwidth":       func(c *Config) { c.Bandwidth = 1 << 20 },
+	} {
+		cfg, _ := Preset("passthrough")
+		conflict(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--"+flag) {
+			t.Errorf("passthrough with --%s: %v, want an error naming --%s", flag, err, flag)
+		}
+		cfg.Passthrough = false
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("--%s without passthrough refused: %v", flag, err)
+		}
+	}
 	off := Config{Readdirplus: "off"}
 	if _, disabled := off.capabilities(); disabled&fuse.CAP_READDIRPLUS == 0 {
 		t.Error("readdirplus off does not disable READDIRPLUS")

@@ -365,11 +365,8 @@ func (w *labRaw) openFlags(out *fuse.OpenOut) {
 	if w.cfg.KeepCache {
 		out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	if w.cfg.DirectIO {
+	if w.cfg.DirectIO { // never with passthrough: Config.Validate refuses it
 		out.OpenFlags |= fuse.FOPEN_DIRECT_IO
-		// Direct I/O and a passthrough backing file exclude each other.
-		out.OpenFlags &^= fuse.FOPEN_PASSTHROUGH
-		out.BackingID = 0
 	}
 }
 

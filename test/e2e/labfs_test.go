@@ -141,11 +141,15 @@ func modes(t *testing.T) map[string]labfs.Config {
 	for _, name := range labfs.PresetNames() {
 		m[name] = preset(t, name)
 	}
-	all := preset(t, "default")
-	all.MDCacheTTL, all.ReadPipeline, all.ReadChunk, all.WriteBehind, all.MaxInodes = time.Second, 4, 64<<10, 8, 20
-	all.Invalidation, all.ReaddirAhead = "cto", true
-	all.Latency = labfs.LatencySpec{"*": {Base: 20 * time.Microsecond, Jitter: 10 * time.Microsecond}}
-	m["default+userspace"] = all
+	// Every user-space feature at once, over write-through and over the
+	// kernel's write-back cache (whose flushes meet write-behind's queue).
+	for _, base := range []string{"default", "writeback"} {
+		all := preset(t, base)
+		all.MDCacheTTL, all.ReadPipeline, all.ReadChunk, all.WriteBehind, all.MaxInodes = time.Second, 4, 64<<10, 8, 20
+		all.Invalidation, all.ReaddirAhead = "cto", true
+		all.Latency = labfs.LatencySpec{"*": {Base: 20 * time.Microsecond, Jitter: 10 * time.Microsecond}}
+		m[base+"+userspace"] = all
+	}
 	return m
 }
 
@@ -173,13 +177,16 @@ func TestLabFSPresetsMatchNative(t *testing.T) {
 func TestLabFSFioVerify(t *testing.T) {
 	need(t, "fio")
 	for name, cfg := range modes(t) {
-		for _, rw := range []string{"write", "randwrite"} {
+		// The last job mixes reads into unaligned writes of varying sizes:
+		// partial pages, and reads meeting write-behind and read-ahead.
+		for _, job := range [][]string{{"--rw=write", "--bs=4k"}, {"--rw=randwrite", "--bs=4k"}, {"--rw=randrw", "--bsrange=512-64k"}} {
+			rw := strings.TrimPrefix(job[0], "--rw=")
 			t.Run(name+"/"+rw, func(t *testing.T) {
 				_, mnt, _ := mountLabFS(t, cfg)
-				out, err := exec.Command("fio", "--name=verify", "--directory="+mnt, "--rw="+rw, "--bs=4k",
-					"--size=4m", "--ioengine=sync", "--verify=crc32c", "--do_verify=1", "--fsync_on_close=1",
-					"--verify_fatal=1", "--verify_state_save=0", "--output-format=terse").CombinedOutput()
-				if err != nil {
+				args := append([]string{"--name=verify", "--directory=" + mnt, "--size=4m", "--ioengine=sync",
+					"--verify=crc32c", "--do_verify=1", "--fsync_on_close=1", "--verify_fatal=1",
+					"--verify_state_save=0", "--output-format=terse"}, job...)
+				if out, err := exec.Command("fio", args...).CombinedOutput(); err != nil {
 					t.Fatalf("fio %s on preset %s: %v\n%s", rw, name, err, out)
 				}
 			})
@@ -481,6 +488,8 @@ func TestLabFSBadInput(t *testing.T) {
 		{[]string{"fs", "mount", src, mnt, "--bandwidth", "lots"}, "give a rate"},
 		{[]string{"fs", "mount", src, mnt, "--keep-cache", "--direct-io"}, "contradict"},
 		{[]string{"fs", "mount", src, mnt, "--readdirplus", "maybe"}, "auto, on or off"},
+		{[]string{"fs", "mount", src, mnt, "--preset", "passthrough", "--keep-cache"}, "fails opens"},       // EIO on every open
+		{[]string{"fs", "mount", src, mnt, "--preset", "writeback", "--passthrough"}, "exclude each other"}, // passthrough silently off
 		{[]string{"fs", "stats", mnt}, "no fusescope lab file system"},
 		{[]string{"fs", "umount", mnt}, "not a mount point"},
 		{[]string{"fs", "umount", "/"}, "not a fusescope lab file system"}, // refused, whatever it is
