@@ -38,7 +38,7 @@ volatile const __u8 io_kind[MAX_NR] = {};  /* 1 + index in fd_io counters; 0: no
 volatile const __u8 category[MAX_NR] = {};
 volatile const __u8 str_arg[MAX_NR] = {};  /* 1 + argument holding a path; 0: none */
 volatile const __u8 addr_arg[MAX_NR] = {}; /* 1 + argument holding a sockaddr (length in the next) */
-volatile const __u8 pair_arg[MAX_NR] = {}; /* 1 + argument holding an int[2] of new fds */
+volatile const __u8 word8_arg[MAX_NR] = {};/* 1 + argument pointing at 8 bytes to copy: an int[2] of new fds, a struct pollfd */
 volatile const __u8 flush_arg[MAX_NR] = {};/* 1 + argument naming an fd whose counters end here; 7: the return value */
 
 /* Keeps the event type in BTF for bpf2go (ring buffers name no value type). */
@@ -259,8 +259,8 @@ static __always_inline int send_call(struct pt_regs *regs, struct task_state *s,
 		if (len > 0 && bpf_probe_read_user(e->str, len & 255, (void *)arg(e, a - 1)) == 0)
 			e->str_len = len;
 	}
-	a = pair_arg[nr];
-	if (a >= 1 && a <= 6 && ret == 0) {
+	a = word8_arg[nr];
+	if (a >= 1 && a <= 6 && arg(e, a - 1)) {
 		if (bpf_probe_read_user(e->str, 8, (void *)arg(e, a - 1)) == 0)
 			e->str_len = 8;
 	}

@@ -91,11 +91,11 @@ const (
 	SysTraceVarIoKind            = "io_kind"
 	SysTraceVarNextPslot         = "next_pslot"
 	SysTraceVarNextTslot         = "next_tslot"
-	SysTraceVarPairArg           = "pair_arg"
 	SysTraceVarRare              = "rare"
 	SysTraceVarStrArg            = "str_arg"
 	SysTraceVarT0Ns              = "t0_ns"
 	SysTraceVarUnusedSysEvent    = "unused_sys_event"
+	SysTraceVarWord8Arg          = "word8_arg"
 )
 
 // LoadSysTrace returns the embedded CollectionSpec for SysTrace.
@@ -174,11 +174,11 @@ type SysTraceVariableSpecs struct {
 	IoKind         *ebpf.VariableSpec `ebpf:"io_kind"`
 	NextPslot      *ebpf.VariableSpec `ebpf:"next_pslot"`
 	NextTslot      *ebpf.VariableSpec `ebpf:"next_tslot"`
-	PairArg        *ebpf.VariableSpec `ebpf:"pair_arg"`
 	Rare           *ebpf.VariableSpec `ebpf:"rare"`
 	StrArg         *ebpf.VariableSpec `ebpf:"str_arg"`
 	T0Ns           *ebpf.VariableSpec `ebpf:"t0_ns"`
 	UnusedSysEvent *ebpf.VariableSpec `ebpf:"unused_sys_event"`
+	Word8Arg       *ebpf.VariableSpec `ebpf:"word8_arg"`
 }
 
 // SysTraceObjects contains all objects after they have been loaded into the kernel.
@@ -235,11 +235,11 @@ type SysTraceVariables struct {
 	IoKind         *ebpf.Variable `ebpf:"io_kind"`
 	NextPslot      *ebpf.Variable `ebpf:"next_pslot"`
 	NextTslot      *ebpf.Variable `ebpf:"next_tslot"`
-	PairArg        *ebpf.Variable `ebpf:"pair_arg"`
 	Rare           *ebpf.Variable `ebpf:"rare"`
 	StrArg         *ebpf.Variable `ebpf:"str_arg"`
 	T0Ns           *ebpf.Variable `ebpf:"t0_ns"`
 	UnusedSysEvent *ebpf.Variable `ebpf:"unused_sys_event"`
+	Word8Arg       *ebpf.Variable `ebpf:"word8_arg"`
 }
 
 // SysTracePrograms contains all programs after they have been loaded into the kernel.

@@ -90,9 +90,11 @@ var fdFirst = strset("read", "write", "close", "fstat", "lseek", "pread64", "pwr
 
 // Where the BPF side finds a call's strings (1 + argument index).
 var (
-	pathArgs  = map[string]uint8{"open": 1, "openat": 2, "openat2": 2, "creat": 1, "chdir": 1}
-	addrArgs  = map[string]uint8{"connect": 2, "bind": 2, "accept": 2, "accept4": 2, "sendto": 5}
-	pairArgs  = map[string]uint8{"pipe": 1, "pipe2": 1, "socketpair": 4}
+	pathArgs = map[string]uint8{"open": 1, "openat": 2, "openat2": 2, "creat": 1, "chdir": 1}
+	addrArgs = map[string]uint8{"connect": 2, "bind": 2, "accept": 2, "accept4": 2, "sendto": 5}
+	// 8 bytes behind a pointer: the two new fds of pipe and socketpair,
+	// the first struct pollfd of poll and ppoll (the fd it waits on).
+	word8Args = map[string]uint8{"pipe": 1, "pipe2": 1, "socketpair": 4, "poll": 1, "ppoll": 1}
 	flushArgs = map[string]uint8{"close": 1, "dup2": 2, "dup3": 2}
 )
 
@@ -183,7 +185,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded BPF object: %v", err)
 	}
-	var rare, io, cat, path, addr, pair, flush [sysMaxNR]uint8
+	var rare, io, cat, path, addr, word8, flush [sysMaxNR]uint8
 	catIndex := map[string]uint8{}
 	for i, c := range systrace.CategoryNames {
 		catIndex[c] = uint8(i)
@@ -201,7 +203,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		}
 		io[nr] = ioIndex[name]
 		cat[nr] = catIndex[systrace.Category(name)]
-		path[nr], addr[nr], pair[nr], flush[nr] = pathArgs[name], addrArgs[name], pairArgs[name], flushArgs[name]
+		path[nr], addr[nr], word8[nr], flush[nr] = pathArgs[name], addrArgs[name], word8Args[name], flushArgs[name]
 		if fdCreators[name] {
 			flush[nr] = flushRet
 		}
@@ -223,7 +225,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	consts := map[string]any{
 		"follow_tgid": uint32(opts.PID), "gate_pid": uint32(opts.GatePID), "detail_ns": uint64(minWait.Nanoseconds()),
 		"t0_ns": t.t0, "rare": rare, "io_kind": io, "category": cat, "str_arg": path, "addr_arg": addr,
-		"pair_arg": pair, "flush_arg": flush,
+		"word8_arg": word8, "flush_arg": flush,
 	}
 	if opts.EmptyPrograms {
 		consts["empty_programs"] = uint8(1)
@@ -436,9 +438,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 		} else {
 			e.Status = code >> 8 & 0xff
 		}
-		if ev.Tid == ev.Pid {
-			emit(e)
-		}
+		emit(e) // every thread's, as strace prints +++ exited +++ for each
 	case sevAdopt:
 		t.tids[ev.Tslot] = ev.Tid
 	}
@@ -556,6 +556,14 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 			for _, nfd := range []int{int(int32(binary.LittleEndian.Uint32(b))), int(int32(binary.LittleEndian.Uint32(b[4:])))} {
 				delete(p.fds, nfd)
 				p.target(nfd) // asks /proc now, while the pipe likely exists
+			}
+		}
+	case "poll", "ppoll":
+		// Sent whole only when it lasted --min-wait: name the first fd it
+		// waited on, as strace -y does inside the pollfd array.
+		if ev.StrLen == 8 && ev.Args[1] > 0 {
+			if pfd := int(int32(binary.LittleEndian.Uint32(rawBytes(ev.Str[:], 8)))); pfd >= 0 {
+				e.SetTarget(p.target(pfd))
 			}
 		}
 	case "chdir", "fchdir":

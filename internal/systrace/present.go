@@ -56,12 +56,12 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		if len(l.Command) > 0 {
 			what = strconv.Quote(strings.Join(l.Command, " "))
 		}
-		fmt.Fprintf(&b, "live trace of %s: %d processes, %.3f s traced", what, len(r.Processes), l.WallS)
+		fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced", what, plural(len(r.Processes), "process", "processes"), l.WallS)
 		if l.ExitStatus != nil {
 			fmt.Fprintf(&b, ", exit status %d", *l.ExitStatus)
 		}
 	} else {
-		fmt.Fprintf(&b, "%d lines, %d events, %d processes", r.Lines, r.Events, len(r.Processes))
+		fmt.Fprintf(&b, "%d lines, %d events, %s", r.Lines, r.Events, plural(len(r.Processes), "process", "processes"))
 	}
 	if r.Span > 0 && r.Live == nil {
 		fmt.Fprintf(&b, ", %.3f s traced", r.Span)
@@ -177,6 +177,9 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		var walk func(p Process, depth int)
 		walk = func(p Process, depth int) {
 			status := "running at end of log"
+			if r.Live != nil {
+				status = "running at end of trace"
+			}
 			switch {
 			case p.Exit != nil:
 				status = fmt.Sprintf("exited %d", *p.Exit)
@@ -207,4 +210,11 @@ func sortedKeys(m map[string]uint64) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

@@ -124,9 +124,11 @@ func TestSyscallsLiveChildren(t *testing.T) {
 // to a new fd with fcntl(F_DUPFD_CLOEXEC) (as find does with every
 // directory) and reads it there, then leaves the directory: what it did
 // must be named as strace -y names it, though the process has moved on (or
-// exited) by the time its events are read.
+// exited) by the time its events are read. Then it waits 100 ms in poll on
+// a FIFO, which must be named inside the pollfd array, and runs a thread,
+// whose exit must be seen.
 const fdNamingWorkload = `
-import fcntl, os, sys
+import fcntl, os, select, sys, threading
 os.chdir(sys.argv[1])
 fd = os.open("sub/in.bin", os.O_RDONLY)
 dup = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 20)
@@ -137,6 +139,16 @@ os.close(dup)
 fd = os.open("out.bin", os.O_WRONLY | os.O_CREAT, 0o644)
 os.write(fd, b"z" * 777)
 os.close(fd)
+os.mkfifo("idle.fifo")
+fifo = os.open("idle.fifo", os.O_RDWR)
+p = select.poll()
+p.register(fifo, select.POLLIN)
+p.poll(100)
+os.close(fifo)
+os.unlink("idle.fifo")
+t = threading.Thread(target=os.getpid)
+t.start()
+t.join()
 os.chdir("/")
 `
 
@@ -153,9 +165,11 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 	os.MkdirAll(filepath.Join(data, "sub"), 0o755)
 	os.WriteFile(filepath.Join(data, "sub", "in.bin"), make([]byte, 4321), 0o644)
 
-	live := liveReport(t, "--", "python3", script, data)
+	// The interpreter itself, not a wrapper script that would add processes.
+	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
+	live := liveReport(t, "--", python, script, data)
 	log := filepath.Join(dir, "strace.log")
-	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, "python3", script, data)
+	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, python, script, data)
 	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
 	if err != nil {
 		t.Fatalf("fusescope syscalls %s: %v", log, err)
@@ -174,11 +188,24 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 		return m
 	}
 	want := map[string][2]int64{filepath.Join(data, "sub", "in.bin"): {4321, 0}, filepath.Join(data, "out.bin"): {0, 777}}
+	fifo := filepath.Join(data, "idle.fifo")
 	for name, r := range map[string]*systrace.Report{"live": live, "strace log": &fromLog} {
 		got := inData(r)
 		for target, bytes := range want {
 			if got[target] != bytes {
 				t.Errorf("%s: %s read/written %v, want %v (files under %s: %v)", name, target, got[target], bytes, data, got)
+			}
+		}
+		if len(r.Waits) == 0 || r.Waits[0].Name != "poll" || r.Waits[0].Target != fifo {
+			t.Errorf("%s: top wait %+v, want the poll on %s", name, r.Waits[:min(1, len(r.Waits))], fifo)
+		}
+		// The process and its thread, both seen to exit 0.
+		if len(r.Processes) != 2 {
+			t.Errorf("%s: processes %+v, want the process and its thread", name, r.Processes)
+		}
+		for _, p := range r.Processes {
+			if p.Exit == nil || *p.Exit != 0 {
+				t.Errorf("%s: process %+v, want exited 0", name, p)
 			}
 		}
 	}
