@@ -130,6 +130,7 @@ type Parser struct {
 	Lost       int         // unfinished calls whose resumed line never came
 	Summary    int         // lines of an strace -c/-C summary table, skipped
 	Lines      int
+	relClock   float64 // -r: the sum of the deltas so far
 }
 
 // MaxMalformed bounds how many malformed lines are kept for reporting.
@@ -212,13 +213,36 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 		}
 		ev.PID, s = pid, strings.TrimLeft(s[i+1:], " ")
 	}
-	// Timestamp: 10:20:30.123456 (-tt) or 1700000000.123456 (-ttt).
+	// Timestamp: 10:20:30.123456 (-tt), 10:20:30 (-t), 1700000000.123456
+	// (-ttt), or the time since the previous call's entry, right-aligned
+	// (-r); with both, -r's "(+ 0.000143)" follows the absolute time.
+	s = strings.TrimLeft(s, " ")
 	if i := strings.IndexByte(s, ' '); i > 0 && looksLikeTime(s) {
-		t, err := parseTime(s[:i])
+		stamp := s[:i]
+		t, err := parseTime(stamp)
 		if err != nil {
 			return nil, err
 		}
-		ev.Time, s = t, s[i+1:]
+		s = strings.TrimLeft(s[i+1:], " ")
+		if !strings.ContainsRune(stamp, ':') && t < relativeTimeBelow {
+			p.relClock += t // -r alone: the log's own running clock
+			t = p.relClock
+		}
+		ev.Time = t
+		if rest, ok := strings.CutPrefix(s, "(+"); ok {
+			if end := strings.IndexByte(rest, ')'); end >= 0 {
+				s = strings.TrimLeft(rest[end+1:], " ")
+			}
+		}
+	}
+	// The system call's number (-n, "[  59]") and the instruction pointer
+	// (-i, "[00007f1783010ad7]"): not needed.
+	for strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 || !isBracketedNumber(s[1:end]) {
+			break
+		}
+		s = strings.TrimLeft(s[end+1:], " ")
 	}
 	switch {
 	case strings.HasPrefix(s, "--- "):
@@ -441,6 +465,10 @@ func allDigits(s string) bool {
 	return true
 }
 
+// relativeTimeBelow separates -r's deltas from -ttt's seconds since the
+// epoch: no log is from before 1973, and no gap between calls is 3 years.
+const relativeTimeBelow = 1e8
+
 func looksLikeTime(s string) bool {
 	i := strings.IndexByte(s, ' ')
 	if i <= 0 {
@@ -448,11 +476,30 @@ func looksLikeTime(s string) bool {
 	}
 	t := s[:i]
 	dot := strings.IndexByte(t, '.')
-	if dot <= 0 || !allDigits(t[dot+1:]) {
+	if dot < 0 { // -t: 10:20:30
+		return strings.Count(t, ":") == 2 && allDigits(strings.ReplaceAll(t, ":", ""))
+	}
+	if dot == 0 || !allDigits(t[dot+1:]) {
 		return false
 	}
 	for j := 0; j < dot; j++ {
 		if c := t[j]; c != ':' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// isBracketedNumber is true for what -n and -i print between brackets:
+// decimal or hexadecimal digits, space-padded ("?" where strace has none).
+func isBracketedNumber(s string) bool {
+	digits := strings.Trim(s, " ")
+	if digits == "" {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == '?') {
 			return false
 		}
 	}

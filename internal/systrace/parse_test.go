@@ -30,6 +30,13 @@ func TestParseFormats(t *testing.T) {
 			Event{PID: 5, Name: "mmap", Ret: "0x7f0000000000", Dur: 0.000005}},
 		{`9 12:00:00.000001 exit_group(0) = ?`, Event{PID: 9, Time: 43200.000001, Name: "exit_group", Ret: "?", Dur: -1}},
 		{`9 12:00:00.5 write(1<pipe:[123]>, "a\nb", 3) = 3 <0.000002>`, Event{PID: 9, Time: 43200.5, Name: "write", Ret: "3", Dur: 0.000002}},
+		// -t, -i, -n, and -ttt with -r.
+		{`24276 18:02:14 getuid()                 = 0 <0.000036>`, Event{PID: 24276, Time: 64934, Name: "getuid", Ret: "0", Dur: 0.000036}},
+		{`24255 18:02:14.828547 [00007fa668cc3507] getuid() = 0 <0.000044>`, Event{PID: 24255, Time: 64934.828547, Name: "getuid", Ret: "0", Dur: 0.000044}},
+		{`24262 18:02:14.863961 [ 102] getuid()   = 0 <0.000042>`, Event{PID: 24262, Time: 64934.863961, Name: "getuid", Ret: "0", Dur: 0.000042}},
+		{`[pid 24262] 18:02:14.863961 [ 102] [00007fa668cc3507] getuid() = 0`, Event{PID: 24262, Time: 64934.863961, Name: "getuid", Ret: "0", Dur: -1}},
+		{`24283 1795370534.950344 (+     0.000143) getuid() = 0`, Event{PID: 24283, Time: 1795370534.950344, Name: "getuid", Ret: "0", Dur: -1}},
+		{`24283 1795370534.950344 (+     0.000143) [????????????????] +++ exited with 0 +++`, Event{PID: 24283, Time: 1795370534.950344, Dur: -1}},
 	}
 	for _, c := range cases {
 		evs, p := parseAll(t, c.line+"\n")
@@ -41,6 +48,25 @@ func TestParseFormats(t *testing.T) {
 		if e.PID != c.want.PID || e.Name != c.want.Name || e.Ret != c.want.Ret || e.Errno != c.want.Errno ||
 			abs(e.Time-c.want.Time) > 1e-6 || abs(e.Dur-c.want.Dur) > 1e-9 {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.line, *e, c.want)
+		}
+	}
+}
+
+// -r alone: each line carries the time since the previous call's entry, and
+// the events' times are the running sum.
+func TestParseRelativeTimestamps(t *testing.T) {
+	log := `     0.000000 execve("/usr/bin/true", ["true"], 0x7ffda92e4fb8 /* 35 vars */) = 0 <0.000300>
+     0.000126 getuid()                  = 0 <0.000010>
+     1.500000 read(3</etc/hostname>, "h", 1) = 1 <0.000020>
+     0.000100 +++ exited with 0 +++
+`
+	evs, p := parseAll(t, log)
+	if p.Bad != 0 || len(evs) != 4 {
+		t.Fatalf("%d events, malformed %+v", len(evs), p.Malformed)
+	}
+	for i, want := range []float64{0, 0.000126, 1.500126, 1.500226} {
+		if abs(evs[i].Time-want) > 1e-9 {
+			t.Errorf("event %d (%s) at %.6f s, want %.6f", i, evs[i].Name, evs[i].Time, want)
 		}
 	}
 }
