@@ -148,20 +148,10 @@ func ParseFormat(text string) ([]TracepointField, error) {
 	return fields, nil
 }
 
-// FuseLoaded reports whether the kernel's fuse code is present: built in, or
-// a module that has been loaded (where fuse is a module, it is loaded by the
-// first FUSE mount, and its tracepoints exist only from then on).
-func FuseLoaded() bool {
-	_, err := os.Stat("/sys/module/fuse")
-	return err == nil
-}
-
 // CheckTracepoints verifies that the kernel has the fuse request tracepoints
 // with the fields the BPF programs read, and that they carry request ids.
-// fuseLoaded is FuseLoaded's answer.
-func CheckTracepoints(tracefs, release string, fuseLoaded bool) error {
+func CheckTracepoints(tracefs, release string) error {
 	major, minor, _ := ParseRelease(release)
-	recent := major > 6 || (major == 6 && minor >= 12)
 	want := map[string][]string{
 		"fuse_request_send": {"connection", "unique", "opcode", "len"},
 		"fuse_request_end":  {"connection", "unique", "len", "error"},
@@ -169,9 +159,6 @@ func CheckTracepoints(tracefs, release string, fuseLoaded bool) error {
 	for _, ev := range []string{"fuse_request_send", "fuse_request_end"} {
 		fields, err := ReadFormat(tracefs, "fuse", ev)
 		if errors.Is(err, os.ErrNotExist) {
-			if recent && !fuseLoaded {
-				return fmt.Errorf("fuse:%s does not exist yet: the fuse module is not loaded (no FUSE file system mounted since boot): run modprobe fuse, or mount one, then trace again", ev)
-			}
 			return fmt.Errorf("kernel %s has no fuse:%s tracepoint (added in Linux 6.12; request ids in 6.18): boot Linux 6.18 or later", release, ev)
 		}
 		if err != nil {

@@ -126,7 +126,7 @@ func Start(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTracepoints(tracefs, KernelRelease(), FuseLoaded()); err != nil {
+	if err := CheckTracepoints(tracefs, KernelRelease()); err != nil {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
