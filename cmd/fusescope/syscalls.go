@@ -32,9 +32,9 @@ func newSyscallsCmd() *cobra.Command {
 		Short: "System calls from strace logs or live: hot spots, time per category, per-file I/O, waits, process tree",
 		Long: `Analyse system-call logs written by strace -f -tt -T -y (and its variants:
 -t, -ttt, -r, -yy, -i, -n, with or without PIDs, -o files, -ff file sets,
-strace-log-merge output). Calls split into "<unfinished ...>" and "<... resumed>" lines are
-joined per thread; malformed lines are counted and reported with their line
-numbers. Record a log with:
+strace-log-merge output). Calls split into "<unfinished ...>" and
+"<... resumed>" lines are joined per thread; malformed lines are counted and
+reported with their line numbers. Record a log with:
 
   strace -f -tt -T -y -o app.log ./app
 
