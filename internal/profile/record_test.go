@@ -13,6 +13,7 @@ func TestParseRejects(t *testing.T) {
 	cases := map[string]string{
 		`not json`:                               "not a fusescope record",
 		`{"schema":"other/v1"}`:                  "not a fusescope record",
+		`{"schema":"fusescope.syscalls/v1"}`:     "a fusescope syscalls report",
 		`{"schema":"fusescope.record/v9"}`:       "not supported",
 		`{"schema":"fusescope.record/v1","x":1}`: "unknown field",
 		`{"schema":"fusescope.record/v1","profile":{"ops":[{"conn":1,"op":"LOOKUP","opcode":1,"count":2,"latency":{"unit":"ns","count":1,"sum":5,"min":5,"max":5,"buckets":[0,0,1]}}]}}`: "histogram 1",
