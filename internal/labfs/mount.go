@@ -130,7 +130,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	loop, err := fs.NewLoopbackRoot(src)
+	loop, err := newConfinedRoot(src)
 	if err != nil {
 		return nil, err
 	}
@@ -184,10 +184,12 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	f.timerNs = float64(TimerOverhead().Nanoseconds())
 	f.server, err = fuse.NewServer(w, mnt, &mopts)
 	if err != nil {
+		unix.Close(loop.src)
 		return nil, fmt.Errorf("mounting %s at %s: %v", src, mnt, err)
 	}
 	go func() {
 		f.server.Serve()
+		unix.Close(loop.src)
 		close(f.unmounts)
 	}()
 	if err := f.server.WaitMount(); err != nil {

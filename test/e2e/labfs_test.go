@@ -538,3 +538,109 @@ func TestLabFSNegativeLookups(t *testing.T) {
 		}
 	}
 }
+
+// A directory of the source replaced by a symlink to somewhere else while
+// the mount still knows it (an open descriptor of it, cached entries under
+// it) must not take the daemon there. Two such directories: one the daemon
+// has worked in before the swap, whose operations then go on in the same
+// directory (renamed, still in the source), and one it has not, whose
+// operations fail. Either way the directory the symlinks point to is left
+// as it was.
+func TestLabFSStaysInsideSource(t *testing.T) {
+	cfg := preset(t, "default")
+	cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, time.Hour
+	src, mnt, _ := mountLabFS(t, cfg)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("outside"), 0o600)
+	for _, used := range []bool{true, false} {
+		name := map[bool]string{true: "used", false: "fresh"}[used]
+		inside := filepath.Join(src, name)
+		os.Mkdir(inside, 0o755)
+		os.WriteFile(filepath.Join(inside, "victim"), []byte("inside"), 0o600)
+		dir, err := os.Open(filepath.Join(mnt, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dir.Close()
+		dfd := int(dir.Fd())
+		if used {
+			var st unix.Stat_t
+			if err := unix.Fstatat(dfd, "victim", &st, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Rename(inside, inside+".moved"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, inside); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, outside)
+		ops := map[string]func() error{
+			"list": func() error {
+				fd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+				unix.Close(fd)
+				return err
+			},
+			"create": func() error {
+				fd, err := unix.Openat(dfd, "new", unix.O_CREAT|unix.O_WRONLY, 0o644)
+				unix.Close(fd)
+				return err
+			},
+			"mkdir":    func() error { return unix.Mkdirat(dfd, "newdir", 0o755) },
+			"mkfifo":   func() error { return unix.Mkfifoat(dfd, "fifo", 0o644) },
+			"symlink":  func() error { return unix.Symlinkat("/etc", dfd, "link") },
+			"chmod":    func() error { return unix.Fchmodat(dfd, "victim", 0o666, 0) },
+			"chown":    func() error { return unix.Fchownat(dfd, "victim", 1234, 1234, 0) },
+			"truncate": func() error { return unix.Truncate(fmt.Sprintf("/proc/self/fd/%d/victim", dfd), 1) },
+			"utimes":   func() error { return unix.UtimesNanoAt(dfd, "victim", []unix.Timespec{{Sec: 1}, {Sec: 1}}, 0) },
+			"setxattr": func() error {
+				return unix.Setxattr(fmt.Sprintf("/proc/self/fd/%d/victim", dfd), "user.x", []byte("y"), 0)
+			},
+			"link": func() error { return unix.Linkat(dfd, "victim", dfd, "hardlink", 0) },
+		}
+		for op, f := range ops {
+			if err := f(); err == nil && !used {
+				t.Errorf("%s: %s under the swapped directory succeeded", name, op)
+			}
+		}
+		if data, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d/victim", dfd)); err == nil && string(data) != "i" {
+			t.Errorf("%s: read %q under the swapped directory, want the source's (truncated to 1 byte) or an error", name, data)
+		}
+		if err := unix.Renameat(dfd, "victim", dfd, "renamed"); err == nil && !used {
+			t.Errorf("%s: rename under the swapped directory succeeded", name)
+		}
+		if err := unix.Unlinkat(dfd, "renamed", 0); err == nil && !used {
+			t.Errorf("%s: unlink under the swapped directory succeeded", name)
+		}
+		if after := snapshot(t, outside); after != before {
+			t.Errorf("%s: the daemon changed %s, outside its source:\nbefore: %s\nafter:  %s", name, outside, before, after)
+		}
+		if used { // what the daemon did, it did in the directory it knew
+			if _, err := os.Lstat(filepath.Join(inside+".moved", "new")); err != nil {
+				t.Errorf("%s: the file created under the swapped directory is not in the source: %v", name, err)
+			}
+		}
+	}
+}
+
+// snapshot describes every entry of dir: name, mode, owner, size, times, content.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		var st unix.Stat_t
+		p := filepath.Join(dir, e.Name())
+		unix.Lstat(p, &st)
+		var data []byte
+		if st.Mode&unix.S_IFMT == unix.S_IFREG { // not a FIFO the daemon might have made: reading it blocks
+			data, _ = os.ReadFile(p)
+		}
+		fmt.Fprintf(&b, "%s %o %d:%d %d %d %q; ", e.Name(), st.Mode, st.Uid, st.Gid, st.Size, st.Mtim.Nano(), data)
+	}
+	return b.String()
+}
