@@ -224,9 +224,11 @@ func mountInBackground(mnt string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := labfs.PrivateControlDir(); err != nil {
+		return err
+	}
 	logPath := daemonLog(mnt)
-	os.MkdirAll(filepath.Dir(logPath), 0o700)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}

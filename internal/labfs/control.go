@@ -26,6 +26,29 @@ func ControlDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("fusescope-%d", os.Geteuid()))
 }
 
+// PrivateControlDir returns ControlDir, made if missing, once it is known to
+// be a directory of the user's own that no one else can write: in a shared
+// /tmp, a directory another user made first could swap the sockets and logs
+// in it for symlinks to the user's files.
+func PrivateControlDir() (string, error) {
+	dir := ControlDir()
+	return dir, privateDir(dir)
+}
+
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("control socket directory %s: %v", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("control socket directory %s: %v", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("control socket directory %s is not a private directory of yours (owner uid %d, mode %o): remove it, or set XDG_RUNTIME_DIR", dir, st.Uid, st.Mode&0o7777)
+	}
+	return nil
+}
+
 // SocketPath is the control socket of the lab file system mounted at mnt.
 func SocketPath(mnt string) string {
 	abs, err := filepath.Abs(mnt)
@@ -54,9 +77,8 @@ type controlServer struct {
 // daemon's statistics as one JSON record. The socket is 0600: the statistics
 // are the mounting user's.
 func serveControl(f *FS) (*controlServer, error) {
-	dir := ControlDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("control socket directory %s: %v", dir, err)
+	if _, err := PrivateControlDir(); err != nil {
+		return nil, err
 	}
 	path := SocketPath(f.MountPoint)
 	os.Remove(path) // left by a daemon that was killed
@@ -144,6 +166,9 @@ func (w fdWriter) Write(p []byte) (int, error) {
 
 // Stats asks the lab file system mounted at mnt for its statistics.
 func Stats(mnt string) (*profile.Record, error) {
+	if _, err := PrivateControlDir(); err != nil {
+		return nil, err
+	}
 	path := SocketPath(mnt)
 	conn, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {

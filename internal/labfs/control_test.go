@@ -1,0 +1,39 @@
+package labfs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The control directory must be the user's own and closed to others: one
+// that another user made first in a shared /tmp could swap the sockets and
+// logs in it for symlinks.
+func TestPrivateDir(t *testing.T) {
+	base := t.TempDir()
+	fresh := filepath.Join(base, "fresh")
+	if err := privateDir(fresh); err != nil {
+		t.Fatalf("a new directory: %v", err)
+	}
+	if fi, _ := os.Stat(fresh); fi.Mode().Perm() != 0o700 {
+		t.Errorf("made with mode %v, want 0700", fi.Mode().Perm())
+	}
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777) // whatever the umask
+	link := filepath.Join(base, "link")
+	os.Symlink(fresh, link)
+	bad := []string{open, link}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(base, "other")
+		os.Mkdir(other, 0o700)
+		os.Chown(other, 4321, 4321)
+		bad = append(bad, other)
+	}
+	for _, dir := range bad {
+		if err := privateDir(dir); err == nil || !strings.Contains(err.Error(), "not a private directory of yours") {
+			t.Errorf("%s: %v, want a refusal", dir, err)
+		}
+	}
+}
