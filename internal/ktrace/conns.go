@@ -65,20 +65,30 @@ func LiveConns() (map[uint32]bool, error) {
 	return out, nil
 }
 
-// DescribeMounts returns the record's view of every FUSE mount and of every
-// connection without a mount, with their fusectl counters.
-func DescribeMounts(mounts []MountInfo, only map[uint32]bool) []profile.Mount {
+// DescribeMounts returns the record's view of every FUSE mount, with its
+// fusectl counters. A connection mounted at several places (bind mounts)
+// is described by its first line in mountinfo, or by the one at the mount
+// point prefer names for it (the one the user named).
+func DescribeMounts(mounts []MountInfo, prefer map[uint32]string) []profile.Mount {
 	var out []profile.Mount
-	seen := map[uint32]bool{}
+	at := map[uint32]int{} // index in out
 	for _, m := range mounts {
-		if !m.IsFUSE() || seen[m.Minor] || (len(only) > 0 && !only[m.Minor]) {
+		if !m.IsFUSE() {
 			continue
 		}
-		seen[m.Minor] = true
-		out = append(out, profile.Mount{
-			Conn: m.Minor, MountPoint: m.MountPoint, FSType: m.FSType, Source: m.Source,
-			Options: m.Options, Connection: ReadConn(m.Minor),
-		})
+		i, seen := at[m.Minor]
+		if seen && m.MountPoint != prefer[m.Minor] {
+			continue
+		}
+		d := profile.Mount{Conn: m.Minor, MountPoint: m.MountPoint, FSType: m.FSType, Source: m.Source, Options: m.Options}
+		if seen {
+			d.Connection = out[i].Connection
+			out[i] = d
+			continue
+		}
+		d.Connection = ReadConn(m.Minor)
+		at[m.Minor] = len(out)
+		out = append(out, d)
 	}
 	return out
 }

@@ -204,3 +204,26 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 		t.Errorf("%d drop reasons named, SDROP_REASONS is %d", len(sysDropNames), got["SDROP_REASONS"])
 	}
 }
+
+// A connection mounted at two places is labelled with its first mount, or
+// with the one the user named.
+func TestDescribeMountsPrefersTheNamedMount(t *testing.T) {
+	mounts := []MountInfo{
+		{Minor: 40, MountPoint: "/mnt/a", FSType: "fuse.sshfs", Options: "rw"},
+		{Minor: 7, MountPoint: "/", FSType: "ext4"},
+		{Minor: 40, MountPoint: "/srv/bind", FSType: "fuse.sshfs", Options: "ro"},
+		{Minor: 41, MountPoint: "/mnt/b", FSType: "fuse"},
+	}
+	for _, c := range []struct {
+		prefer map[uint32]string
+		want   string
+	}{{nil, "/mnt/a rw"}, {map[uint32]string{40: "/srv/bind"}, "/srv/bind ro"}, {map[uint32]string{40: "/elsewhere"}, "/mnt/a rw"}} {
+		got := DescribeMounts(mounts, c.prefer)
+		if len(got) != 2 || got[0].Conn != 40 || got[1].Conn != 41 {
+			t.Fatalf("prefer %v: %+v, want connections 40 and 41 once each", c.prefer, got)
+		}
+		if s := got[0].MountPoint + " " + got[0].Options; s != c.want {
+			t.Errorf("prefer %v: connection 40 at %q, want %q", c.prefer, s, c.want)
+		}
+	}
+}

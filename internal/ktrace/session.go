@@ -69,6 +69,9 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	defer t.Close()
 
 	labels := newMountBook(conns)
+	for _, m := range cfg.Mounts {
+		labels.named[m.Minor] = m.MountPoint
+	}
 	labels.refresh()
 	start := time.Now()
 	if cfg.Ready != nil {
@@ -169,12 +172,13 @@ func dedup(v []uint32) []uint32 {
 // keeps its label after it is unmounted, and notices traced ones that go.
 type mountBook struct {
 	traced  []uint32
+	named   map[uint32]string // the mount point the user named, by connection
 	known   map[uint32]profile.Mount
 	present map[uint32]bool
 }
 
 func newMountBook(traced []uint32) *mountBook {
-	return &mountBook{traced: traced, known: map[uint32]profile.Mount{}}
+	return &mountBook{traced: traced, named: map[uint32]string{}, known: map[uint32]profile.Mount{}}
 }
 
 func (b *mountBook) refresh() {
@@ -184,7 +188,7 @@ func (b *mountBook) refresh() {
 	}
 	live, _ := LiveConns()
 	b.present = map[uint32]bool{}
-	for _, m := range DescribeMounts(infos, nil) {
+	for _, m := range DescribeMounts(infos, b.named) {
 		if live[m.Conn] {
 			b.present[m.Conn] = true
 			b.known[m.Conn] = m
