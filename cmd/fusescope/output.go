@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -77,5 +80,49 @@ func (r *renderer) render(rec *profile.Record) error {
 		return err
 	}
 	report.WriteConnections(r.w, rec)
+	return nil
+}
+
+// outputFile is a file named by -o, created before any tracing starts: a
+// path that cannot be written is refused at once, not after a long run (or
+// after the traced command has run) whose results would then be lost.
+type outputFile struct {
+	path string
+	f    *os.File
+}
+
+// createOutput creates path; "" gives a nil outputFile, whose methods do nothing.
+func createOutput(path string) (*outputFile, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("-o %s: %v: give a path in a writable directory", path, err)
+	}
+	return &outputFile{path: path, f: f}, nil
+}
+
+// finish writes with write and closes the file; write nil removes it (the
+// run ended before it had anything to save).
+func (o *outputFile) finish(write func(io.Writer) error) error {
+	if o == nil {
+		return nil
+	}
+	if write == nil {
+		o.f.Close()
+		return os.Remove(o.path)
+	}
+	err := write(o.f)
+	if cerr := o.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %v", o.path, err)
+	}
 	return nil
 }

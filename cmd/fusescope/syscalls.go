@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -84,17 +85,26 @@ then run on what it found (docs/syscalls.md says what differs from a log).`,
 				if len(pids) == 1 {
 					pid = pids[0]
 				}
-				r, err := runLive(command, pid, filter, systrace.Options{MaxWaits: top, TimelineS: timeline}, minWait)
+				out, err := createOutput(output)
 				if err != nil {
 					return err
 				}
-				return present(r, output, asJSON, asCSV, top)
+				r, err := runLive(command, pid, filter, systrace.Options{MaxWaits: top, TimelineS: timeline}, minWait)
+				if err != nil {
+					out.finish(nil)
+					return err
+				}
+				return present(r, out, asJSON, asCSV, top)
 			}
 			if len(logs) == 0 {
 				return fmt.Errorf("give strace logs to analyse, -- CMD ARGS to trace a command, or -p PID to trace a process (see fusescope syscalls --help)")
 			}
 			if minWait != 0 {
 				return fmt.Errorf("--min-wait applies to live tracing: a log keeps every call")
+			}
+			out, err := createOutput(output)
+			if err != nil {
+				return err
 			}
 			args = logs
 			p := systrace.NewParser()
@@ -118,16 +128,18 @@ then run on what it found (docs/syscalls.md says what differs from a log).`,
 				filter.PIDs[pid] = true
 			}
 			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: top, TimelineS: timeline})
+			if err == nil && r.Events == 0 {
+				if r.Lines > r.Malformed {
+					err = fmt.Errorf("no system call in %v matches the filters (%d lines read)", args, r.Lines)
+				} else {
+					err = fmt.Errorf("no system calls found in %v (%d lines, %d malformed): is it an strace log?", args, r.Lines, r.Malformed)
+				}
+			}
 			if err != nil {
+				out.finish(nil)
 				return err
 			}
-			if r.Events == 0 {
-				if r.Lines > r.Malformed {
-					return fmt.Errorf("no system call in %v matches the filters (%d lines read)", args, r.Lines)
-				}
-				return fmt.Errorf("no system calls found in %v (%d lines, %d malformed): is it an strace log?", args, r.Lines, r.Malformed)
-			}
-			return present(r, output, asJSON, asCSV, top)
+			return present(r, out, asJSON, asCSV, top)
 		},
 	}
 	f := c.Flags()
@@ -159,32 +171,21 @@ func pidSuffix(path string) int {
 	return pid
 }
 
-func present(r *systrace.Report, output string, asJSON, asCSV bool, top int) error {
-	w := os.Stdout
-	if output != "" {
-		f, err := os.Create(output)
-		if err != nil {
-			return fmt.Errorf("-o %s: %v", output, err)
+// present writes the report to out, or to standard output.
+func present(r *systrace.Report, out *outputFile, asJSON, asCSV bool, top int) error {
+	write := func(w io.Writer) error {
+		switch {
+		case asJSON:
+			return systrace.WriteJSON(w, r)
+		case asCSV:
+			return systrace.WriteCSV(w, r)
 		}
-		defer f.Close()
-		w = f
+		return systrace.WriteText(w, r, top)
 	}
-	var err error
-	switch {
-	case asJSON:
-		err = systrace.WriteJSON(w, r)
-	case asCSV:
-		err = systrace.WriteCSV(w, r)
-	default:
-		err = systrace.WriteText(w, r, top)
+	if out == nil {
+		return write(os.Stdout)
 	}
-	if err != nil {
-		return err
-	}
-	if output != "" {
-		return w.Close()
-	}
-	return nil
+	return out.finish(write)
 }
 
 // emptyProgramsEnv, set by make bench only, attaches programs that do

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -92,6 +93,10 @@ that "fusescope show" renders the same way.`,
 					cfg.Mounts = append(cfg.Mounts, mi)
 				}
 			}
+			saveTo, err := createOutput(recordTo)
+			if err != nil {
+				return err
+			}
 			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
 			cfg.Ready = func(conns []uint32, attach string, fallback error) {
 				if fallback != nil {
@@ -111,10 +116,12 @@ that "fusescope show" renders the same way.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			whole, runErr := ktrace.RunSession(ctx, cfg)
-			if whole != nil && recordTo != "" {
-				if err := whole.Save(recordTo); err != nil {
-					return fmt.Errorf("saving the record: %v", err)
-				}
+			var write func(io.Writer) error
+			if whole != nil {
+				write = whole.Write
+			}
+			if err := saveTo.finish(write); err != nil && runErr == nil {
+				return err
 			}
 			return runErr
 		},

@@ -106,15 +106,6 @@ func (r *Record) Write(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// Save writes the record to a file.
-func (r *Record) Save(path string) error {
-	var buf bytes.Buffer
-	if err := r.Write(&buf); err != nil {
-		return err
-	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
-}
-
 // Load reads a record and checks it; the error says what is wrong.
 func Load(path string) (*Record, error) {
 	b, err := os.ReadFile(path)

@@ -278,7 +278,10 @@ for i in range(7):
 // Bad input to the live source: one line and a non-zero exit, and nothing
 // left attached.
 func TestSyscallsLiveBadInput(t *testing.T) {
+	// An -o that cannot be written is refused before the command runs.
+	marker := filepath.Join(t.TempDir(), "ran")
 	for _, args := range [][]string{
+		{"syscalls", "-o", "/nonexistent/dir/report.txt", "--", "touch", marker},
 		{"syscalls", "-p", "999999999"},
 		{"syscalls", "--"},
 		{"syscalls", "--", "/nonexistent/command"},
@@ -291,6 +294,9 @@ func TestSyscallsLiveBadInput(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 			t.Errorf("%v: want one line and a non-zero exit, got %v:\n%s", args, err, out)
 		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran although its report could not be written")
 	}
 	assertNoProbesLeft(t)
 }
