@@ -383,7 +383,8 @@ func (n *confinedNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno
 }
 
 // make creates name with mk, gives it the caller's ownership, and returns
-// its node; if it cannot be stat'ed, remove undoes mk.
+// its node; one that cannot be stat'ed is removed again (unlinkat with
+// removeFlags).
 func (n *confinedNode) make(ctx context.Context, name string, out *fuse.EntryOut, mk func(dir int) error, removeFlags int) (ch *fs.Inode, errno syscall.Errno) {
 	errno = n.inDir(name, func(dir int) (err error) {
 		if err := mk(dir); err != nil {
