@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -83,20 +84,24 @@ func (r *renderer) render(rec *profile.Record) error {
 	return nil
 }
 
-// outputFile is a file named by -o, created before any tracing starts: a
-// path that cannot be written is refused at once, not after a long run (or
-// after the traced command has run) whose results would then be lost.
+// outputFile is a file named by -o. It is written as a temporary file in
+// the same directory, created before any tracing starts, and renamed into
+// place at the end: a path that cannot be written is refused at once, not
+// after a long run (or after the traced command has run) whose results
+// would then be lost, and a run that fails leaves an older file of that
+// name as it was.
 type outputFile struct {
 	path string
-	f    *os.File
+	tmp  *os.File
 }
 
-// createOutput creates path; "" gives a nil outputFile, whose methods do nothing.
+// createOutput prepares path; "" gives a nil outputFile, whose finish does
+// nothing.
 func createOutput(path string) (*outputFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -104,24 +109,31 @@ func createOutput(path string) (*outputFile, error) {
 		}
 		return nil, fmt.Errorf("-o %s: %v: give a path in a writable directory", path, err)
 	}
-	return &outputFile{path: path, f: f}, nil
+	return &outputFile{path: path, tmp: tmp}, nil
 }
 
-// finish writes with write and closes the file; write nil removes it (the
-// run ended before it had anything to save).
+// finish writes with write and puts the file in place; write nil drops it
+// (the run ended before it had anything to save).
 func (o *outputFile) finish(write func(io.Writer) error) error {
 	if o == nil {
 		return nil
 	}
 	if write == nil {
-		o.f.Close()
-		return os.Remove(o.path)
+		o.tmp.Close()
+		return os.Remove(o.tmp.Name())
 	}
-	err := write(o.f)
-	if cerr := o.f.Close(); err == nil {
+	err := write(o.tmp)
+	if err == nil {
+		err = o.tmp.Chmod(0o644)
+	}
+	if cerr := o.tmp.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(o.tmp.Name(), o.path)
+	}
 	if err != nil {
+		os.Remove(o.tmp.Name())
 		return fmt.Errorf("writing %s: %v", o.path, err)
 	}
 	return nil
