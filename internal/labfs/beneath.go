@@ -231,11 +231,11 @@ func (n *confinedNode) newEntry(ctx context.Context, dir int, name string, out *
 	return n.NewInode(ctx, n.child(), n.stableAttr(&st, gen)), nil
 }
 
-// owner gives name the caller's ownership, as go-fuse's loopback does when
-// it runs as root.
+// owner gives name in dir (dir itself for "") the caller's ownership, as
+// go-fuse's loopback does when it runs as root.
 func owner(ctx context.Context, dir int, name string) {
 	if c, ok := fuse.FromContext(ctx); ok && syscall.Geteuid() == 0 {
-		unix.Fchownat(dir, name, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		unix.Fchownat(dir, name, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW|emptyPath(name))
 	}
 }
 
@@ -418,9 +418,7 @@ func (n *confinedNode) Create(ctx context.Context, name string, flags, mode uint
 		if err != nil {
 			return err
 		}
-		if c, ok := fuse.FromContext(ctx); ok && syscall.Geteuid() == 0 {
-			unix.Fchown(fd, int(c.Uid), int(c.Gid))
-		}
+		owner(ctx, fd, "")
 		if ch, err = n.newEntry(ctx, fd, "", out); err != nil {
 			unix.Close(fd)
 			return err
