@@ -5,8 +5,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,7 +33,9 @@ func newSyscallsCmd() *cobra.Command {
 -t, -ttt, -r, -yy, -i, -n, with or without PIDs, -o files, -ff file sets,
 strace-log-merge output). Calls split into "<unfinished ...>" and
 "<... resumed>" lines are joined per thread; malformed lines are counted and
-reported with their line numbers. Record a log with:
+reported with their line numbers. In a log without -y (strace-analyzer's
+"strace -s 0 -ff", an attach with -p), fds are followed through the calls
+that make, duplicate and close them, and forks. Record a log with:
 
   strace -f -tt -T -y -o app.log ./app
 
@@ -108,21 +108,7 @@ then run on what it found (docs/syscalls.md says what differs from a log).`,
 			}
 			args = logs
 			p := systrace.NewParser()
-			events := func(emit func(*systrace.Event)) error {
-				for _, path := range args {
-					f, err := os.Open(path)
-					if err != nil {
-						return err
-					}
-					p.DefaultPID = pidSuffix(path)
-					err = p.Parse(f, emit)
-					f.Close()
-					if err != nil {
-						return fmt.Errorf("%s: %v", path, err)
-					}
-				}
-				return nil
-			}
+			events := systrace.Logs(args, p)
 			filter.PIDs = map[int]bool{}
 			for _, pid := range pids {
 				filter.PIDs[pid] = true
@@ -156,19 +142,6 @@ then run on what it found (docs/syscalls.md says what differs from a log).`,
 	f.Float64Var(&timeline, "timeline", 0, "add a timeline: calls and time per category in bins of this many seconds")
 	c.MarkFlagsMutuallyExclusive("json", "csv")
 	return c
-}
-
-// pidSuffix is the PID of an strace -ff file (LOG.1234), or 0.
-func pidSuffix(path string) int {
-	i := strings.LastIndexByte(path, '.')
-	if i < 0 {
-		return 0
-	}
-	pid, err := strconv.Atoi(path[i+1:])
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	return pid
 }
 
 // present writes the report to out, or to standard output.

@@ -12,9 +12,10 @@ type Report struct {
 	Events       int            `json:"events"`
 	Malformed    int            `json:"malformed"`
 	FirstBad     []Malformed    `json:"first_malformed,omitempty"`
-	Unfinished   int            `json:"unfinished"` // calls never resumed (killed, or the log was cut)
-	Syscalls     []SyscallStat  `json:"syscalls"`   // by total time, then calls
-	Files        []FileStat     `json:"files"`      // by total time
+	Unfinished   int            `json:"unfinished"`             // calls never resumed (killed, or the log was cut)
+	Syscalls     []SyscallStat  `json:"syscalls"`               // by total time, then calls
+	Files        []FileStat     `json:"files"`                  // by total time
+	FollowedFDs  bool           `json:"fds_followed,omitempty"` // a log without -y: fds named from the calls that made them
 	Categories   []CategoryStat `json:"categories"`
 	Waits        []Wait         `json:"waits"` // longest first
 	Processes    []Process      `json:"processes"`
@@ -120,6 +121,7 @@ func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*Repor
 	}
 	if p != nil {
 		r.Lines, r.Malformed, r.FirstBad = p.Lines, p.Bad, p.Malformed
+		r.FollowedFDs = p.FollowedFDs
 		r.Unfinished = len(p.pending) + p.Lost
 	}
 	return r, err

@@ -111,6 +111,7 @@ func (e *Event) RetInt() (int64, bool) {
 
 // Malformed is a line the parser could not read.
 type Malformed struct {
+	File string `json:"file,omitempty"` // when the log came from a named file
 	Line int    `json:"line"`
 	Text string `json:"text"`
 	Why  string `json:"why"`
@@ -125,12 +126,17 @@ type Parser struct {
 	// DefaultPID is the PID of lines without one: strace -ff writes each
 	// process to LOG.PID without a PID column.
 	DefaultPID int
-	Malformed  []Malformed // the first MaxMalformed
-	Bad        int         // all malformed lines
-	Lost       int         // unfinished calls whose resumed line never came
-	Summary    int         // lines of an strace -c/-C summary table, skipped
-	Lines      int
-	relClock   float64 // -r: the sum of the deltas so far
+	File       string // the log being read, for Malformed
+
+	Malformed []Malformed // the first MaxMalformed
+	Bad       int         // all malformed lines
+	Lost      int         // unfinished calls whose resumed line never came
+	Summary   int         // lines of an strace -c/-C summary table, skipped
+	Lines     int         // in all the logs read
+	// FollowedFDs: the logs had no strace -y targets, and Logs named the
+	// fds by following the calls that made them.
+	FollowedFDs bool
+	relClock    float64 // -r: the sum of the deltas so far
 }
 
 // MaxMalformed bounds how many malformed lines are kept for reporting.
@@ -139,13 +145,16 @@ const MaxMalformed = 100
 // NewParser returns a parser.
 func NewParser() *Parser { return &Parser{pending: map[int]*Event{}} }
 
-// Parse reads r and calls emit for every event, in log order. The event is
-// only valid during the call: copy what must outlive it.
+// Parse reads r and calls emit for every event, in log order; events carry
+// their line number in r. The event is only valid during the call: copy
+// what must outlive it.
 func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	inSummary := false
+	line := 0
 	for sc.Scan() {
+		line++
 		p.Lines++
 		text := sc.Text()
 		// strace -C and -c append a summary table: not events, not errors.
@@ -154,13 +163,13 @@ func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 			p.Summary++
 			continue
 		}
-		if ev, err := p.ParseLine(p.Lines, text); err != nil {
+		if ev, err := p.ParseLine(line, text); err != nil {
 			p.Bad++
 			if len(p.Malformed) < MaxMalformed {
 				if len(text) > 200 {
 					text = text[:200] + "..."
 				}
-				p.Malformed = append(p.Malformed, Malformed{Line: p.Lines, Text: text, Why: err.Error()})
+				p.Malformed = append(p.Malformed, Malformed{File: p.File, Line: line, Text: text, Why: err.Error()})
 			}
 		} else if ev != nil {
 			emit(ev)

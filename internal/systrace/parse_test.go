@@ -167,6 +167,9 @@ func FuzzParseLine(f *testing.F) {
 		`1234 10:20:30.123456 openat(AT_FDCWD</tmp>, "/etc/passwd", O_RDONLY) = 3</etc/passwd> <0.000012>`,
 		`[pid  77] read(3, <unfinished ...>`, `<... read resumed>"abc", 3) = 3`, `--- SIGCHLD {} ---`,
 		`+++ exited with 1 +++`, `% time     seconds`, `x(")`, `1 2 3`,
+		"5 pipe2([3, 4], 0) = 0\n5 clone(flags=SIGCHLD) = 6\n6 close_range(3, 9, 0) = 0\n6 dup2(4, 1) = 1",
+		`connect(3, {sa_family=AF_UNIX, sun_path=@"\"}, 5) = 0`,
+		`accept(3, {sa_family=AF_INET6, sin6_port=htons(1), inet_pton(AF_INET6, "::1", &sin6_addr)}, [28]) = 4`,
 	} {
 		f.Add(s)
 	}
@@ -177,7 +180,8 @@ func FuzzParseLine(f *testing.F) {
 				t.Fatal("a system call without a name")
 			}
 		})
-		r, _ := Analyze(func(emit func(*Event)) error { return NewParser().Parse(strings.NewReader(s), emit) }, nil, Options{MaxWaits: 5, TimelineS: 1})
+		// The whole pipeline, with the fds followed as for a log without -y.
+		r, _ := Analyze(nameFDs(func(emit func(*Event)) error { return NewParser().Parse(strings.NewReader(s), emit) }, newFDNamer()), nil, Options{MaxWaits: 5, TimelineS: 1})
 		_ = r
 	})
 }

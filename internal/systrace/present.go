@@ -71,7 +71,12 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	}
 	b.WriteString("\n")
 	if r.Malformed > 0 {
-		fmt.Fprintf(&b, "%d malformed lines skipped, first at line %d: %s\n", r.Malformed, r.FirstBad[0].Line, r.FirstBad[0].Why)
+		first := r.FirstBad[0]
+		where := "line " + strconv.Itoa(first.Line)
+		if first.File != "" {
+			where = first.File + ":" + strconv.Itoa(first.Line)
+		}
+		fmt.Fprintf(&b, "%d malformed lines skipped, first at %s: %s\n", r.Malformed, where, first.Why)
 	}
 	if r.Unfinished > 0 {
 		fmt.Fprintf(&b, "%d calls never finished (process killed, or the log was cut)\n", r.Unfinished)
@@ -106,7 +111,10 @@ func WriteText(w io.Writer, r *Report, top int) error {
 
 	if len(r.Files) > 0 {
 		b.WriteString("\nFiles, sockets and pipes by time")
-		if r.Live == nil {
+		switch {
+		case r.FollowedFDs:
+			b.WriteString(" (a log without -y: fds followed from the calls that made them)")
+		case r.Live == nil:
 			b.WriteString(" (strace -y targets)")
 		}
 		b.WriteString("\n")

@@ -1,14 +1,18 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,35 +109,73 @@ func TestBenchSyscallsParse(t *testing.T) {
 		mb, p.Lines, elapsed.Seconds(), mb/elapsed.Seconds(), float64(p.Lines)/elapsed.Seconds(), float64(peak)/(1<<20))
 }
 
-// TestBenchSyscallsVsStraceAnalyzer times fusescope syscalls and the Rust
-// strace-analyzer (crates.io) on the same file, in the format
-// strace-analyzer documents (strace -ff -ttt, no -y), pinned to one core.
+// straceAnalyzerTemplate is a block of a log as strace-analyzer reads it
+// (`strace -s 0 -ff -o LOG`: no PID column, no timestamps, no -T, no -y,
+// strings cut to ""...): file and socket I/O, an error, mmap, a signal.
+var straceAnalyzerTemplate = []string{
+	`openat(AT_FDCWD, "/srv/app/data/file-%03d.bin", O_RDONLY|O_CLOEXEC) = 3`,
+	`fstat(3, {st_mode=S_IFREG|0644, st_size=65536, ...}) = 0`,
+	`read(3, ""..., 65536) = 65536`,
+	`read(3, "", 65536) = 0`,
+	`close(3) = 0`,
+	`openat(AT_FDCWD, "/srv/app/missing.conf", O_RDONLY) = -1 ENOENT (No such file or directory)`,
+	`mmap(NULL, 262144, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f3a2c000000`,
+	`socket(AF_INET, SOCK_STREAM|SOCK_CLOEXEC, IPPROTO_TCP) = 5`,
+	`connect(5, {sa_family=AF_INET, sin_port=htons(5432), sin_addr=inet_addr("10.0.0.2")}, 16) = 0`,
+	`write(5, ""..., 30) = 30`,
+	`read(5, ""..., 16384) = 66`,
+	`close(5) = 0`,
+	`futex(0x7f3a2c0008d0, FUTEX_WAKE_PRIVATE, 1) = 1`,
+	`openat(AT_FDCWD, "/srv/app/out/result-%03d.txt", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 4`,
+	`write(4, ""..., 36) = 36`,
+	`close(4) = 0`,
+	`--- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED, si_pid=4242, si_uid=1000, si_status=0, si_utime=0, si_stime=0} ---`,
+}
+
+// straceAnalyzer finds the strace-analyzer binary, or skips.
+func straceAnalyzer(t *testing.T) string {
+	sa, err := exec.LookPath("strace-analyzer")
+	if err == nil {
+		return sa
+	}
+	home, _ := os.UserHomeDir()
+	sa = filepath.Join(home, ".cargo", "bin", "strace-analyzer")
+	if _, err := os.Stat(sa); err != nil {
+		t.Skip("strace-analyzer is not installed (cargo install strace-analyzer)")
+	}
+	return sa
+}
+
+// TestBenchSyscallsVsStraceAnalyzer compares fusescope syscalls with the Rust
+// strace-analyzer 0.5.6 (crates.io) on logs in the only format
+// strace-analyzer reads (`strace -s 0 -ff`, no timestamps): first what both
+// report, per-file reads and writes of a real run, then the time both take
+// on the same large log, pinned to one core.
 func TestBenchSyscallsVsStraceAnalyzer(t *testing.T) {
 	if os.Getenv("FUSESCOPE_BENCH") == "" {
 		t.Skip("benchmark: run with make bench")
 	}
-	sa, err := exec.LookPath("strace-analyzer")
-	if err != nil {
-		home, _ := os.UserHomeDir()
-		sa = filepath.Join(home, ".cargo", "bin", "strace-analyzer")
-		if _, err := os.Stat(sa); err != nil {
-			t.Skip("strace-analyzer is not installed (cargo install strace-analyzer)")
-		}
-	}
+	sa := straceAnalyzer(t)
 	bin, _ := filepath.Abs("../../bin/fusescope")
+	compareWithStraceAnalyzer(t, sa, bin)
+
 	size := int64(256 << 20)
+	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
+		size = 32 << 20
+	}
 	path := filepath.Join("/var/tmp", fmt.Sprintf("fusescope-bench-%d.log", os.Getpid()))
 	defer os.Remove(path)
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// -ff files have no PID column; -ttt timestamps; no -y targets.
 	var block []byte
 	for i := 0; len(block) < 4<<20; i++ {
-		line := logTemplate[i%len(logTemplate)]
-		line = fdTargetRE.ReplaceAllString(line, "$1")
-		block = append(block, fmt.Sprintf("%.6f %s\n", 1700000000+float64(i)*0.000013, line)...)
+		line := straceAnalyzerTemplate[i%len(straceAnalyzerTemplate)]
+		if strings.Contains(line, "%03d") {
+			line = fmt.Sprintf(line, (i/len(straceAnalyzerTemplate))%1000)
+		}
+		block = append(block, line+"\n"...)
 	}
 	for written := int64(0); written < size; written += int64(len(block)) {
 		f.Write(block)
@@ -162,4 +204,101 @@ func TestBenchSyscallsVsStraceAnalyzer(t *testing.T) {
 	}
 }
 
-var fdTargetRE = regexp.MustCompile(`(\d+)<[^>]*>`)
+// compareWithStraceAnalyzer records a shell script that copies files with
+// dd and head as strace-analyzer asks (`strace -s 0 -ff -o LOG`), runs both
+// tools on the set, and prints what each found per file: calls exactly,
+// bytes as strace-analyzer rounds them. Files whose calls differ fail.
+func compareWithStraceAnalyzer(t *testing.T, sa, bin string) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o755)
+	script := `d=$1
+dd if=/dev/zero of=$d/f1 bs=4096 count=100 status=none
+dd if=/dev/zero of=$d/f2 bs=1000 count=33 status=none
+dd if=$d/f1 of=/dev/null bs=512 status=none
+dd if=$d/f2 of=$d/f3 bs=3000 status=none
+head -c 5000 $d/f1 > /dev/null
+`
+	os.WriteFile(filepath.Join(dir, "work.sh"), []byte(script), 0o644)
+	prefix := filepath.Join(dir, "log")
+	// bash, not sh: strace-analyzer follows clone(), and dash uses vfork().
+	if out, err := exec.Command("strace", "-s", "0", "-ff", "-o", prefix, "bash", filepath.Join(dir, "work.sh"), data).CombinedOutput(); err != nil {
+		t.Fatalf("strace: %v: %s", err, out)
+	}
+	logs, _ := filepath.Glob(prefix + ".*")
+	sort.Slice(logs, func(i, j int) bool { return systrace.PIDSuffix(logs[i]) < systrace.PIDSuffix(logs[j]) })
+
+	// strace-analyzer: one line per file per open (-v: /tmp and /dev too),
+	// "read 400.0K with 100 ops (4.0K / op) /path".
+	out, err := exec.Command(sa, "-v", logs[0]).Output()
+	if err != nil {
+		t.Fatalf("strace-analyzer: %v", err)
+	}
+	type totals struct {
+		reads, writes     int
+		bytesR, bytesW    float64
+		slackR, slackW    float64 // strace-analyzer's rounding
+		ourBR, ourBW      int64
+		ourReads, ourWrit int
+	}
+	files := map[string]*totals{}
+	get := func(name string) *totals {
+		if files[name] == nil {
+			files[name] = &totals{}
+		}
+		return files[name]
+	}
+	line := regexp.MustCompile(`^(read|write) ([0-9.]+)([KMGT]?)B? with (\d+) ops \(.*\) (.+)$`)
+	for _, l := range strings.Split(string(out), "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		unit := map[string]float64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m[3]]
+		ops, _ := strconv.Atoi(m[4])
+		f := get(m[5])
+		slack := 0.05 * unit
+		if m[3] == "" {
+			slack = 0
+		}
+		if m[1] == "read" {
+			f.reads, f.bytesR, f.slackR = f.reads+ops, f.bytesR+v*unit, f.slackR+slack
+		} else {
+			f.writes, f.bytesW, f.slackW = f.writes+ops, f.bytesW+v*unit, f.slackW+slack
+		}
+	}
+	out, err = exec.Command(bin, append([]string{"syscalls", "--json", "--top", "0"}, logs...)...).Output()
+	if err != nil {
+		t.Fatalf("fusescope syscalls: %v", err)
+	}
+	var r systrace.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, fs := range r.Files {
+		if fs.Reads+fs.Writes == 0 {
+			continue
+		}
+		f := get(fs.Target)
+		f.ourReads, f.ourWrit, f.ourBR, f.ourBW = fs.Reads, fs.Writes, fs.BytesRead, fs.BytesWritten
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Printf("\n### What fusescope syscalls and strace-analyzer report on the same strace -s 0 -ff set\n\n")
+	fmt.Println("| file | reads (fusescope / strace-analyzer) | bytes read | writes | bytes written | agree |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, n := range names {
+		f := files[n]
+		agree := f.reads == f.ourReads && f.writes == f.ourWrit &&
+			math.Abs(float64(f.ourBR)-f.bytesR) <= f.slackR && math.Abs(float64(f.ourBW)-f.bytesW) <= f.slackW
+		fmt.Printf("| %s | %d / %d | %d / %.0f | %d / %d | %d / %.0f | %v |\n", strings.TrimPrefix(n, dir+"/"),
+			f.ourReads, f.reads, f.ourBR, f.bytesR, f.ourWrit, f.writes, f.ourBW, f.bytesW, agree)
+		if strings.HasPrefix(n, data) && !agree {
+			t.Errorf("%s: fusescope and strace-analyzer disagree", n)
+		}
+	}
+}

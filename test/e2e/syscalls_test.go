@@ -203,3 +203,74 @@ func TestSyscallsFileSet(t *testing.T) {
 		}
 	}
 }
+
+// forkWorkload writes two files of known sizes, then a forked child reads
+// the first through an fd it inherited, a thread reads the second, and a
+// pipe carries 5 bytes: what per-file I/O must follow in a log without -y.
+const forkWorkload = `
+import os, sys, threading
+d = sys.argv[1]
+with open(os.path.join(d, "a.bin"), "wb") as f: f.write(b"a" * 30000)
+with open(os.path.join(d, "b.bin"), "wb") as f: f.write(b"b" * 7000)
+f = open(os.path.join(d, "a.bin"), "rb", buffering=0)
+pid = os.fork()
+if pid == 0:
+    while f.read(4096): pass
+    os._exit(0)
+os.waitpid(pid, 0)
+def rd():
+    with open(os.path.join(d, "b.bin"), "rb", buffering=0) as g:
+        while g.read(1000): pass
+t = threading.Thread(target=rd); t.start(); t.join()
+r, w = os.pipe()
+os.write(w, b"hello")
+os.read(r, 5)
+`
+
+// Logs recorded without -y (strace-analyzer's "strace -s 0 -ff", a plain
+// "strace -f") give the same per-file byte totals as the files' sizes:
+// fds are followed through opens, the fork and the thread.
+func TestSyscallsLogsWithoutY(t *testing.T) {
+	need(t, "strace", "python3")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "work.py")
+	os.WriteFile(script, []byte(forkWorkload), 0o644)
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o755)
+	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
+	for _, c := range []struct {
+		name  string
+		flags []string
+		pipe  bool // -s 0 prints pipe2's fds as [...]
+	}{
+		{"strace -f", []string{"-f", "-o", filepath.Join(dir, "f.log")}, true},
+		{"strace -s 0 -ff", []string{"-s", "0", "-ff", "-o", filepath.Join(dir, "set")}, false},
+	} {
+		run(t, "strace", append(c.flags, python, script, data)...)
+		logs, _ := filepath.Glob(c.flags[len(c.flags)-1] + "*")
+		out, err := exec.Command(fusescopeBin, append([]string{"syscalls", "--json", "--top", "0"}, logs...)...).Output()
+		if err != nil {
+			t.Fatalf("%s: fusescope syscalls: %v", c.name, err)
+		}
+		var r systrace.Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]systrace.FileStat{}
+		for _, f := range r.Files {
+			files[f.Target] = f
+		}
+		for name, size := range map[string]int64{"a.bin": 30000, "b.bin": 7000} {
+			f := files[filepath.Join(data, name)]
+			if f.BytesWritten != size || f.BytesRead != size || f.Opens != 2 {
+				t.Errorf("%s: %s: %+v, want %d bytes written and read, 2 opens", c.name, name, f, size)
+			}
+		}
+		if !r.FollowedFDs || r.Malformed != 0 {
+			t.Errorf("%s: fds followed %v, %d malformed", c.name, r.FollowedFDs, r.Malformed)
+		}
+		if p := files["pipe:[#1]"]; c.pipe && (p.BytesRead != 5 || p.BytesWritten != 5) {
+			t.Errorf("%s: pipe %+v, want 5 bytes each way", c.name, p)
+		}
+	}
+}

@@ -1,0 +1,411 @@
+package systrace
+
+import (
+	"net/netip"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// nameFDs is the preprocessing stage for logs recorded without strace -y
+// (strace-analyzer's `strace -s 0 -ff`, an strace -p attach): it follows each
+// process's fd table through the calls that create, duplicate and close fds,
+// and names the fd of every call as -y would have, so that per-file I/O,
+// waits and --file work on such logs too. Threads (CLONE_FILES) share their
+// creator's table and forks copy it at the fork, so that children know the
+// fds they inherited. A log with -y targets is passed on as it is. Names
+// differ from -y's where a log cannot know better: paths are as the program
+// gave them (relative ones are joined to a directory only when the log
+// showed it), pipes and socket pairs are numbered in the order they were
+// made (pipe:[#1]), and fds the log never saw created are "fd:N".
+func nameFDs(events func(emit func(*Event)) error, n *fdNamer) func(emit func(*Event)) error {
+	return func(emit func(*Event)) error {
+		return events(func(e *Event) {
+			n.observe(e)
+			emit(e)
+		})
+	}
+}
+
+func newFDNamer() *fdNamer { return &fdNamer{tables: map[int]*fdTable{}} }
+
+type fdNamer struct {
+	tables    map[int]*fdTable // by PID (the thread id in strace -f logs)
+	annotated bool             // the log has -y targets
+	pipes     int              // pipes and socket pairs named so far
+}
+
+// fdTable is what one process knows of its fds (threads share one).
+type fdTable struct {
+	fds map[int]string
+	cwd string // "" until a chdir shows it
+	// seenFirst: made for a process seen before the call that created it
+	// (strace -f prints a child's first calls before its parent's clone
+	// returns); the clone then hands it what the child inherited.
+	seenFirst bool
+}
+
+func (t *fdTable) name(fd int) string {
+	if s, ok := t.fds[fd]; ok {
+		return s
+	}
+	return "fd:" + strconv.Itoa(fd)
+}
+
+func (t *fdTable) clone() *fdTable {
+	c := &fdTable{fds: make(map[int]string, len(t.fds)), cwd: t.cwd}
+	for fd, s := range t.fds {
+		c.fds[fd] = s
+	}
+	return c
+}
+
+// resolve names path opened relative to dirfd ("AT_FDCWD" or a number).
+func (t *fdTable) resolve(dirfd, p string) string {
+	if p == "" || path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	base := t.cwd
+	if fd, ok := atoi(dirfd); ok {
+		base = t.name(fd)
+	}
+	if !path.IsAbs(base) {
+		return p
+	}
+	return path.Join(base, p)
+}
+
+// atCalls take a directory fd first, which strace -y names.
+var atCalls = set("newfstatat", "fstatat64", "unlinkat", "mkdirat", "mknodat", "fchmodat", "fchmodat2", "fchownat",
+	"faccessat", "faccessat2", "readlinkat", "renameat", "renameat2", "linkat", "utimensat", "futimesat", "statx",
+	"execveat", "name_to_handle_at", "getxattrat", "setxattrat", "listxattrat", "removexattrat")
+
+// fdFirst are the calls whose first argument is an fd.
+var fdFirst = set("read", "write", "close", "fstat", "lseek", "pread64", "pwrite64", "readv", "writev", "ioctl",
+	"fcntl", "flock", "fsync", "fdatasync", "ftruncate", "getdents", "getdents64", "fchdir", "fchmod", "fchown",
+	"fstatfs", "connect", "accept", "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+	"shutdown", "bind", "listen", "getsockname", "getpeername", "setsockopt", "getsockopt", "sendfile", "epoll_ctl",
+	"epoll_wait", "epoll_pwait", "epoll_pwait2", "dup", "dup2", "dup3", "preadv", "pwritev", "preadv2", "pwritev2",
+	"fgetxattr", "fsetxattr", "flistxattr", "fremovexattr", "fadvise64", "fallocate", "sync_file_range", "syncfs",
+	"splice", "tee", "copy_file_range", "readahead", "vmsplice", "inotify_add_watch", "timerfd_settime", "timerfd_gettime")
+
+// fdArgs is how many leading arguments nameFDs reads of each call that
+// involves fds; calls not listed are passed over.
+var fdArgs = func() map[string]int {
+	m := map[string]int{"open": 1, "creat": 1, "openat": 2, "openat2": 2, "close": 1, "close_range": 3,
+		"dup": 2, "dup2": 2, "dup3": 2, "fcntl": 2, "socket": 2, "connect": 2, "bind": 2, "accept": 2, "accept4": 2,
+		"pipe": 1, "pipe2": 1, "socketpair": 4, "chdir": 1, "fchdir": 1, "clone": 0, "clone3": 0, "fork": 0, "vfork": 0}
+	for _, names := range []map[string]bool{fdFirst, atCalls} {
+		for name := range names {
+			if _, ok := m[name]; !ok {
+				m[name] = 1
+			}
+		}
+	}
+	return m
+}()
+
+func (n *fdNamer) observe(e *Event) {
+	if n.annotated {
+		return
+	}
+	switch e.Kind {
+	case Exit, Killed:
+		delete(n.tables, e.PID) // the PID may be reused
+		return
+	case Syscall:
+	default:
+		return
+	}
+	want, ok := fdArgs[e.Name]
+	if !ok {
+		return
+	}
+	args := leadingArgs(e.Args, max(want, 1))
+	// A -y target: the first argument's for most calls (what Target reads,
+	// without splitting the arguments again), the return value's for opens.
+	if openCalls[e.Name] {
+		n.annotated = e.Target() != ""
+	} else if target := fdTarget(args[0]); target != "" {
+		e.SetTarget(target)
+		n.annotated = true
+	}
+	if n.annotated {
+		return
+	}
+	t := n.tables[e.PID]
+	if t == nil {
+		t = &fdTable{fds: map[int]string{}, seenFirst: true}
+		n.tables[e.PID] = t
+	}
+	ret, ok := e.RetInt()
+	ok = ok && e.Errno == "" && ret >= 0
+	arg := func(i int) string { return args[i] }
+	fd, isFD := atoi(arg(0))
+	if !isFD {
+		fd = -1
+	}
+	switch e.Name {
+	case "open", "creat", "openat", "openat2":
+		if !ok {
+			return
+		}
+		dirfd, p := "AT_FDCWD", arg(0)
+		if e.Name == "openat" || e.Name == "openat2" {
+			dirfd, p = arg(0), arg(1)
+		}
+		name := t.resolve(dirfd, unquote(p))
+		t.fds[int(ret)] = name
+		e.SetTarget(name)
+		return
+	case "close":
+		if fd >= 0 {
+			e.SetTarget(t.name(fd))
+			delete(t.fds, fd)
+		}
+		return
+	case "close_range":
+		first, ok1 := atoi(arg(0))
+		last, err2 := strconv.ParseUint(arg(1), 0, 32)
+		if ok && ok1 && err2 == nil && !strings.Contains(arg(2), "CLOSE_RANGE_CLOEXEC") {
+			for f := range t.fds {
+				if f >= first && uint64(f) <= last {
+					delete(t.fds, f)
+				}
+			}
+		}
+		return
+	case "dup", "dup2", "dup3", "fcntl":
+		if fd < 0 {
+			return
+		}
+		old := t.name(fd)
+		if ok && (e.Name != "fcntl" || arg(1) == "F_DUPFD" || arg(1) == "F_DUPFD_CLOEXEC") {
+			t.fds[int(ret)] = old
+		}
+		e.SetTarget(old)
+		return
+	case "socket":
+		if ok {
+			t.fds[int(ret)] = socketName(arg(0), arg(1))
+		}
+		return
+	case "connect", "bind":
+		if fd < 0 {
+			return
+		}
+		if ok || e.Errno == "EINPROGRESS" {
+			if a := sockaddrText(arg(1)); a != "" {
+				t.fds[fd] = protocolOf(t.name(fd)) + ":[" + a + "]"
+			}
+		}
+		e.SetTarget(t.name(fd))
+		return
+	case "accept", "accept4":
+		if fd < 0 {
+			return
+		}
+		listener := t.name(fd)
+		if ok {
+			t.fds[int(ret)] = protocolOf(listener) + ":[" + sockaddrText(arg(1)) + "]"
+		}
+		e.SetTarget(listener)
+		return
+	case "pipe", "pipe2", "socketpair":
+		list := arg(0)
+		kind := "pipe"
+		if e.Name == "socketpair" {
+			list, kind = arg(3), protocolOf(socketName(arg(0), arg(1)))
+		}
+		a, b, found := strings.Cut(strings.Trim(list, "[]"), ", ")
+		r, ok1 := atoi(a)
+		w, ok2 := atoi(b)
+		if ok && found && ok1 && ok2 {
+			n.pipes++
+			name := kind + ":[#" + strconv.Itoa(n.pipes) + "]"
+			t.fds[r], t.fds[w] = name, name
+		}
+		return
+	case "chdir":
+		if ok {
+			t.cwd = t.resolve("AT_FDCWD", unquote(arg(0)))
+		}
+		return
+	case "fchdir":
+		if fd >= 0 {
+			e.SetTarget(t.name(fd))
+			if ok {
+				t.cwd = t.name(fd)
+			}
+		}
+		return
+	case "clone", "clone3", "fork", "vfork":
+		if ok && ret > 0 {
+			n.inherit(int(ret), t, strings.Contains(e.Args, "CLONE_FILES"))
+		}
+		return
+	}
+	if fd >= 0 { // fdFirst and atCalls
+		e.SetTarget(t.name(fd))
+	}
+}
+
+// atoi reads a non-negative decimal number without allocating an error.
+func atoi(s string) (int, bool) {
+	if !allDigits(s) || len(s) > 9 {
+		return 0, false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		v = v*10 + int(s[i]-'0')
+	}
+	return v, true
+}
+
+// inherit gives child the fd table of its creator: the same table for a
+// thread (CLONE_FILES), a copy for a fork.
+func (n *fdNamer) inherit(child int, parent *fdTable, shared bool) {
+	c := n.tables[child]
+	if c != nil && !c.seenFirst {
+		return // already given
+	}
+	switch {
+	case c == nil && shared:
+		n.tables[child] = parent
+	case c == nil:
+		n.tables[child] = parent.clone()
+	case shared:
+		// What the child opened before its creator's clone returned.
+		for fd, s := range c.fds {
+			parent.fds[fd] = s
+		}
+		n.tables[child] = parent
+	default:
+		for fd, s := range parent.fds {
+			if _, ok := c.fds[fd]; !ok {
+				c.fds[fd] = s
+			}
+		}
+		if c.cwd == "" {
+			c.cwd = parent.cwd
+		}
+		c.seenFirst = false
+	}
+}
+
+// leadingArgs splits the first k (at most 4) top-level arguments off args.
+func leadingArgs(args string, k int) (out [4]string) {
+	for i := 0; i < k && args != ""; i++ {
+		end := topLevelIndex(args, ',')
+		if end < 0 {
+			out[i] = strings.TrimSpace(args)
+			break
+		}
+		out[i] = strings.TrimSpace(args[:end])
+		args = args[end+1:]
+	}
+	return out
+}
+
+// unquote reads a quoted path as strace prints it; a path cut by -s keeps
+// what was printed.
+func unquote(s string) string {
+	s = strings.TrimSuffix(s, "...")
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return unescape(s[1 : len(s)-1])
+	}
+	return s
+}
+
+// socketName names a new socket from socket()'s first two arguments, as
+// the live source does: TCP:[], UDP:[], UNIX:[]...
+func socketName(domain, typ string) string {
+	switch domain {
+	case "AF_INET", "AF_INET6":
+		switch {
+		case strings.HasPrefix(typ, "SOCK_STREAM"):
+			return "TCP:[]"
+		case strings.HasPrefix(typ, "SOCK_DGRAM"):
+			return "UDP:[]"
+		}
+		return "socket:[inet]"
+	case "AF_UNIX", "AF_LOCAL":
+		return "UNIX:[]"
+	case "AF_NETLINK":
+		return "NETLINK:[]"
+	}
+	return "socket:[]"
+}
+
+// protocolOf is the "TCP" of "TCP:[...]".
+func protocolOf(target string) string {
+	if i := strings.Index(target, ":["); i > 0 {
+		return target[:i]
+	}
+	return "socket"
+}
+
+// sockaddrText renders strace's struct sockaddr as the live source does:
+// 10.0.0.2:53, [::1]:443, /run/x.sock, @abstract.
+func sockaddrText(s string) string {
+	field := func(name string) string {
+		i := strings.Index(s, name)
+		if i < 0 {
+			return ""
+		}
+		v := s[i+len(name):]
+		if end := strings.IndexAny(v, ",}"); end >= 0 {
+			v = v[:end]
+		}
+		return v
+	}
+	port := func(name string) (uint16, bool) {
+		v := strings.TrimSuffix(strings.TrimPrefix(field(name), "htons("), ")")
+		p, err := strconv.ParseUint(v, 10, 16)
+		return uint16(p), err == nil
+	}
+	switch {
+	case strings.Contains(s, "sa_family=AF_INET,"):
+		ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(field("sin_addr="), `inet_addr("`), `")`))
+		if p, ok := port("sin_port="); ok && err == nil {
+			return netip.AddrPortFrom(ip, p).String()
+		}
+	case strings.Contains(s, "sa_family=AF_INET6,"):
+		i := strings.Index(s, `inet_pton(AF_INET6, "`)
+		if i < 0 {
+			return ""
+		}
+		a, _, _ := strings.Cut(s[i+len(`inet_pton(AF_INET6, "`):], `"`)
+		ip, err := netip.ParseAddr(a)
+		if p, ok := port("sin6_port="); ok && err == nil {
+			return netip.AddrPortFrom(ip, p).String()
+		}
+	case strings.Contains(s, "sa_family=AF_UNIX,"):
+		i := strings.Index(s, "sun_path=")
+		if i < 0 {
+			return ""
+		}
+		v := s[i+len("sun_path="):]
+		abstract := strings.HasPrefix(v, "@")
+		v = strings.TrimPrefix(v, "@")
+		if len(v) < 2 || v[0] != '"' {
+			return ""
+		}
+		end := 1
+		for end < len(v) && v[end] != '"' {
+			if v[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		if end >= len(v) {
+			return ""
+		}
+		p := unescape(v[1:end])
+		if abstract {
+			return "@" + p
+		}
+		return p
+	}
+	return ""
+}

@@ -1,0 +1,182 @@
+package systrace
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// targets runs a log through the parser and nameFDs, and returns each
+// event's line and target.
+func targets(t *testing.T, log string) map[int]string {
+	t.Helper()
+	p := NewParser()
+	got := map[int]string{}
+	src := nameFDs(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, newFDNamer())
+	if err := src(func(e *Event) { got[e.Line] = e.Target() }); err != nil {
+		t.Fatal(err)
+	}
+	if p.Bad != 0 {
+		t.Fatalf("malformed: %+v", p.Malformed)
+	}
+	return got
+}
+
+func TestNameFDsWithoutY(t *testing.T) {
+	// Line numbers matter: the wanted targets below are by line.
+	log := strings.TrimPrefix(`
+100 chdir("/srv") = 0
+100 openat(AT_FDCWD, "data/a.bin", O_RDONLY) = 3
+100 read(3, ""..., 4096) = 4096
+100 openat(3, "sub", O_RDONLY|O_DIRECTORY) = -1 ENOTDIR (Not a directory)
+100 fcntl(3, F_DUPFD_CLOEXEC, 3) = 4
+100 fcntl(4, F_GETFL) = 0x8000 (flags O_RDONLY|O_LARGEFILE)
+100 dup2(4, 7) = 7
+100 write(7, "x", 1) = -1 EBADF (Bad file descriptor)
+100 socket(AF_INET, SOCK_DGRAM|SOCK_CLOEXEC|SOCK_NONBLOCK, IPPROTO_IP) = 5
+100 connect(5, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.0.0.2")}, 16) = 0
+100 poll([{fd=5, events=POLLIN}], 1, 5000) = 0 (Timeout)
+100 recvfrom(5, ""..., 512, 0, NULL, NULL) = -1 EAGAIN (Resource temporarily unavailable)
+100 pipe2([8, 9], O_CLOEXEC) = 0
+100 write(9, "hi", 2) = 2
+100 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM, child_tid=0x7f, parent_tid=0x7f, exit_signal=0, stack=0x7f, stack_size=0x7fff00, tls=0x7f} <unfinished ...>
+101 openat(AT_FDCWD, "/etc/hosts", O_RDONLY) = 10
+100 <... clone3 resumed> => {parent_tid=[101]}, 88) = 101
+100 read(10, ""..., 100) = 100
+101 read(8, "hi", 2) = 2
+100 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 200
+200 close(3) = 0
+200 openat(AT_FDCWD, "b.bin", O_RDONLY) = 3
+100 read(3, ""..., 10) = 10
+200 read(3, ""..., 10) = 10
+200 fstat(6, {st_mode=S_IFREG|0644, st_size=0, ...}) = 0
+200 newfstatat(3, "", {st_mode=S_IFREG|0644, st_size=5, ...}, AT_EMPTY_PATH) = 0
+100 socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = 11
+100 connect(11, {sa_family=AF_UNIX, sun_path="/run/nscd/socket"}, 110) = -1 ENOENT (No such file or directory)
+100 socket(AF_INET6, SOCK_STREAM, IPPROTO_TCP) = 12
+100 bind(12, {sa_family=AF_INET6, sin6_port=htons(8080), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = 0
+100 accept4(12, {sa_family=AF_INET6, sin6_port=htons(40000), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, [28], SOCK_CLOEXEC) = 13
+100 read(13, ""..., 10) = 10
+100 close_range(3, 4294967295, 0) = 0
+100 read(3, ""..., 10) = -1 EBADF (Bad file descriptor)
+100 read(13, ""..., 10) = -1 EBADF (Bad file descriptor)
+`, "\n")
+	want := map[int]string{
+		1:  "",
+		2:  "/srv/data/a.bin",
+		3:  "/srv/data/a.bin",
+		4:  "",
+		5:  "/srv/data/a.bin",
+		6:  "/srv/data/a.bin",
+		7:  "/srv/data/a.bin",
+		8:  "/srv/data/a.bin",
+		9:  "",
+		10: "UDP:[10.0.0.2:53]",
+		11: "", // poll's fds are inside its array: Target names first arguments
+		12: "UDP:[10.0.0.2:53]",
+		13: "",
+		14: "pipe:[#1]",
+		16: "/etc/hosts",
+		17: "",                // the clone
+		18: "/etc/hosts",      // the thread opened it before its clone returned: the table is shared
+		19: "pipe:[#1]",       // the thread sees its creator's pipe
+		20: "",                // the fork
+		21: "/srv/data/a.bin", // the child closes its copy of 3...
+		22: "/srv/b.bin",      // ...and opens another file as 3 (the cwd is inherited)
+		23: "/srv/data/a.bin", // the parent's 3 is unchanged
+		24: "/srv/b.bin",
+		25: "fd:6", // an fd the log never saw created
+		26: "/srv/b.bin",
+		28: "UNIX:[]", // a failed connect names nothing
+		30: "TCP:[[::1]:8080]",
+		31: "TCP:[[::1]:8080]",
+		32: "TCP:[[::1]:40000]",
+		33: "",
+		34: "fd:3",
+		35: "fd:13",
+	}
+	got := targets(t, log)
+	for line, w := range want {
+		if got[line] != w {
+			t.Errorf("line %d: target %q, want %q", line, got[line], w)
+		}
+	}
+}
+
+// A log with strace -y targets keeps them; nothing is followed.
+func TestNameFDsKeepsYTargets(t *testing.T) {
+	log := `openat(AT_FDCWD</srv>, "a", O_RDONLY) = 3</srv/a>
+dup2(3</srv/a>, 7</dev/null>) = 7</srv/a>
+read(7</srv/a>, "", 1) = 0
+close(9) = -1 EBADF (Bad file descriptor)
+`
+	got := targets(t, log)
+	for line, w := range map[int]string{1: "/srv/a", 2: "/srv/a", 3: "/srv/a", 4: ""} {
+		if got[line] != w {
+			t.Errorf("line %d: target %q, want %q", line, got[line], w)
+		}
+	}
+}
+
+// An strace -ff set without -y, strace-analyzer's format: the child's file
+// (PID 10) sorts before its parent's (PID 9) by name, as a shell's glob
+// gives them, but is read after it, so the child knows the fd it inherited
+// at the fork.
+func TestLogsFollowFDsAcrossAnFFSet(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"set.9": `openat(AT_FDCWD, "/data/x", O_RDONLY) = 3
+clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 10
+close(3) = 0
+openat(AT_FDCWD, "/data/y", O_RDONLY) = 3
+read(3, ""..., 100) = 100
+`,
+		"set.10": `read(3, ""..., 4096) = 4096
+read(3, ""..., 4096) = 17
+bogus line
+`,
+	}
+	var paths []string
+	for name, text := range files {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	p := NewParser()
+	sort.Strings(paths)
+	r, err := Analyze(Logs(paths, p), p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]int64{}
+	for _, f := range r.Files {
+		read[f.Target] = f.BytesRead
+	}
+	if read["/data/x"] != 4113 || read["/data/y"] != 100 || !r.FollowedFDs {
+		t.Errorf("bytes read %v (fds followed: %v), want /data/x 4113 (the child), /data/y 100 (the parent)", read, r.FollowedFDs)
+	}
+	// Malformed lines are numbered within their file, and name it.
+	if r.Malformed != 1 || r.FirstBad[0].Line != 3 || r.FirstBad[0].File != filepath.Join(dir, "set.10") {
+		t.Errorf("malformed %d, first %+v: want line 3 of set.10", r.Malformed, r.FirstBad)
+	}
+}
+
+func TestSockaddrText(t *testing.T) {
+	for in, want := range map[string]string{
+		`{sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("127.0.0.53")}`:                                                           "127.0.0.53:53",
+		`{sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "2001:db8::1", &sin6_addr), sin6_scope_id=0}`: "[2001:db8::1]:443",
+		`{sa_family=AF_UNIX, sun_path="/run/a \"b\".sock"}`:                                                                                   `/run/a "b".sock`,
+		`{sa_family=AF_UNIX, sun_path=@"/tmp/.X11-unix/X0"}`:                                                                                  "@/tmp/.X11-unix/X0",
+		`{sa_family=AF_NETLINK, nl_pid=0, nl_groups=00000000}`:                                                                                "",
+		`0x7ffd1234`: "",
+		`{sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("nonsense")}`: "",
+	} {
+		if got := sockaddrText(in); got != want {
+			t.Errorf("sockaddrText(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
