@@ -162,11 +162,55 @@ var categories = func() map[string]string {
 var CategoryNames = []string{"file I/O", "network", "IPC", "memory", "process", "sleep and timers", "other"}
 
 // Category names a syscall's category ("other" when unknown).
-func Category(name string) string {
-	if c, ok := categories[name]; ok {
+func Category(name string) string { return lookupCall(name).category }
+
+// callInfo is what the analyzers ask of a system call's name, found with
+// one lookup per event (Event.info) rather than one per question.
+type callInfo struct {
+	category                string
+	open, read, write, wait bool
+	fdArgs                  int // leading arguments nameFDs reads; -1: the call involves no fd
+}
+
+var (
+	callInfos = map[string]*callInfo{}
+	otherCall = &callInfo{category: "other", fdArgs: -1}
+)
+
+func init() {
+	get := func(name string) *callInfo {
+		c := callInfos[name]
+		if c == nil {
+			c = &callInfo{category: "other", fdArgs: -1}
+			callInfos[name] = c
+		}
 		return c
 	}
-	return "other"
+	for name, cat := range categories {
+		get(name).category = cat
+	}
+	for name := range openCalls {
+		get(name).open = true
+	}
+	for name := range readCalls {
+		get(name).read = true
+	}
+	for name := range writeCalls {
+		get(name).write = true
+	}
+	for name := range waitCalls {
+		get(name).wait = true
+	}
+	for name, n := range fdArgs {
+		get(name).fdArgs = n
+	}
+}
+
+func lookupCall(name string) *callInfo {
+	if c := callInfos[name]; c != nil {
+		return c
+	}
+	return otherCall
 }
 
 type syscallCounter struct{ m map[string]*SyscallStat }
@@ -179,7 +223,7 @@ func (a *syscallCounter) Observe(e *Event) {
 	}
 	s := a.m[e.Name]
 	if s == nil {
-		s = &SyscallStat{Name: e.Name, Category: Category(e.Name)}
+		s = &SyscallStat{Name: e.Name, Category: e.info().category}
 		a.m[e.Name] = s
 	}
 	s.Calls += e.N()
@@ -262,13 +306,13 @@ func (a *fileIO) Observe(e *Event) {
 	if e.Dur > 0 {
 		f.TimeS += e.Dur
 	}
-	switch {
-	case openCalls[e.Name]:
+	switch c := e.info(); {
+	case c.open:
 		f.Opens += n
-	case readCalls[e.Name]:
+	case c.read:
 		f.Reads += n
 		f.BytesRead += e.moved()
-	case writeCalls[e.Name]:
+	case c.write:
 		f.Writes += n
 		f.BytesWritten += e.moved()
 	}
@@ -414,7 +458,7 @@ type waits struct {
 }
 
 func (a *waits) Observe(e *Event) {
-	if e.Kind != Syscall || e.Calls > 0 || !waitCalls[e.Name] || e.Dur <= 0 {
+	if e.Kind != Syscall || e.Calls > 0 || !e.info().wait || e.Dur <= 0 {
 		return
 	}
 	// read only counts as a wait on sockets, pipes and terminals.

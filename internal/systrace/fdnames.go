@@ -117,14 +117,15 @@ func (n *fdNamer) observe(e *Event) {
 	default:
 		return
 	}
-	want, ok := fdArgs[e.Name]
-	if !ok {
+	c := e.info()
+	want := c.fdArgs
+	if want < 0 {
 		return
 	}
 	args := leadingArgs(e.Args, max(want, 1))
 	// A -y target: the first argument's for most calls (what Target reads,
 	// without splitting the arguments again), the return value's for opens.
-	if openCalls[e.Name] {
+	if c.open {
 		n.annotated = e.Target() != ""
 	} else if target := fdTarget(args[0]); target != "" {
 		e.SetTarget(target)

@@ -60,7 +60,7 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 				return
 			}
 			if e.Kind == Syscall {
-				if f.Category != "" && Category(e.Name) != f.Category {
+				if f.Category != "" && e.info().category != f.Category {
 					return
 				}
 				if len(f.Files) > 0 && !f.matchFile(e.Target()) {

@@ -47,6 +47,15 @@ type Event struct {
 
 	target     string // memo of Target
 	targetDone bool
+	call       *callInfo // memo of info
+}
+
+// info is what the analyzers need to know of the call's name.
+func (e *Event) info() *callInfo {
+	if e.call == nil {
+		e.call = lookupCall(e.Name)
+	}
+	return e.call
 }
 
 // Target is what the call's file descriptor refers to, as strace -y prints
@@ -54,7 +63,7 @@ type Event struct {
 // when the log has no -y or the call has no fd.
 func (e *Event) Target() string {
 	if !e.targetDone {
-		if openCalls[e.Name] {
+		if e.info().open {
 			e.target = fdTarget(e.Ret)
 		} else {
 			e.target = fdTarget(firstArg(e.Args))

@@ -44,7 +44,7 @@ func (a *timeline) Observe(e *Event) {
 		b = &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
 		a.bins[i] = b
 	}
-	c := Category(e.Name)
+	c := e.info().category
 	if e.Kind == Sample {
 		c = e.Name
 		if e.Calls == 0 {
