@@ -163,19 +163,21 @@ static __always_inline int comm_matches(void)
 	return 1;
 }
 
-static __always_inline __u32 slot_index(__u32 conn, __u64 unique, __u32 probe)
+static __always_inline __u32 slot_index(__u32 conn, __u64 unique, __u32 tag, __u32 probe)
 {
-	/* Request ids step by 2 per connection: consecutive requests take
-	 * consecutive slots; the multiplier spreads connections apart. */
-	return ((__u32)(unique >> 1) + conn * 2654435761u + probe * (INFLIGHT_SLOTS / 2)) &
-	       (INFLIGHT_SLOTS - 1);
+	/* Classic tracepoints (tag 0): request ids step by 2 per connection,
+	 * so consecutive requests take consecutive slots, and the multiplier
+	 * spreads connections apart. tp_btf: by the request's address, which
+	 * no two requests in flight share. */
+	__u32 h = tag ? (tag >> 6) * 2654435761u : (__u32)(unique >> 1) + conn * 2654435761u;
+	return (h + probe * (INFLIGHT_SLOTS / 2)) & (INFLIGHT_SLOTS - 1);
 }
 
-static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique, __u64 now)
+static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique, __u32 tag, __u64 now)
 {
 #pragma unroll
 	for (__u32 probe = 0; probe < 2; probe++) {
-		__u32 idx = slot_index(conn, unique, probe);
+		__u32 idx = slot_index(conn, unique, tag, probe);
 		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
 		if (!s)
 			return 0;
@@ -186,10 +188,12 @@ static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique
 			continue;
 		}
 		/* A request that never ended (its daemon died, its connection
-		 * was aborted) gives its slot up once it is older than the age. */
+		 * was aborted) gives its slot up once it is older than the age,
+		 * or at once on tp_btf when its request's memory is sent again. */
 		__u64 started = s->start_ns;
-		if (started && now > started && now - started > reap_age_ns &&
-		    __sync_val_compare_and_swap(&s->unique, old, unique) == old) {
+		int stale = (tag && s->req_tag == tag && started) ||
+			    (started && now > started && now - started > reap_age_ns);
+		if (stale && __sync_val_compare_and_swap(&s->unique, old, unique) == old) {
 			count_drop(DROP_REAPED_STALE);
 			return s;
 		}
@@ -198,7 +202,7 @@ static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique
 }
 
 /* A request queued for the daemon. */
-static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32 len)
+static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32 len, __u32 tag)
 {
 	if (filter_op_mask && (opcode >= 64 || !(filter_op_mask & (1ULL << opcode))))
 		return 0;
@@ -215,7 +219,7 @@ static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32
 	}
 
 	__u64 now = bpf_ktime_get_ns();
-	struct inflight_slot *s = claim_slot(conn, unique, now);
+	struct inflight_slot *s = claim_slot(conn, unique, tag, now);
 	if (!s) {
 		count_drop(DROP_INFLIGHT_FULL);
 		return 0;
@@ -225,6 +229,7 @@ static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32
 	s->tgid = id >> 32;
 	s->tid = (__u32)id;
 	s->req_len = len;
+	s->req_tag = tag;
 	s->start_ns = now;
 	return 0;
 }
@@ -232,7 +237,17 @@ static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32
 SEC("tracepoint/fuse/fuse_request_send")
 int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
 {
-	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len);
+	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len, 0);
+}
+
+/* The low bits of a request's address, never 0: what tp_btf finds a
+ * request's slot by. The verifier allows no arithmetic on the pointer, but
+ * a 32-bit move of it gives a number to a program with CAP_PERFMON. */
+static __always_inline __u32 req_tag(struct fuse_req *req)
+{
+	__u32 tag;
+	asm volatile("r1 = %[req]; w1 = w1; %[tag] = r1" : [tag] "=r"(tag) : [req] "r"(req) : "r1");
+	return tag | 1;
 }
 
 /* The same from the raw tracepoint: no record is filled in for it, which
@@ -240,7 +255,7 @@ int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
 SEC("tp_btf/fuse_request_send")
 int BPF_PROG(fuse_send_btf, struct fuse_req *req)
 {
-	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len);
+	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len, req_tag(req));
 }
 
 static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
@@ -267,16 +282,19 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
 	return s;
 }
 
-/* A request's reply is complete (or it was aborted). */
-static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err)
+/* A request's reply is complete (or it was aborted). With a tag (tp_btf),
+ * conn is unknown and read from the slot: the connection's dev shares a
+ * cache line with the counter of requests waiting, which the sending CPU
+ * writes per request, so reading it on the daemon's CPU cost a transfer. */
+static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag)
 {
 	struct inflight_slot *slot = 0;
 
 #pragma unroll
 	for (__u32 probe = 0; probe < 2; probe++) {
-		__u32 idx = slot_index(conn, unique, probe);
+		__u32 idx = slot_index(conn, unique, tag, probe);
 		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
-		if (s && s->unique == unique && s->conn == conn) {
+		if (s && s->unique == unique && (tag ? s->req_tag == tag : s->conn == conn)) {
 			slot = s;
 			break;
 		}
@@ -289,6 +307,7 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	}
 	__u64 start = slot->start_ns;
 	__u32 opcode = slot->opcode;
+	conn = slot->conn;
 	__u32 req_len = slot->req_len;
 	slot->start_ns = 0;
 	__sync_val_compare_and_swap(&slot->unique, unique, 0);
@@ -332,13 +351,13 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 SEC("tracepoint/fuse/fuse_request_end")
 int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
 {
-	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error);
+	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0);
 }
 
 SEC("tp_btf/fuse_request_end")
 int BPF_PROG(fuse_end_btf, struct fuse_req *req)
 {
-	return on_end(req->fm->fc->dev, req->in.h.unique, req->out.h.len, req->out.h.error);
+	return on_end(0, req->in.h.unique, req->out.h.len, req->out.h.error, req_tag(req));
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -24,7 +24,9 @@ enum drop_reason {
 };
 
 /* One in-flight request. A slot is free when unique is 0; a send claims it
- * with a compare-and-swap on unique, its end frees it the same way. */
+ * with a compare-and-swap on unique, its end frees it the same way. On the
+ * classic tracepoints a request is found by (conn, unique); on tp_btf by
+ * its address and unique, so that the end never reads the connection. */
 struct inflight_slot {
 	__u64 unique;
 	__u64 start_ns; /* 0 while a claim is being filled in */
@@ -33,7 +35,7 @@ struct inflight_slot {
 	__u32 tgid;
 	__u32 tid;
 	__u32 req_len;
-	__u32 pad;
+	__u32 req_tag; /* tp_btf: the low bits of the request's address; 0 on the classic tracepoints */
 };
 
 struct stats_key {

@@ -30,7 +30,7 @@ type FuseReqInflightSlot struct {
 	Tgid    uint32
 	Tid     uint32
 	ReqLen  uint32
-	Pad     uint32
+	ReqTag  uint32
 }
 
 type FuseReqOpStats struct {
