@@ -534,12 +534,12 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 		e.SetTarget(old)
 	case "socket":
 		if ret >= 0 {
-			p.fds[int(ret)] = socketKind(int(ev.Args[0]), int(ev.Args[1]))
+			p.fds[int(ret)] = systrace.SocketTarget(int(ev.Args[0]), int(ev.Args[1]))
 		}
 	case "connect", "bind":
 		if ret == 0 || e.Errno == "EINPROGRESS" {
 			if a := sockaddr(rawBytes(ev.Str[:], ev.StrLen)); a != "" {
-				p.fds[fd] = protocol(p.target(fd)) + ":[" + a + "]"
+				p.fds[fd] = systrace.Protocol(p.target(fd)) + ":[" + a + "]"
 			}
 		}
 		e.SetTarget(p.target(fd))
@@ -547,7 +547,7 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 		listener := p.target(fd)
 		if ret >= 0 {
 			peer := sockaddr(rawBytes(ev.Str[:], ev.StrLen))
-			p.fds[int(ret)] = protocol(listener) + ":[" + peer + "]"
+			p.fds[int(ret)] = systrace.Protocol(listener) + ":[" + peer + "]"
 		}
 		e.SetTarget(listener)
 	case "pipe", "pipe2", "socketpair":
@@ -594,34 +594,6 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 }
 
 func isDupCmd(cmd uint64) bool { return cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC }
-
-// socketKind names a new socket as strace -yy does, before it connects.
-func socketKind(domain, typ int) string {
-	typ &^= unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
-	switch domain {
-	case unix.AF_INET, unix.AF_INET6:
-		switch typ {
-		case unix.SOCK_STREAM:
-			return "TCP:[]"
-		case unix.SOCK_DGRAM:
-			return "UDP:[]"
-		}
-		return "socket:[inet]"
-	case unix.AF_UNIX:
-		return "UNIX:[]"
-	case unix.AF_NETLINK:
-		return "NETLINK:[]"
-	}
-	return "socket:[]"
-}
-
-// protocol is the "TCP" of "TCP:[...]".
-func protocol(target string) string {
-	if i := strings.Index(target, ":["); i > 0 {
-		return target[:i]
-	}
-	return "socket"
-}
 
 // sockaddr renders a struct sockaddr as strace -yy does: 1.2.3.4:53,
 // [::1]:80, or a unix path.

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // nameFDs is the preprocessing stage for logs recorded without strace -y
@@ -197,7 +199,7 @@ func (n *fdNamer) observe(e *Event) {
 		}
 		if ok || e.Errno == "EINPROGRESS" {
 			if a := sockaddrText(arg(1)); a != "" {
-				t.fds[fd] = protocolOf(t.name(fd)) + ":[" + a + "]"
+				t.fds[fd] = Protocol(t.name(fd)) + ":[" + a + "]"
 			}
 		}
 		e.SetTarget(t.name(fd))
@@ -208,7 +210,7 @@ func (n *fdNamer) observe(e *Event) {
 		}
 		listener := t.name(fd)
 		if ok {
-			t.fds[int(ret)] = protocolOf(listener) + ":[" + sockaddrText(arg(1)) + "]"
+			t.fds[int(ret)] = Protocol(listener) + ":[" + sockaddrText(arg(1)) + "]"
 		}
 		e.SetTarget(listener)
 		return
@@ -216,7 +218,7 @@ func (n *fdNamer) observe(e *Event) {
 		list := arg(0)
 		kind := "pipe"
 		if e.Name == "socketpair" {
-			list, kind = arg(3), protocolOf(socketName(arg(0), arg(1)))
+			list, kind = arg(3), Protocol(socketName(arg(0), arg(1)))
 		}
 		a, b, found := strings.Cut(strings.Trim(list, "[]"), ", ")
 		r, ok1 := atoi(a)
@@ -318,28 +320,47 @@ func unquote(s string) string {
 	return s
 }
 
-// socketName names a new socket from socket()'s first two arguments, as
-// the live source does: TCP:[], UDP:[], UNIX:[]...
+// families are the address families strace names that SocketTarget tells apart.
+var families = map[string]int{"AF_INET": unix.AF_INET, "AF_INET6": unix.AF_INET6, "AF_UNIX": unix.AF_UNIX,
+	"AF_LOCAL": unix.AF_UNIX, "AF_NETLINK": unix.AF_NETLINK}
+
+// socketName names a new socket from socket()'s first two arguments as
+// strace prints them (AF_INET, SOCK_DGRAM|SOCK_CLOEXEC).
 func socketName(domain, typ string) string {
-	switch domain {
-	case "AF_INET", "AF_INET6":
-		switch {
-		case strings.HasPrefix(typ, "SOCK_STREAM"):
+	family := families[domain]
+	kind := 0
+	switch {
+	case strings.HasPrefix(typ, "SOCK_STREAM"):
+		kind = unix.SOCK_STREAM
+	case strings.HasPrefix(typ, "SOCK_DGRAM"):
+		kind = unix.SOCK_DGRAM
+	}
+	return SocketTarget(family, kind)
+}
+
+// SocketTarget names a new socket as strace -yy does before it connects
+// (TCP:[], UDP:[], UNIX:[]...): the live source and logs without -y.
+func SocketTarget(family, sockType int) string {
+	sockType &^= unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
+	switch family {
+	case unix.AF_INET, unix.AF_INET6:
+		switch sockType {
+		case unix.SOCK_STREAM:
 			return "TCP:[]"
-		case strings.HasPrefix(typ, "SOCK_DGRAM"):
+		case unix.SOCK_DGRAM:
 			return "UDP:[]"
 		}
 		return "socket:[inet]"
-	case "AF_UNIX", "AF_LOCAL":
+	case unix.AF_UNIX:
 		return "UNIX:[]"
-	case "AF_NETLINK":
+	case unix.AF_NETLINK:
 		return "NETLINK:[]"
 	}
 	return "socket:[]"
 }
 
-// protocolOf is the "TCP" of "TCP:[...]".
-func protocolOf(target string) string {
+// Protocol is the "TCP" of "TCP:[...]".
+func Protocol(target string) string {
 	if i := strings.Index(target, ":["); i > 0 {
 		return target[:i]
 	}
