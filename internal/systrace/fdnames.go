@@ -143,8 +143,7 @@ func (n *fdNamer) observe(e *Event) {
 	}
 	ret, ok := e.RetInt()
 	ok = ok && e.Errno == "" && ret >= 0
-	arg := func(i int) string { return args[i] }
-	fd, isFD := atoi(arg(0))
+	fd, isFD := atoi(args[0])
 	if !isFD {
 		fd = -1
 	}
@@ -153,9 +152,9 @@ func (n *fdNamer) observe(e *Event) {
 		if !ok {
 			return
 		}
-		dirfd, p := "AT_FDCWD", arg(0)
+		dirfd, p := "AT_FDCWD", args[0]
 		if e.Name == "openat" || e.Name == "openat2" {
-			dirfd, p = arg(0), arg(1)
+			dirfd, p = args[0], args[1]
 		}
 		name := t.resolve(dirfd, unquote(p))
 		t.fds[int(ret)] = name
@@ -168,9 +167,9 @@ func (n *fdNamer) observe(e *Event) {
 		}
 		return
 	case "close_range":
-		first, ok1 := atoi(arg(0))
-		last, err2 := strconv.ParseUint(arg(1), 0, 32)
-		if ok && ok1 && err2 == nil && !strings.Contains(arg(2), "CLOSE_RANGE_CLOEXEC") {
+		first, ok1 := atoi(args[0])
+		last, err2 := strconv.ParseUint(args[1], 0, 32)
+		if ok && ok1 && err2 == nil && !strings.Contains(args[2], "CLOSE_RANGE_CLOEXEC") {
 			for f := range t.fds {
 				if f >= first && uint64(f) <= last {
 					delete(t.fds, f)
@@ -183,14 +182,14 @@ func (n *fdNamer) observe(e *Event) {
 			return
 		}
 		old := t.name(fd)
-		if ok && (e.Name != "fcntl" || arg(1) == "F_DUPFD" || arg(1) == "F_DUPFD_CLOEXEC") {
+		if ok && (e.Name != "fcntl" || args[1] == "F_DUPFD" || args[1] == "F_DUPFD_CLOEXEC") {
 			t.fds[int(ret)] = old
 		}
 		e.SetTarget(old)
 		return
 	case "socket":
 		if ok {
-			t.fds[int(ret)] = socketName(arg(0), arg(1))
+			t.fds[int(ret)] = socketName(args[0], args[1])
 		}
 		return
 	case "connect", "bind":
@@ -198,7 +197,7 @@ func (n *fdNamer) observe(e *Event) {
 			return
 		}
 		if ok || e.Errno == "EINPROGRESS" {
-			if a := sockaddrText(arg(1)); a != "" {
+			if a := sockaddrText(args[1]); a != "" {
 				t.fds[fd] = Protocol(t.name(fd)) + ":[" + a + "]"
 			}
 		}
@@ -210,15 +209,15 @@ func (n *fdNamer) observe(e *Event) {
 		}
 		listener := t.name(fd)
 		if ok {
-			t.fds[int(ret)] = Protocol(listener) + ":[" + sockaddrText(arg(1)) + "]"
+			t.fds[int(ret)] = Protocol(listener) + ":[" + sockaddrText(args[1]) + "]"
 		}
 		e.SetTarget(listener)
 		return
 	case "pipe", "pipe2", "socketpair":
-		list := arg(0)
+		list := args[0]
 		kind := "pipe"
 		if e.Name == "socketpair" {
-			list, kind = arg(3), Protocol(socketName(arg(0), arg(1)))
+			list, kind = args[3], Protocol(socketName(args[0], args[1]))
 		}
 		a, b, found := strings.Cut(strings.Trim(list, "[]"), ", ")
 		r, ok1 := atoi(a)
@@ -231,7 +230,7 @@ func (n *fdNamer) observe(e *Event) {
 		return
 	case "chdir":
 		if ok {
-			t.cwd = t.resolve("AT_FDCWD", unquote(arg(0)))
+			t.cwd = t.resolve("AT_FDCWD", unquote(args[0]))
 		}
 		return
 	case "fchdir":
