@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // With entry and attr timeouts of 0, stat of N distinct files costs exactly N
@@ -106,5 +110,65 @@ func TestTraceInjectedLatency(t *testing.T) {
 		if o.Op != "GETATTR" {
 			t.Errorf("--op GETATTR let %s through", o.Op)
 		}
+	}
+}
+
+// Requests in flight when their connection is aborted end with
+// ECONNABORTED: the tracer counts them as such and keeps nothing in flight
+// for them (the in-flight table must not leak), on both ways of attaching.
+func TestTraceAbortedConnection(t *testing.T) {
+	for _, attach := range []string{"tp_btf", "tracepoint"} {
+		t.Run(attach, func(t *testing.T) { traceAbortedConnection(t, attach) })
+	}
+}
+
+func traceAbortedConnection(t *testing.T, attach string) {
+	mnt := t.TempDir()
+	zero := time.Duration(0)
+	raw := fs.NewNodeFS(&labTree{nFiles: 1}, &fs.Options{EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero})
+	// Every GETATTR takes 3 s: long enough to abort the connection under it.
+	daemon := &countingFS{RawFileSystem: raw, getattrDelay: 3 * time.Second, counts: map[fuseproto.Opcode]uint64{}}
+	srv, err := fuse.NewServer(daemon, mnt, &fuse.MountOptions{FsName: "fusescope-testfs", Name: "testfs", DirectMount: true})
+	if err != nil {
+		t.Fatalf("mounting the test file system: %v", err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+	conn := connOf(t, mnt)
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--conn", strconv.Itoa(int(conn)), "--attach", attach, "-o", rec)
+	const stats = 3
+	done := make(chan error, stats)
+	for i := 0; i < stats; i++ {
+		go func() {
+			_, err := os.Stat(mnt)
+			done <- err
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // all three GETATTRs are with the daemon
+	abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", conn)
+	if err := os.WriteFile(abort, []byte("1"), 0o200); err != nil {
+		t.Fatalf("aborting the connection: %v", err)
+	}
+	for i := 0; i < stats; i++ {
+		if err := <-done; err == nil {
+			t.Error("a stat under an aborted connection succeeded")
+		}
+	}
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	s := r.Profile.Find(conn, fuseproto.Getattr)
+	if s == nil || s.Count != stats || s.Errnos["ECONNABORTED"] != stats {
+		t.Fatalf("GETATTR %+v, want %d requests ended with ECONNABORTED", s, stats)
+	}
+	if s.Latency.Min < uint64(400*time.Millisecond) {
+		t.Errorf("GETATTR min %d ns: the requests ended before the abort", s.Latency.Min)
+	}
+	if d := r.Profile.Drops; d.Lost() != 0 {
+		t.Errorf("drops %+v: the aborted requests must end, not be lost", d)
 	}
 }
