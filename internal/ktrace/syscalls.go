@@ -78,16 +78,6 @@ var fdCreators = strset("open", "openat", "openat2", "creat", "socket", "accept"
 var rareCalls = union(fdCreators, strset("close", "dup2", "dup3", "socketpair", "connect", "bind", "pipe", "pipe2",
 	"execve", "execveat", "clone", "clone3", "fork", "vfork", "chdir", "fchdir"))
 
-// fdFirst are the calls whose first argument is an fd (strace -y prints its
-// target there).
-var fdFirst = strset("read", "write", "close", "fstat", "lseek", "pread64", "pwrite64", "readv", "writev", "ioctl",
-	"fcntl", "flock", "fsync", "fdatasync", "ftruncate", "getdents", "getdents64", "fchdir", "fchmod", "fchown",
-	"fstatfs", "connect", "accept", "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
-	"shutdown", "bind", "listen", "getsockname", "getpeername", "setsockopt", "getsockopt", "sendfile", "epoll_ctl",
-	"epoll_wait", "epoll_pwait", "epoll_pwait2", "dup", "dup2", "dup3", "preadv", "pwritev", "preadv2", "pwritev2",
-	"fgetxattr", "fsetxattr", "flistxattr", "fremovexattr", "fadvise64", "fallocate", "sync_file_range", "syncfs",
-	"splice", "tee", "copy_file_range", "readahead", "vmsplice", "inotify_add_watch", "timerfd_settime", "timerfd_gettime")
-
 // Where the BPF side finds a call's strings (1 + argument index).
 var (
 	pathArgs = map[string]uint8{"open": 1, "openat": 2, "openat2": 2, "creat": 1, "chdir": 1}
@@ -586,7 +576,7 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 			delete(p.fds, int(ret))
 			p.target(int(ret))
 		}
-		if fdFirst[name] && fd >= 0 {
+		if systrace.TakesFD(name) && fd >= 0 {
 			e.SetTarget(p.target(fd))
 		}
 	}

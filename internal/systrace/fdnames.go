@@ -82,7 +82,8 @@ var atCalls = set("newfstatat", "fstatat64", "unlinkat", "mkdirat", "mknodat", "
 	"faccessat", "faccessat2", "readlinkat", "renameat", "renameat2", "linkat", "utimensat", "futimesat", "statx",
 	"execveat", "name_to_handle_at", "getxattrat", "setxattrat", "listxattrat", "removexattrat")
 
-// fdFirst are the calls whose first argument is an fd.
+// fdFirst are the calls whose first argument is an fd (strace -y prints its
+// target there).
 var fdFirst = set("read", "write", "close", "fstat", "lseek", "pread64", "pwrite64", "readv", "writev", "ioctl",
 	"fcntl", "flock", "fsync", "fdatasync", "ftruncate", "getdents", "getdents64", "fchdir", "fchmod", "fchown",
 	"fstatfs", "connect", "accept", "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
@@ -106,6 +107,10 @@ var fdArgs = func() map[string]int {
 	}
 	return m
 }()
+
+// TakesFD says whether a call's first argument is an fd: what the live
+// source names a call by, as -y would.
+func TakesFD(name string) bool { return fdFirst[name] }
 
 func (n *fdNamer) observe(e *Event) {
 	if n.annotated {
