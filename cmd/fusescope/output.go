@@ -33,8 +33,8 @@ func (o *outputFlags) register(c *cobra.Command) {
 	f.BoolVar(&o.csv, "csv", false, "print one CSV row per mount and opcode (docs/record.md)")
 	f.BoolVar(&o.counts, "counts", false, "counters only: requests and errors per opcode, no latency")
 	f.BoolVar(&o.noHists, "no-hist", false, "print the table without the per-opcode histograms")
-	c.MarkFlagsMutuallyExclusive("milliseconds", "microseconds", "ns")
-	c.MarkFlagsMutuallyExclusive("json", "csv")
+	exclusive(c, "milliseconds", "microseconds", "ns")
+	exclusive(c, "json", "csv")
 }
 
 func (o *outputFlags) unit() hist.Unit {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"sync"
@@ -102,6 +104,9 @@ then run on what it found (docs/syscalls.md says what differs from a log).`,
 			if minWait != 0 {
 				return fmt.Errorf("--min-wait applies to live tracing: a log keeps every call")
 			}
+			if err := checkLogs(logs); err != nil {
+				return err
+			}
 			out, err := createOutput(output)
 			if err != nil {
 				return err
@@ -140,8 +145,33 @@ then run on what it found (docs/syscalls.md says what differs from a log).`,
 	f.Float64Var(&filter.From, "since", 0, "keep only calls from this many seconds after the log's first timestamp")
 	f.Float64Var(&filter.To, "until", 0, "keep only calls up to this many seconds after the log's first timestamp")
 	f.Float64Var(&timeline, "timeline", 0, "add a timeline: calls and time per category in bins of this many seconds")
-	c.MarkFlagsMutuallyExclusive("json", "csv")
+	exclusive(c, "json", "csv")
 	return c
+}
+
+// checkLogs refuses, before anything is read, a log that cannot be: a
+// missing file, a directory, or one that cannot be opened.
+func checkLogs(logs []string) error {
+	for _, path := range logs {
+		st, err := os.Stat(path)
+		if err == nil && st.IsDir() {
+			return fmt.Errorf("%s is a directory: give the log files in it (strace -ff writes LOG.PID files: %s/LOG.*)", path, path)
+		}
+		if err == nil {
+			var f *os.File
+			if f, err = os.Open(path); err == nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("%s: %v: give strace logs, as written by strace -f -tt -T -y -o LOG CMD", path, err)
+		}
+	}
+	return nil
 }
 
 // present writes the report to out, or to standard output.

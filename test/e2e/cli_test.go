@@ -26,6 +26,10 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--comm", "a-very-long-command-name"}, "15-character"},
 		{[]string{"trace", "--comm", ""}, "give a command name"},
 		{[]string{"trace", "--bogus"}, "unknown flag"},
+		{[]string{"trace", "-m", "--ns"}, "-m and --ns cannot be used together: give one of -m, -u, --ns"},
+		{[]string{"trace", "--json", "--csv"}, "give one of --json, --csv"},
+		{[]string{"trace", "1", "2", "3"}, "usage: fusescope trace [flags] [interval [count]]"},
+		{[]string{"show"}, "usage: fusescope show RECORD.json"},
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
 		{[]string{"show", "/etc/hostname"}, "not a fusescope record"},

@@ -147,10 +147,20 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 func TestSyscallsBadInput(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "empty.log")
 	os.WriteFile(empty, []byte("not an strace log\n"), 0o644)
-	for _, args := range [][]string{{"syscalls", empty}, {"syscalls", "/nonexistent.log"}} {
-		out, err := exec.Command(fusescopeBin, args...).CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
-			t.Errorf("%v: want one line and a non-zero exit, got %v:\n%s", args, err, out)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"syscalls", empty}, "is it an strace log?"},
+		{[]string{"syscalls", "/nonexistent.log"}, "no such file or directory: give strace logs"},
+		{[]string{"syscalls", filepath.Dir(empty)}, "is a directory: give the log files in it"},
+		{[]string{"syscalls", "--json", "--csv", empty}, "give one of --json, --csv"},
+	}
+	for _, c := range cases {
+		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
+		text := strings.TrimSpace(string(out))
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || strings.Count(text, "\n") != 0 || !strings.Contains(text, c.want) {
+			t.Errorf("%v: want one line containing %q and a non-zero exit, got %v:\n%s", c.args, c.want, err, out)
 		}
 	}
 }
