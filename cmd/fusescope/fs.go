@@ -70,25 +70,24 @@ of the given rate, one transfer after another.`,
 			if err != nil {
 				return fmt.Errorf("--preset: %v", err)
 			}
-			applyChanged(cmd, &base, &cfg)
+			base.Override(&cfg, cmd.Flags().Changed)
 			if base.Latency, err = labfs.ParseLatency(latency); err != nil {
 				return err
 			}
 			if base.Bandwidth, err = labfs.ParseBandwidth(bandwidth); err != nil {
 				return err
 			}
-			chunk, err := labfs.ParseSize(readChunk)
-			if err != nil || chunk > 1<<30 {
-				return fmt.Errorf("--read-chunk %q: give a size up to 1GiB, like 32MiB", readChunk)
+			if cmd.Flags().Changed("read-chunk") {
+				chunk, err := labfs.ParseSize(readChunk)
+				if err != nil || chunk > 1<<30 {
+					return fmt.Errorf("--read-chunk %q: give a size up to 1GiB, like 32MiB", readChunk)
+				}
+				base.ReadChunk = int(chunk)
 			}
-			base.ReadChunk = int(chunk)
 			if err := base.Validate(); err != nil {
 				return err
 			}
-			if background {
-				return mountInBackground(args[1])
-			}
-			return mountForeground(args[0], args[1], base)
+			return mountConfigured(args[0], args[1], base, background)
 		},
 	}
 	f := c.Flags()
@@ -113,7 +112,7 @@ of the given rate, one transfer after another.`,
 	f.BoolVar(&cfg.KillprivV2, "killpriv-v2", true, "negotiate HANDLE_KILLPRIV_V2 (false restores a GETXATTR security.capability round trip per write)")
 	f.DurationVar(&cfg.MDCacheTTL, "md-cache", 0, "answer GETATTR from the daemon's own attribute cache for this long (0: off)")
 	f.IntVar(&cfg.ReadPipeline, "read-pipeline", 0, "reads to keep in flight ahead of each open file's reader (0: off; GFFS used 4)")
-	f.StringVar(&readChunk, "read-chunk", "1MiB", "size of each pipelined read (GFFS used 32MiB)")
+	f.StringVar(&readChunk, "read-chunk", labfs.FormatSize(labfs.DefaultReadChunk), "size of each pipelined read (GFFS used 32MiB)")
 	f.IntVar(&cfg.WriteBehind, "write-behind", 0, "writes to acknowledge before they reach the backend, per file (0: off); written out by close and fsync, which report their errors")
 	f.BoolVar(&cfg.ReaddirAhead, "readdir-ahead", false, "fetch each opened directory's listing in the background at OPENDIR, in one backend request, and answer its READDIRs from it")
 	f.StringVar(&cfg.Invalidation, "invalidation", "none", "invalidation policy: none, or cto (keep pages across opens unless the file changed since its last close)")
@@ -123,36 +122,13 @@ of the given rate, one transfer after another.`,
 	return c
 }
 
-// applyChanged copies the flags the user set onto the preset.
-func applyChanged(cmd *cobra.Command, dst, src *labfs.Config) {
-	set := func(name string, apply func()) {
-		if cmd.Flags().Changed(name) {
-			apply()
-		}
+// mountConfigured mounts SRC at MNT once the flags are resolved; the tests
+// replace it to see the configuration the flags gave.
+var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool) error {
+	if background {
+		return mountInBackground(mnt)
 	}
-	set("entry-timeout", func() { dst.EntryTimeout = src.EntryTimeout })
-	set("attr-timeout", func() { dst.AttrTimeout = src.AttrTimeout })
-	set("negative-timeout", func() { dst.NegativeTimeout = src.NegativeTimeout })
-	set("keep-cache", func() { dst.KeepCache = src.KeepCache })
-	set("direct-io", func() { dst.DirectIO = src.DirectIO })
-	set("writeback-cache", func() { dst.WritebackCache = src.WritebackCache })
-	set("auto-inval-data", func() { dst.AutoInvalData = src.AutoInvalData })
-	set("passthrough", func() { dst.Passthrough = src.Passthrough })
-	set("readdirplus", func() { dst.Readdirplus = src.Readdirplus })
-	set("parallel-dirops", func() { dst.ParallelDirops = src.ParallelDirops })
-	set("max-read", func() { dst.MaxRead = src.MaxRead })
-	set("max-write", func() { dst.MaxWrite = src.MaxWrite })
-	set("max-readahead", func() { dst.MaxReadahead = src.MaxReadahead })
-	set("max-background", func() { dst.MaxBackground = src.MaxBackground })
-	set("congestion-threshold", func() { dst.Congestion = src.Congestion })
-	set("threads", func() { dst.Threads = src.Threads })
-	set("killpriv-v2", func() { dst.KillprivV2 = src.KillprivV2 })
-	set("md-cache", func() { dst.MDCacheTTL = src.MDCacheTTL })
-	set("read-pipeline", func() { dst.ReadPipeline = src.ReadPipeline })
-	set("write-behind", func() { dst.WriteBehind = src.WriteBehind })
-	set("readdir-ahead", func() { dst.ReaddirAhead = src.ReaddirAhead })
-	set("invalidation", func() { dst.Invalidation = src.Invalidation })
-	set("max-inodes", func() { dst.MaxInodes = src.MaxInodes })
+	return mountForeground(src, mnt, cfg)
 }
 
 func mountForeground(src, mnt string, cfg labfs.Config) error {

@@ -14,38 +14,38 @@ import (
 // Config is one lab file system's configuration. The zero value is not
 // useful; start from a preset (Preset) and change what you study.
 type Config struct {
-	EntryTimeout    time.Duration `json:"entry_timeout"`
-	AttrTimeout     time.Duration `json:"attr_timeout"`
-	NegativeTimeout time.Duration `json:"negative_timeout"`
-	KeepCache       bool          `json:"keep_cache"`      // FOPEN_KEEP_CACHE: keep cached pages across opens
-	DirectIO        bool          `json:"direct_io"`       // FOPEN_DIRECT_IO: bypass the page cache
-	WritebackCache  bool          `json:"writeback_cache"` // FUSE_WRITEBACK_CACHE: write-back, not write-through
-	AutoInvalData   bool          `json:"auto_inval_data"` // FUSE_AUTO_INVAL_DATA: drop pages when mtime/size change
-	Passthrough     bool          `json:"passthrough"`     // FUSE_PASSTHROUGH: reads and writes go to the backing file
-	Readdirplus     string        `json:"readdirplus"`     // auto, on, off
-	ParallelDirops  bool          `json:"parallel_dirops"` // FUSE_PARALLEL_DIROPS
-	MaxRead         int           `json:"max_read"`        // bytes; 0: the kernel's default
-	MaxWrite        int           `json:"max_write"`       // bytes
-	MaxReadahead    int           `json:"max_readahead"`   // bytes
-	MaxBackground   int           `json:"max_background"`
-	Congestion      int           `json:"congestion_threshold"`
-	Threads         int           `json:"threads"` // most requests served at once
+	EntryTimeout    time.Duration `json:"entry_timeout" flag:"entry-timeout"`
+	AttrTimeout     time.Duration `json:"attr_timeout" flag:"attr-timeout"`
+	NegativeTimeout time.Duration `json:"negative_timeout" flag:"negative-timeout"`
+	KeepCache       bool          `json:"keep_cache" flag:"keep-cache"`           // FOPEN_KEEP_CACHE: keep cached pages across opens
+	DirectIO        bool          `json:"direct_io" flag:"direct-io"`             // FOPEN_DIRECT_IO: bypass the page cache
+	WritebackCache  bool          `json:"writeback_cache" flag:"writeback-cache"` // FUSE_WRITEBACK_CACHE: write-back, not write-through
+	AutoInvalData   bool          `json:"auto_inval_data" flag:"auto-inval-data"` // FUSE_AUTO_INVAL_DATA: drop pages when mtime/size change
+	Passthrough     bool          `json:"passthrough" flag:"passthrough"`         // FUSE_PASSTHROUGH: reads and writes go to the backing file
+	Readdirplus     string        `json:"readdirplus" flag:"readdirplus"`         // auto, on, off
+	ParallelDirops  bool          `json:"parallel_dirops" flag:"parallel-dirops"` // FUSE_PARALLEL_DIROPS
+	MaxRead         int           `json:"max_read" flag:"max-read"`               // bytes; 0: the kernel's default
+	MaxWrite        int           `json:"max_write" flag:"max-write"`             // bytes
+	MaxReadahead    int           `json:"max_readahead" flag:"max-readahead"`     // bytes
+	MaxBackground   int           `json:"max_background" flag:"max-background"`
+	Congestion      int           `json:"congestion_threshold" flag:"congestion-threshold"`
+	Threads         int           `json:"threads" flag:"threads"` // most requests served at once
 	// KillprivV2 negotiates FUSE_HANDLE_KILLPRIV_V2: the daemon clears
 	// suid/sgid on write, truncate and chown, so the kernel does not ask
 	// GETXATTR security.capability before every write.
-	KillprivV2 bool `json:"handle_killpriv_v2"`
+	KillprivV2 bool `json:"handle_killpriv_v2" flag:"killpriv-v2"`
 
 	// User-space features (seeds 001 and 003), each off by default.
-	MDCacheTTL   time.Duration `json:"md_cache_ttl,omitempty"`  // attribute cache in the daemon
-	ReadPipeline int           `json:"read_pipeline,omitempty"` // reads kept in flight ahead, per open file
-	ReadChunk    int           `json:"read_chunk,omitempty"`    // bytes per pipelined read
-	WriteBehind  int           `json:"write_behind,omitempty"`  // acknowledged, unwritten writes per inode
-	ReaddirAhead bool          `json:"readdir_ahead,omitempty"` // fetch a directory's listing in the background at OPENDIR
-	Invalidation string        `json:"invalidation,omitempty"`  // none, cto
-	MaxInodes    int           `json:"max_inodes,omitempty"`    // inodes the daemon lets the kernel keep
+	MDCacheTTL   time.Duration `json:"md_cache_ttl,omitempty" flag:"md-cache"`       // attribute cache in the daemon
+	ReadPipeline int           `json:"read_pipeline,omitempty" flag:"read-pipeline"` // reads kept in flight ahead, per open file
+	ReadChunk    int           `json:"read_chunk,omitempty" flag:"read-chunk"`       // bytes per pipelined read
+	WriteBehind  int           `json:"write_behind,omitempty" flag:"write-behind"`   // acknowledged, unwritten writes per inode
+	ReaddirAhead bool          `json:"readdir_ahead,omitempty" flag:"readdir-ahead"` // fetch a directory's listing in the background at OPENDIR
+	Invalidation string        `json:"invalidation,omitempty" flag:"invalidation"`   // none, cto
+	MaxInodes    int           `json:"max_inodes,omitempty" flag:"max-inodes"`       // inodes the daemon lets the kernel keep
 
-	Latency   LatencySpec `json:"latency,omitempty"`
-	Bandwidth uint64      `json:"bandwidth,omitempty"` // bytes/s for READ and WRITE data; 0: unlimited
+	Latency   LatencySpec `json:"latency,omitempty" flag:"latency"`
+	Bandwidth uint64      `json:"bandwidth,omitempty" flag:"bandwidth"` // bytes/s for READ and WRITE data; 0: unlimited
 }
 
 // Presets name the configurations the seeds compare.
@@ -71,7 +71,9 @@ func Preset(name string) (Config, error) {
 	if !ok {
 		return Config{}, fmt.Errorf("unknown preset %q (known: %s)", name, strings.Join(PresetNames(), ", "))
 	}
-	return p.cfg, nil
+	cfg := p.cfg
+	cfg.ReadChunk = DefaultReadChunk
+	return cfg, nil
 }
 
 // PresetNames lists the presets.

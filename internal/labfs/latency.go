@@ -69,13 +69,19 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// formatDuration writes a duration as time.ParseDuration reads it, with us
+// for microseconds: flags are typed, and µ is not on keyboards.
+func formatDuration(d time.Duration) string {
+	return strings.Replace(d.String(), "µs", "us", 1)
+}
+
 // String renders the spec back in the flag's syntax.
 func (l LatencySpec) String() string {
 	var parts []string
 	for k, d := range l {
-		p := strings.ToLower(k) + "=" + d.Base.String()
+		p := strings.ToLower(k) + "=" + formatDuration(d.Base)
 		if d.Jitter > 0 {
-			p += "+-" + d.Jitter.String()
+			p += "+-" + formatDuration(d.Jitter)
 		}
 		parts = append(parts, p)
 	}

@@ -319,7 +319,7 @@ func (f *FS) Record() *profile.Record {
 			Filters: profile.Filters{Conns: []uint32{f.Conn}},
 			Mounts:  []profile.Mount{{Conn: f.Conn, MountPoint: f.MountPoint, FSType: FSType, Source: f.Source}},
 			FS: &profile.FSInfo{
-				Source: f.Source, Config: cfgJSON,
+				Source: f.Source, Config: cfgJSON, Flags: f.Config.Flags(),
 				Offered: fuseproto.InitFlagNames(offered), Requested: fuseproto.InitFlagNames(requested),
 				Negotiated: fuseproto.InitFlagNames(offered & requested),
 				MaxWrite:   maxWrite, MaxPages: uint16((maxWrite-1)/uint32(os.Getpagesize()) + 1), MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,

@@ -203,11 +203,18 @@ func WriteFSInfo(w io.Writer, r *profile.Record) {
 		return
 	}
 	fmt.Fprintf(w, "lab file system %s -> %s (conn %d)\n", fs.Source, r.Label(firstConn(r)), firstConn(r))
-	var cfg bytes.Buffer
-	if json.Compact(&cfg, fs.Config) != nil {
-		cfg.Write(fs.Config)
+	switch {
+	case fs.Flags != nil && len(fs.Flags) == 0:
+		fmt.Fprintf(w, "  config: the default preset\n")
+	case fs.Flags != nil:
+		fmt.Fprintf(w, "  config: the default preset with %s\n", strings.Join(fs.Flags, " "))
+	default: // a record from before flags were saved
+		var cfg bytes.Buffer
+		if json.Compact(&cfg, fs.Config) != nil {
+			cfg.Write(fs.Config)
+		}
+		fmt.Fprintf(w, "  config: %s\n", cfg.String())
 	}
-	fmt.Fprintf(w, "  config: %s\n", cfg.String())
 	fmt.Fprintf(w, "  negotiated INIT flags: %s\n", strings.Join(fs.Negotiated, " "))
 	fmt.Fprintf(w, "  kernel offered, not requested: %s\n", strings.Join(minus(fs.Offered, fs.Negotiated), " "))
 	fmt.Fprintf(w, "  max_write %s, max_pages %d, max_readahead %s, max_background %d, congestion_threshold %d\n",

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/labfs"
+)
+
+// mountConfig runs fusescope fs mount with args up to the mount and returns
+// the configuration its flags resolved to.
+func mountConfig(t *testing.T, args ...string) labfs.Config {
+	t.Helper()
+	var got labfs.Config
+	saved := mountConfigured
+	defer func() { mountConfigured = saved }()
+	mountConfigured = func(_, _ string, cfg labfs.Config, _ bool) error {
+		got = cfg
+		return nil
+	}
+	c := newFSMountCmd()
+	c.SetArgs(append([]string{"/src", "/mnt"}, args...))
+	if err := c.Execute(); err != nil {
+		t.Fatalf("fs mount %v: %v", args, err)
+	}
+	if len(got.Latency) == 0 {
+		got.Latency = nil
+	}
+	return got
+}
+
+// The flags stats shows for a configuration mount the same configuration
+// again, for every preset and for every switch changed.
+func TestConfigFlagsRoundTrip(t *testing.T) {
+	var configs []labfs.Config
+	for _, name := range labfs.PresetNames() {
+		cfg, err := labfs.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = append(configs, cfg)
+	}
+	all, _ := labfs.Preset("nocache")
+	all.EntryTimeout, all.AttrTimeout, all.NegativeTimeout = 1500*time.Millisecond, time.Minute, 250*time.Microsecond
+	all.DirectIO, all.KeepCache, all.AutoInvalData, all.ParallelDirops = false, true, false, false
+	all.Readdirplus, all.MaxRead, all.MaxWrite, all.MaxReadahead = "on", 65536, 1<<17, 1<<20
+	all.MaxBackground, all.Congestion, all.Threads, all.KillprivV2 = 64, 48, 8, false
+	all.MDCacheTTL, all.ReadPipeline, all.ReadChunk, all.WriteBehind = 2*time.Second, 4, 32<<20, 8
+	all.ReaddirAhead, all.MaxInodes, all.Bandwidth = true, 1000, 100e6
+	all.Latency, _ = labfs.ParseLatency("lookup=1ms,read=2ms+-500us,*=100us")
+	configs = append(configs, all)
+	wb, _ := labfs.Preset("writeback")
+	wb.Bandwidth, wb.ReadChunk = 12345, 4097
+	configs = append(configs, wb)
+
+	for _, cfg := range configs {
+		flags := cfg.Flags()
+		// The shell would remove the quotes around the latency spec.
+		var args []string
+		for _, f := range flags {
+			args = append(args, strings.ReplaceAll(f, "'", ""))
+		}
+		if got := mountConfig(t, args...); !reflect.DeepEqual(got, cfg) {
+			t.Errorf("flags %v:\n got %+v\nwant %+v", flags, got, cfg)
+		}
+	}
+	if f := (labfs.Config{}).Flags(); len(f) == 0 {
+		t.Error("the zero configuration differs from the default preset, but Flags lists nothing")
+	}
+	if def, _ := labfs.Preset("default"); len(def.Flags()) != 0 {
+		t.Errorf("the default preset needs no flags, got %v", def.Flags())
+	}
+	if pt, _ := labfs.Preset("passthrough"); strings.Join(pt.Flags(), " ") != "--passthrough" {
+		t.Errorf("passthrough preset: got %v, want --passthrough", pt.Flags())
+	}
+}

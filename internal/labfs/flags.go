@@ -1,0 +1,100 @@
+package labfs
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultReadChunk is the size of a pipelined read when --read-chunk is not
+// given.
+const DefaultReadChunk = 1 << 20
+
+// Flags renders the configuration as the fusescope fs mount flags that
+// produce it from the default preset: what stats shows, and what a user
+// passes to mount the same file system again. The flag names are the
+// Config fields' flag tags.
+func (c Config) Flags() []string {
+	base, _ := Preset("default")
+	if c.Invalidation == "none" {
+		c.Invalidation = ""
+	}
+	bv, cv := reflect.ValueOf(base), reflect.ValueOf(c)
+	var out []string
+	for i := range cv.NumField() {
+		name := cv.Type().Field(i).Tag.Get("flag")
+		if name == "" {
+			continue
+		}
+		was, is := flagValue(name, bv.Field(i)), flagValue(name, cv.Field(i))
+		switch {
+		case was == is:
+		case is == "true":
+			out = append(out, "--"+name)
+		default:
+			out = append(out, "--"+name+"="+shellQuote(is))
+		}
+	}
+	return out
+}
+
+// Override sets the fields of c whose flags given reports as given on the
+// command line to their values in src.
+func (c *Config) Override(src *Config, given func(flag string) bool) {
+	dst, from := reflect.ValueOf(c).Elem(), reflect.ValueOf(src).Elem()
+	for i := range dst.NumField() {
+		if name := dst.Type().Field(i).Tag.Get("flag"); name != "" && given(name) {
+			dst.Field(i).Set(from.Field(i))
+		}
+	}
+}
+
+// flagValue is a field's value in its flag's syntax.
+func flagValue(name string, v reflect.Value) string {
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return formatDuration(x)
+	case LatencySpec:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	case string:
+		return x
+	case int:
+		if name == "read-chunk" {
+			return FormatSize(uint64(x))
+		}
+		return strconv.Itoa(x)
+	case uint64:
+		if name == "bandwidth" {
+			return FormatSize(x) + "/s"
+		}
+		return strconv.FormatUint(x, 10)
+	}
+	panic(fmt.Sprintf("labfs: flag %s has no syntax for %s", name, v.Type()))
+}
+
+// FormatSize writes a size as ParseSize reads it, in the largest binary or
+// decimal unit that divides it.
+func FormatSize(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"GiB", 1 << 30}, {"GB", 1e9}, {"MiB", 1 << 20}, {"MB", 1e6}, {"KiB", 1 << 10}, {"KB", 1e3}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatUint(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(n, 10) + "B"
+}
+
+// shellQuote quotes a flag's value for a POSIX shell when it needs it (the
+// latency spec's * would glob).
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,=+-/:_") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
