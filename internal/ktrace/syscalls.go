@@ -527,12 +527,16 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 			p.fds[int(ret)] = systrace.SocketTarget(int(ev.Args[0]), int(ev.Args[1]))
 		}
 	case "connect", "bind":
-		if ret == 0 || e.Errno == "EINPROGRESS" {
-			if a := sockaddr(rawBytes(ev.Str[:], ev.StrLen)); a != "" {
-				p.fds[fd] = systrace.Protocol(p.target(fd)) + ":[" + a + "]"
+		target := p.target(fd)
+		if a := sockaddr(rawBytes(ev.Str[:], ev.StrLen)); a != "" {
+			named := systrace.Protocol(target) + ":[" + a + "]"
+			if ret == 0 || e.Errno == "EINPROGRESS" {
+				p.fds[fd], target = named, named
+			} else {
+				target = named // what it failed to reach; the fd stays unnamed
 			}
 		}
-		e.SetTarget(p.target(fd))
+		e.SetTarget(target)
 	case "accept", "accept4":
 		listener := p.target(fd)
 		if ret >= 0 {

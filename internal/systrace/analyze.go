@@ -466,10 +466,11 @@ func (a *waits) Observe(e *Event) {
 	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
 		return
 	}
-	if target == "" && (e.Name == "poll" || e.Name == "ppoll") {
-		// poll([{fd=4<UDP:[...]>, events=POLLIN}], ...): name the first fd
-		// polled, as in seed 002's DNS wait.
-		target = firstAnnotation(e.Args)
+	if target == "" {
+		// poll([{fd=4<UDP:[...]>, events=POLLIN}], ...): the first fd
+		// polled, as in seed 002's DNS wait (the live source names it in
+		// the target).
+		target = e.polled
 	}
 	a.list = append(a.list, Wait{PID: e.PID, Line: e.Line, Name: e.Name, Target: target, Start: e.Time, DurS: e.Dur, Errno: e.Errno})
 	if a.max > 0 && len(a.list) > 4*a.max {

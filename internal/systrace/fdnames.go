@@ -32,9 +32,10 @@ func nameFDs(events func(emit func(*Event)) error, n *fdNamer) func(emit func(*E
 func newFDNamer() *fdNamer { return &fdNamer{tables: map[int]*fdTable{}} }
 
 type fdNamer struct {
-	tables    map[int]*fdTable // by PID (the thread id in strace -f logs)
-	annotated bool             // the log has -y targets
-	pipes     int              // pipes and socket pairs named so far
+	tables    map[int]*fdTable      // by PID (the thread id in strace -f logs)
+	annotated bool                  // the log has -y targets
+	pipes     int                   // pipes and socket pairs named so far
+	sockets   map[string]socketAddr // -y logs: by socket inode (nameSocket)
 }
 
 // fdTable is what one process knows of its fds (threads share one).
@@ -97,7 +98,8 @@ var fdFirst = set("read", "write", "close", "fstat", "lseek", "pread64", "pwrite
 var fdArgs = func() map[string]int {
 	m := map[string]int{"open": 1, "creat": 1, "openat": 2, "openat2": 2, "close": 1, "close_range": 3,
 		"dup": 2, "dup2": 2, "dup3": 2, "fcntl": 2, "socket": 2, "connect": 2, "bind": 2, "accept": 2, "accept4": 2,
-		"pipe": 1, "pipe2": 1, "socketpair": 4, "chdir": 1, "fchdir": 1, "clone": 0, "clone3": 0, "fork": 0, "vfork": 0}
+		"pipe": 1, "pipe2": 1, "socketpair": 4, "chdir": 1, "fchdir": 1, "clone": 0, "clone3": 0, "fork": 0, "vfork": 0,
+		"poll": 1, "ppoll": 1}
 	for _, names := range []map[string]bool{fdFirst, atCalls} {
 		for name := range names {
 			if _, ok := m[name]; !ok {
@@ -108,12 +110,121 @@ var fdArgs = func() map[string]int {
 	return m
 }()
 
+// nameSocket names a -y log's sockets as the live source and logs without
+// -y do. strace -y names a socket by its inode, and as "socket:[1234]" where
+// it cannot tell the protocol (on this project's kernels, always), which
+// says nothing of what it talks to: the socket call gives the protocol,
+// connect, bind and accept the address. A failed connect is named by the
+// address it tried, so the waits list says what did not answer.
+func (n *fdNamer) nameSocket(e *Event) {
+	if e.Kind != Syscall {
+		return
+	}
+	switch e.Name {
+	case "socket", "accept", "accept4", "connect", "bind":
+		n.learnSocket(e)
+	case "poll", "ppoll":
+		e.polled = firstAnnotation(e.Args)
+		if inode, ok := socketInode(e.polled); ok {
+			if s, ok := n.sockets[inode]; ok {
+				e.polled = s.name(e.polled)
+			}
+		}
+		return
+	}
+	if len(n.sockets) == 0 {
+		return
+	}
+	target := e.Target()
+	if !strings.HasSuffix(target, "]") {
+		return
+	}
+	if inode, ok := socketInode(target); ok {
+		if s, ok := n.sockets[inode]; ok {
+			e.SetTarget(s.name(target))
+			if e.Name == "close" {
+				delete(n.sockets, inode)
+			}
+		}
+	}
+}
+
+// learnSocket remembers what a socket call, connect, bind or accept says of
+// a -y socket.
+func (n *fdNamer) learnSocket(e *Event) {
+	if n.sockets == nil {
+		n.sockets = map[string]socketAddr{}
+	}
+	args := leadingArgs(e.Args, 2)
+	switch e.Name {
+	case "socket":
+		if inode, ok := socketInode(fdTarget(e.Ret)); ok {
+			n.sockets[inode] = socketAddr{proto: Protocol(socketName(args[0], args[1]))}
+		}
+	case "accept", "accept4":
+		listener, _ := socketInode(e.Target())
+		if inode, ok := socketInode(fdTarget(e.Ret)); ok {
+			s := n.sockets[listener]
+			s.addr = sockaddrText(args[1])
+			n.sockets[inode] = s
+		}
+	case "connect", "bind":
+		a := sockaddrText(args[1])
+		if a == "" {
+			return
+		}
+		inode, byInode := socketInode(e.Target()) // -y, not -yy
+		s := n.sockets[inode]
+		if s.proto == "" && strings.Contains(args[1], "sa_family=AF_UNIX,") {
+			s.proto = "UNIX"
+		}
+		s.addr = a
+		if e.Errno != "" && e.Errno != "EINPROGRESS" {
+			e.SetTarget(s.name(e.Target())) // the fd stays as it was
+		} else if byInode {
+			n.sockets[inode] = s
+		}
+	}
+}
+
+// socketAddr is what a -y log said of a socket: its protocol (TCP, UDP,
+// UNIX...) and the address it connected or bound to.
+type socketAddr struct{ proto, addr string }
+
+// name renames target ("socket:[1234]") to "TCP:[10.0.0.2:80]", or to
+// "TCP:[1234]" before the socket has an address.
+func (s socketAddr) name(target string) string {
+	proto := Protocol(target)
+	if proto == "socket" && s.proto != "" && s.proto != "socket" {
+		proto = s.proto
+	}
+	if s.addr == "" {
+		inode, _ := socketInode(target)
+		return proto + ":[" + inode + "]"
+	}
+	return proto + ":[" + s.addr + "]"
+}
+
+// socketInode is the 1234 of a -y socket target "TCP:[1234]".
+func socketInode(target string) (string, bool) {
+	i := strings.Index(target, ":[")
+	if i <= 0 || !strings.HasSuffix(target, "]") {
+		return "", false
+	}
+	inode := target[i+2 : len(target)-1]
+	if inode == "" || strings.Trim(inode, "0123456789") != "" {
+		return "", false
+	}
+	return inode, true
+}
+
 // TakesFD says whether a call's first argument is an fd: what the live
 // source names a call by, as -y would.
 func TakesFD(name string) bool { return fdFirst[name] }
 
 func (n *fdNamer) observe(e *Event) {
 	if n.annotated {
+		n.nameSocket(e)
 		return
 	}
 	switch e.Kind {
@@ -131,14 +242,18 @@ func (n *fdNamer) observe(e *Event) {
 	}
 	args := leadingArgs(e.Args, max(want, 1))
 	// A -y target: the first argument's for most calls (what Target reads,
-	// without splitting the arguments again), the return value's for opens.
+	// without splitting the arguments again), the return value's for opens,
+	// sockets and accepts.
 	if c.open {
 		n.annotated = e.Target() != ""
 	} else if target := fdTarget(args[0]); target != "" {
 		e.SetTarget(target)
 		n.annotated = true
+	} else if strings.HasSuffix(e.Ret, ">") {
+		n.annotated = fdTarget(e.Ret) != ""
 	}
 	if n.annotated {
+		n.nameSocket(e)
 		return
 	}
 	t := n.tables[e.PID]
@@ -201,9 +316,13 @@ func (n *fdNamer) observe(e *Event) {
 		if fd < 0 {
 			return
 		}
-		if ok || e.Errno == "EINPROGRESS" {
-			if a := sockaddrText(args[1]); a != "" {
-				t.fds[fd] = Protocol(t.name(fd)) + ":[" + a + "]"
+		if a := sockaddrText(args[1]); a != "" {
+			named := Protocol(t.name(fd)) + ":[" + a + "]"
+			if ok || e.Errno == "EINPROGRESS" {
+				t.fds[fd] = named
+			} else {
+				e.SetTarget(named) // what it failed to reach; the fd stays unnamed
+				return
 			}
 		}
 		e.SetTarget(t.name(fd))
@@ -231,6 +350,16 @@ func (n *fdNamer) observe(e *Event) {
 			n.pipes++
 			name := kind + ":[#" + strconv.Itoa(n.pipes) + "]"
 			t.fds[r], t.fds[w] = name, name
+		}
+		return
+	case "poll", "ppoll":
+		// [{fd=5, events=POLLIN}, ...]: the waits list names the first.
+		if _, v, found := strings.Cut(args[0], "fd="); found {
+			if end := strings.IndexAny(v, ",}"); end > 0 {
+				if pfd, ok := atoi(v[:end]); ok {
+					e.polled = t.name(pfd)
+				}
+			}
 		}
 		return
 	case "chdir":

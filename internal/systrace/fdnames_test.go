@@ -62,6 +62,10 @@ func TestNameFDsWithoutY(t *testing.T) {
 100 close_range(3, 4294967295, 0) = 0
 100 read(3, ""..., 10) = -1 EBADF (Bad file descriptor)
 100 read(13, ""..., 10) = -1 EBADF (Bad file descriptor)
+100 socket(AF_UNIX, SOCK_STREAM, 0) = 3
+100 connect(3, {sa_family=AF_UNIX, sun_path="/run/x"}, 110) = -1 ECONNREFUSED (Connection refused)
+100 write(3, "x", 1) = -1 ENOTCONN (Transport endpoint is not connected)
+100 poll([{fd=12, events=POLLIN}, {fd=3, events=POLLIN}], 2, 10) = 0 (Timeout)
 `, "\n")
 	want := map[int]string{
 		1:  "",
@@ -89,19 +93,88 @@ func TestNameFDsWithoutY(t *testing.T) {
 		24: "/srv/b.bin",
 		25: "fd:6", // an fd the log never saw created
 		26: "/srv/b.bin",
-		28: "UNIX:[]", // a failed connect names nothing
+		28: "UNIX:[/run/nscd/socket]", // a failed connect: the address it tried...
 		30: "TCP:[[::1]:8080]",
 		31: "TCP:[[::1]:8080]",
 		32: "TCP:[[::1]:40000]",
 		33: "",
 		34: "fd:3",
 		35: "fd:13",
+		37: "UNIX:[/run/x]",
+		38: "UNIX:[]", // ...while the fd stays unnamed
 	}
 	got := targets(t, log)
 	for line, w := range want {
 		if got[line] != w {
 			t.Errorf("line %d: target %q, want %q", line, got[line], w)
 		}
+	}
+	if p := polled(t, log); p[11] != "UDP:[10.0.0.2:53]" || p[39] != "fd:12" {
+		t.Errorf("polled fds: %v", p)
+	}
+}
+
+// polled runs log through the parser and Named and returns, by line, the fd
+// each poll waited on first.
+func polled(t *testing.T, log string) map[int]string {
+	t.Helper()
+	p := NewParser()
+	got := map[int]string{}
+	err := Named(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p)(func(e *Event) {
+		if e.polled != "" {
+			got[e.Line] = e.polled
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// In a -y log, sockets take the protocol of their socket call and the
+// address of their connect, bind or accept, as in the live source.
+func TestNameSocketsInYLogs(t *testing.T) {
+	log := strings.TrimPrefix(`
+socket(AF_INET, SOCK_STREAM|SOCK_CLOEXEC, IPPROTO_IP) = 3<socket:[100]>
+connect(3<socket:[100]>, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr("10.0.0.9")}, 16) = -1 EINPROGRESS (Operation now in progress)
+poll([{fd=3<socket:[100]>, events=POLLOUT}], 1, 1000) = 1 ([{fd=3, revents=POLLOUT}])
+write(3<socket:[100]>, "GET", 3) = 3
+socket(AF_UNIX, SOCK_STREAM, 0) = 4<socket:[200]>
+connect(4<socket:[200]>, {sa_family=AF_UNIX, sun_path="/run/nscd/socket"}, 110) = -1 ENOENT (No such file or directory)
+getpeername(4<socket:[200]>, 0x7ffe, [110]) = -1 ENOTCONN (Transport endpoint is not connected)
+socket(AF_INET6, SOCK_STREAM, IPPROTO_TCP) = 5<socket:[300]>
+bind(5<socket:[300]>, {sa_family=AF_INET6, sin6_port=htons(8080), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = 0
+accept4(5<socket:[300]>, {sa_family=AF_INET6, sin6_port=htons(40000), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, [28], SOCK_CLOEXEC) = 6<socket:[301]>
+read(6<socket:[301]>, "x", 1) = 1
+close(3<socket:[100]>) = 0
+socket(AF_INET, SOCK_DGRAM, IPPROTO_IP) = 3<socket:[100]>
+read(7<TCP:[500]>, "", 1) = 0
+connect(8<TCP:[10.0.0.2:50000]>, {sa_family=AF_INET, sin_port=htons(1093), sin_addr=inet_addr("10.0.0.9")}, 16) = -1 ECONNREFUSED (Connection refused)
+sendto(3<socket:[100]>, "x", 1, 0, NULL, 0) = 1
+`, "\n")
+	// The socket calls themselves have no target, as in the live source.
+	want := map[int]string{
+		1:  "",
+		2:  "TCP:[10.0.0.9:80]",
+		4:  "TCP:[10.0.0.9:80]",
+		6:  "UNIX:[/run/nscd/socket]", // the address a failed connect tried...
+		7:  "UNIX:[200]",              // ...while the socket stays unnamed
+		9:  "TCP:[[::1]:8080]",
+		10: "TCP:[[::1]:8080]", // the listener
+		11: "TCP:[[::1]:40000]",
+		12: "TCP:[10.0.0.9:80]",
+		14: "TCP:[500]",           // a socket the log never saw made
+		16: "UDP:[100]",           // the inode reused after close
+		15: "TCP:[10.0.0.9:1093]", // -yy: a failed connect's address, not the local one
+	}
+	got := targets(t, log)
+	for line, w := range want {
+		if got[line] != w {
+			t.Errorf("line %d: target %q, want %q", line, got[line], w)
+		}
+	}
+	if p := polled(t, log); p[3] != "TCP:[10.0.0.9:80]" {
+		t.Errorf("polled fds: %v", p)
 	}
 }
 

@@ -8,15 +8,13 @@ import (
 	"strconv"
 )
 
-// Logs is the event source of strace log files; where they have no strace
-// -y targets, nameFDs names their fds. The files of an strace -ff set
-// (LOG.PID) are read by PID, so that a parent's file, with the fork that
-// hands its fds to a child, comes before the child's (PIDs wrap around only
-// on long-running systems); files of other names come first, in the order
-// given.
+// Logs is the event source of strace log files, through Named. The files
+// of an strace -ff set (LOG.PID) are read by PID, so that a parent's file,
+// with the fork that hands its fds to a child, comes before the child's
+// (PIDs wrap around only on long-running systems); files of other names
+// come first, in the order given.
 func Logs(paths []string, p *Parser) func(emit func(*Event)) error {
-	namer := newFDNamer()
-	named := nameFDs(func(emit func(*Event)) error {
+	return Named(func(emit func(*Event)) error {
 		ordered := append([]string(nil), paths...)
 		sort.SliceStable(ordered, func(i, j int) bool { return PIDSuffix(ordered[i]) < PIDSuffix(ordered[j]) })
 		for _, path := range ordered {
@@ -32,7 +30,16 @@ func Logs(paths []string, p *Parser) func(emit func(*Event)) error {
 			}
 		}
 		return nil
-	}, namer)
+	}, p)
+}
+
+// Named is the preprocessing stage between p's parsed events and the
+// analyzers: where the log has no -y targets, it follows fds to name them;
+// where it has, it names sockets by their addresses; and it names the fd a
+// poll waited on.
+func Named(parsed func(emit func(*Event)) error, p *Parser) func(emit func(*Event)) error {
+	namer := newFDNamer()
+	named := nameFDs(parsed, namer)
 	return func(emit func(*Event)) error {
 		err := named(emit)
 		p.FollowedFDs = !namer.annotated

@@ -45,6 +45,7 @@ type Event struct {
 	Errors int
 	Bytes  int64
 
+	polled     string // poll, ppoll in a log: the first fd waited on, named (fdNamer)
 	target     string // memo of Target
 	targetDone bool
 	call       *callInfo // memo of info

@@ -21,7 +21,7 @@ func sampleReport(t *testing.T) *Report {
 	}
 	defer f.Close()
 	p := NewParser()
-	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(f, emit) }, p, Options{MaxWaits: 10, TimelineS: 1})
+	r, err := Analyze(Named(func(emit func(*Event)) error { return p.Parse(f, emit) }, p), p, Options{MaxWaits: 10, TimelineS: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

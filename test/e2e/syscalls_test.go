@@ -14,8 +14,9 @@ import (
 )
 
 // The workload writes and reads files of known sizes, one with a name that
-// strace must escape, then waits for a UDP reply that never comes, as a DNS
-// lookup of a missing host does (seed 002).
+// strace must escape, connects to a port nobody listens on, then waits for a
+// UDP reply that never comes, as a DNS lookup of a missing host does (seed
+// 002).
 const syscallWorkload = `
 import json, os, socket, sys
 d = sys.argv[1]
@@ -28,6 +29,12 @@ for name in sizes:
     with open(os.path.join(d, name), "rb") as f:
         while f.read(4096):
             pass
+c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+try:
+    c.connect(("127.0.0.1", 1))
+except OSError:
+    pass
+c.close()
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("127.0.0.1", 0))
 s.settimeout(0.4)
@@ -101,6 +108,23 @@ func assertCallsEqual(t *testing.T, r *systrace.Report, want map[string]int) {
 	}
 }
 
+// assertWorkloadWaits checks the waits of syscallWorkload: the unanswered
+// UDP wait comes first, named by its socket's address, and the refused
+// connect is named by the address it tried.
+func assertWorkloadWaits(t *testing.T, r *systrace.Report) {
+	t.Helper()
+	if len(r.Waits) == 0 || r.Waits[0].DurS < 0.35 || (r.Waits[0].Name != "poll" && r.Waits[0].Name != "recvfrom") ||
+		r.Waits[0].Target != "UDP:[127.0.0.1:0]" {
+		t.Errorf("top wait %+v, want the 0.4 s UDP wait on UDP:[127.0.0.1:0]", r.Waits[:min(3, len(r.Waits))])
+	}
+	for _, w := range r.Waits {
+		if w.Name == "connect" && w.Errno == "ECONNREFUSED" && w.Target == "TCP:[127.0.0.1:1]" {
+			return
+		}
+	}
+	t.Errorf("no refused connect to TCP:[127.0.0.1:1] among the waits: %+v", r.Waits)
+}
+
 func TestSyscallsAgainstStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
@@ -138,10 +162,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 	}
 	// Per-syscall counts equal strace -c's for the same run.
 	assertCallsEqual(t, &r, straceSummary(t, log))
-	// The unanswered UDP wait is the top wait.
-	if len(r.Waits) == 0 || r.Waits[0].DurS < 0.35 || (r.Waits[0].Name != "poll" && r.Waits[0].Name != "recvfrom") {
-		t.Errorf("top wait %+v, want the 0.4 s UDP wait", r.Waits[:min(3, len(r.Waits))])
-	}
+	assertWorkloadWaits(t, &r)
 }
 
 func TestSyscallsBadInput(t *testing.T) {
