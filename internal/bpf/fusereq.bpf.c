@@ -69,6 +69,11 @@ volatile const __u8 filter_conn_on = 0;
 volatile const __u64 filter_op_mask = 0; /* bit n keeps opcode n; 0 keeps all */
 volatile const __u64 reap_age_ns = 600000000000ULL;
 
+/* The interval being measured: user space moves it on at each interval
+ * (struct op_stats's epoch). Starts at 1, so that a zeroed slot matches no
+ * interval. */
+volatile __u32 interval_epoch = 1;
+
 /* In-flight requests in an array, not a hash: the verifier inlines array
  * lookups, so the hot path does no hash-table work. Each request has two
  * candidate slots; user space reads the array through mmap. */
@@ -330,6 +335,18 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	s->req_bytes += req_len;
 	s->reply_bytes += reply_len;
 	s->slots[log2l(delta) & (HIST_SLOTS - 1)]++;
+	__u32 epoch = interval_epoch;
+	__u32 b = epoch & 1;
+	if (s->epoch[b] != epoch) {
+		s->epoch[b] = epoch;
+		s->interval_min_ns[b] = delta;
+		s->interval_max_ns[b] = delta;
+	} else {
+		if (delta < s->interval_min_ns[b])
+			s->interval_min_ns[b] = delta;
+		if (delta > s->interval_max_ns[b])
+			s->interval_max_ns[b] = delta;
+	}
 
 	if (err) {
 		s->errors++;

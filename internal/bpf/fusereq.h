@@ -55,6 +55,14 @@ struct op_stats {
 	__u64 sum_ns;
 	__u64 min_ns;
 	__u64 max_ns;
+	/* The extremes of the interval numbered epoch[i], for i = that
+	 * number's low bit: user space moves interval_epoch on, then reads
+	 * the slot no CPU writes any more (double buffering, so interval
+	 * views show exact minima and maxima, which snapshots of the
+	 * cumulative min_ns and max_ns cannot give). */
+	__u32 epoch[2];
+	__u64 interval_min_ns[2];
+	__u64 interval_max_ns[2];
 	__u64 slots[HIST_SLOTS];
 };
 

@@ -34,17 +34,20 @@ type FuseReqInflightSlot struct {
 }
 
 type FuseReqOpStats struct {
-	_          structs.HostLayout
-	Conn       uint32
-	Pad        uint32
-	Count      uint64
-	Errors     uint64
-	ReqBytes   uint64
-	ReplyBytes uint64
-	SumNs      uint64
-	MinNs      uint64
-	MaxNs      uint64
-	Slots      [64]uint64
+	_             structs.HostLayout
+	Conn          uint32
+	Pad           uint32
+	Count         uint64
+	Errors        uint64
+	ReqBytes      uint64
+	ReplyBytes    uint64
+	SumNs         uint64
+	MinNs         uint64
+	MaxNs         uint64
+	Epoch         [2]uint32
+	IntervalMinNs [2]uint64
+	IntervalMaxNs [2]uint64
+	Slots         [64]uint64
 }
 
 type FuseReqStatsKey struct {
@@ -57,22 +60,23 @@ type FuseReqStatsKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FuseReqMapDrops        = "drops"
-	FuseReqMapErrnos       = "errnos"
-	FuseReqMapFilterConns  = "filter_conns"
-	FuseReqMapInflight     = "inflight"
-	FuseReqMapStats        = "stats"
-	FuseReqMapStatsFast    = "stats_fast"
-	FuseReqProgFuseEnd     = "fuse_end"
-	FuseReqProgFuseEndBtf  = "fuse_end_btf"
-	FuseReqProgFuseSend    = "fuse_send"
-	FuseReqProgFuseSendBtf = "fuse_send_btf"
-	FuseReqVarFilterComm   = "filter_comm"
-	FuseReqVarFilterCommOn = "filter_comm_on"
-	FuseReqVarFilterConnOn = "filter_conn_on"
-	FuseReqVarFilterOpMask = "filter_op_mask"
-	FuseReqVarFilterTgid   = "filter_tgid"
-	FuseReqVarReapAgeNs    = "reap_age_ns"
+	FuseReqMapDrops         = "drops"
+	FuseReqMapErrnos        = "errnos"
+	FuseReqMapFilterConns   = "filter_conns"
+	FuseReqMapInflight      = "inflight"
+	FuseReqMapStats         = "stats"
+	FuseReqMapStatsFast     = "stats_fast"
+	FuseReqProgFuseEnd      = "fuse_end"
+	FuseReqProgFuseEndBtf   = "fuse_end_btf"
+	FuseReqProgFuseSend     = "fuse_send"
+	FuseReqProgFuseSendBtf  = "fuse_send_btf"
+	FuseReqVarFilterComm    = "filter_comm"
+	FuseReqVarFilterCommOn  = "filter_comm_on"
+	FuseReqVarFilterConnOn  = "filter_conn_on"
+	FuseReqVarFilterOpMask  = "filter_op_mask"
+	FuseReqVarFilterTgid    = "filter_tgid"
+	FuseReqVarIntervalEpoch = "interval_epoch"
+	FuseReqVarReapAgeNs     = "reap_age_ns"
 )
 
 // LoadFuseReq returns the embedded CollectionSpec for FuseReq.
@@ -139,12 +143,13 @@ type FuseReqMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqVariableSpecs struct {
-	FilterComm   *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterCommOn *ebpf.VariableSpec `ebpf:"filter_comm_on"`
-	FilterConnOn *ebpf.VariableSpec `ebpf:"filter_conn_on"`
-	FilterOpMask *ebpf.VariableSpec `ebpf:"filter_op_mask"`
-	FilterTgid   *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	ReapAgeNs    *ebpf.VariableSpec `ebpf:"reap_age_ns"`
+	FilterComm    *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterCommOn  *ebpf.VariableSpec `ebpf:"filter_comm_on"`
+	FilterConnOn  *ebpf.VariableSpec `ebpf:"filter_conn_on"`
+	FilterOpMask  *ebpf.VariableSpec `ebpf:"filter_op_mask"`
+	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	IntervalEpoch *ebpf.VariableSpec `ebpf:"interval_epoch"`
+	ReapAgeNs     *ebpf.VariableSpec `ebpf:"reap_age_ns"`
 }
 
 // FuseReqObjects contains all objects after they have been loaded into the kernel.
@@ -190,12 +195,13 @@ func (m *FuseReqMaps) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqVariables struct {
-	FilterComm   *ebpf.Variable `ebpf:"filter_comm"`
-	FilterCommOn *ebpf.Variable `ebpf:"filter_comm_on"`
-	FilterConnOn *ebpf.Variable `ebpf:"filter_conn_on"`
-	FilterOpMask *ebpf.Variable `ebpf:"filter_op_mask"`
-	FilterTgid   *ebpf.Variable `ebpf:"filter_tgid"`
-	ReapAgeNs    *ebpf.Variable `ebpf:"reap_age_ns"`
+	FilterComm    *ebpf.Variable `ebpf:"filter_comm"`
+	FilterCommOn  *ebpf.Variable `ebpf:"filter_comm_on"`
+	FilterConnOn  *ebpf.Variable `ebpf:"filter_conn_on"`
+	FilterOpMask  *ebpf.Variable `ebpf:"filter_op_mask"`
+	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
+	IntervalEpoch *ebpf.Variable `ebpf:"interval_epoch"`
+	ReapAgeNs     *ebpf.Variable `ebpf:"reap_age_ns"`
 }
 
 // FuseReqPrograms contains all programs after they have been loaded into the kernel.

@@ -85,8 +85,11 @@ var ErrNotSubset = errors.New("hist: subtrahend is not an earlier snapshot")
 
 // Sub returns h - earlier, the values added between two snapshots of one
 // cumulative histogram (interval views). Buckets, count and sum are exact.
-// Min and max are exact when the cumulative extreme falls in the difference's
-// lowest or highest bucket; otherwise that bucket's edge stands in for it.
+// Min and max are exact when the cumulative extreme moved between the
+// snapshots (the interval holds the new one); otherwise they are bounds:
+// the edge of the difference's lowest or highest bucket, or the cumulative
+// extreme where that is tighter. SetExtremes makes them exact where the
+// interval's own extremes were measured.
 func (h *Hist) Sub(earlier *Hist) (Hist, error) {
 	var d Hist
 	if earlier.Count > h.Count || earlier.Sum > h.Sum {
@@ -110,15 +113,38 @@ func (h *Hist) Sub(earlier *Hist) (Hist, error) {
 	if d.Count == 0 {
 		return d, nil
 	}
-	d.Min = BucketLow(lo)
-	if Bucket(h.Min) == lo {
+	d.Min, d.Max = max(BucketLow(lo), h.Min), min(BucketHigh(hi), h.Max)
+	if earlier.Count == 0 || h.Min < earlier.Min {
 		d.Min = h.Min
 	}
-	d.Max = BucketHigh(hi)
-	if Bucket(h.Max) == hi {
+	if earlier.Count == 0 || h.Max > earlier.Max {
 		d.Max = h.Max
 	}
 	return d, nil
+}
+
+// SetExtremes sets h's min and max to values measured alongside it (the
+// tracer's per-interval extremes) and reports whether it did: only when
+// they lie in h's lowest and highest non-empty buckets, as h's own
+// extremes must.
+func (h *Hist) SetExtremes(lo, hi uint64) bool {
+	if h.Count == 0 || lo > hi {
+		return false
+	}
+	first, last := -1, -1
+	for i, n := range h.Buckets {
+		if n > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if Bucket(lo) != first || Bucket(hi) != last {
+		return false
+	}
+	h.Min, h.Max = lo, hi
+	return true
 }
 
 // Mean is the average value in ns, or 0 for an empty histogram.

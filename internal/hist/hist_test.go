@@ -74,6 +74,34 @@ func TestSubUndoesMerge(t *testing.T) {
 		if d.Count > 0 && (d.Min > second.Min || d.Max < second.Max) {
 			t.Fatalf("trial %d: interval bounds [%d,%d] do not cover [%d,%d]", trial, d.Min, d.Max, second.Min, second.Max)
 		}
+		// A new cumulative extreme is the interval's, exactly.
+		if d.Count > 0 && second.Max > first.Max && d.Max != second.Max {
+			t.Fatalf("trial %d: interval max %d, want the new maximum %d", trial, d.Max, second.Max)
+		}
+		if d.Count > 0 && second.Min < first.Min && d.Min != second.Min {
+			t.Fatalf("trial %d: interval min %d, want the new minimum %d", trial, d.Min, second.Min)
+		}
+		// Otherwise the bounds stay within the interval's outer buckets.
+		if d.Count > 0 && (Bucket(d.Min) != Bucket(second.Min) || Bucket(d.Max) != Bucket(second.Max)) {
+			t.Fatalf("trial %d: interval bounds [%d,%d] outside the buckets of [%d,%d]", trial, d.Min, d.Max, second.Min, second.Max)
+		}
+		// The measured extremes replace the bounds.
+		if d.Count > 0 && (!d.SetExtremes(second.Min, second.Max) || d.Min != second.Min || d.Max != second.Max) {
+			t.Fatalf("trial %d: SetExtremes(%d, %d) refused or ignored: %+v", trial, second.Min, second.Max, d)
+		}
+	}
+	// The interval's values share a bucket with the earlier maximum: that
+	// maximum only bounds the interval's (the tracer then measures it).
+	var before, after Hist
+	before.Add(129500)
+	after.Add(129500)
+	after.Add(79900)
+	d, _ := after.Sub(&before)
+	if d.Max != 129500 || d.Min != 79900 {
+		t.Errorf("interval of 79900 after 129500 in one bucket: [%d, %d], want [79900, 129500], the bound", d.Min, d.Max)
+	}
+	if d.SetExtremes(1000, 79900) || d.SetExtremes(79900, 200000) || d.SetExtremes(80000, 79900) {
+		t.Error("SetExtremes took extremes outside the histogram's buckets")
 	}
 	var a, b Hist
 	a.Add(5)

@@ -102,20 +102,35 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	var prev profile.Profile
 	prevTime := start
 	emitted := 0
-	emitInterval := func(final bool) error {
+	// nextInterval returns the interval since the previous one, with its
+	// exact extremes, and the cumulative profile at its end.
+	nextInterval := func() (interval, cum profile.Profile, err error) {
+		cum, extremes, err := t.NextInterval()
+		if err != nil {
+			return interval, cum, err
+		}
+		interval, err = cum.Sub(&prev)
+		if err != nil {
+			return interval, cum, fmt.Errorf("interval statistics: %v", err)
+		}
+		for i := range interval.Ops {
+			if e, ok := extremes[interval.Ops[i].Key()]; ok {
+				interval.Ops[i].Latency.SetExtremes(e.Min, e.Max)
+			}
+		}
+		prev = cum
+		return interval, cum, nil
+	}
+	emitInterval := func() error {
 		now := time.Now()
-		cur, err := t.Snapshot()
+		d, _, err := nextInterval()
 		if err != nil {
 			return err
 		}
-		d, err := cur.Sub(&prev)
-		if err != nil {
-			return fmt.Errorf("interval statistics: %v", err)
-		}
 		from := prevTime
-		prev, prevTime = cur, now
+		prevTime = now
 		emitted++
-		return cfg.Emit(record(d, from, now), final)
+		return cfg.Emit(record(d, from, now), false)
 	}
 	var stopErr error
 loop:
@@ -133,25 +148,27 @@ loop:
 			if cfg.Count > 0 && emitted+1 >= cfg.Count {
 				break loop
 			}
-			if err := emitInterval(false); err != nil {
+			if err := emitInterval(); err != nil {
 				return nil, err
 			}
 		}
 	}
 	end := time.Now()
-	whole, err := t.Snapshot()
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Interval > 0 {
-		d, err := whole.Sub(&prev)
+		d, whole, err := nextInterval()
 		if err != nil {
 			return nil, err
 		}
 		if err := cfg.Emit(record(d, prevTime, end), true); err != nil {
 			return nil, err
 		}
-	} else if err := cfg.Emit(record(whole, start, end), true); err != nil {
+		return record(whole, start, end), stopErr
+	}
+	whole, err := t.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Emit(record(whole, start, end), true); err != nil {
 		return nil, err
 	}
 	return record(whole, start, end), stopErr

@@ -69,20 +69,27 @@ type Tracer struct {
 	fallback  error  // why AttachAuto fell back to the classic tracepoints
 	links     []link.Link
 	inflight  *ebpf.Memory
+	epochVar  *ebpf.Variable // interval_epoch: the interval being measured
+	epoch     uint32         // its value
 }
+
+// Extremes are the exact fastest and slowest request of one interval, in ns.
+type Extremes struct{ Min, Max uint64 }
 
 // btfObjects and tracepointObjects select one pair of programs of the
 // object, so that only that pair is loaded (and relocated).
 type btfObjects struct {
 	bpf.FuseReqMaps
-	Send *ebpf.Program `ebpf:"fuse_send_btf"`
-	End  *ebpf.Program `ebpf:"fuse_end_btf"`
+	Send  *ebpf.Program  `ebpf:"fuse_send_btf"`
+	End   *ebpf.Program  `ebpf:"fuse_end_btf"`
+	Epoch *ebpf.Variable `ebpf:"interval_epoch"`
 }
 
 type tracepointObjects struct {
 	bpf.FuseReqMaps
-	Send *ebpf.Program `ebpf:"fuse_send"`
-	End  *ebpf.Program `ebpf:"fuse_end"`
+	Send  *ebpf.Program  `ebpf:"fuse_send"`
+	End   *ebpf.Program  `ebpf:"fuse_end"`
+	Epoch *ebpf.Variable `ebpf:"interval_epoch"`
 }
 
 // loadPrograms loads the maps and the pair of programs for attach.
@@ -93,15 +100,15 @@ func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, consts map[string]any, 
 		if err := load(spec, consts, &o, "FUSE tracer (tp_btf)"); err != nil {
 			return fmt.Errorf("%v: --attach tracepoint uses the classic tracepoints instead", err)
 		}
-		t.maps, t.send, t.end = o.FuseReqMaps, o.Send, o.End
+		t.maps, t.send, t.end, t.epochVar = o.FuseReqMaps, o.Send, o.End, o.Epoch
 	case AttachTracepoint:
 		var o tracepointObjects
 		if err := load(spec, consts, &o, "FUSE tracer"); err != nil {
 			return err
 		}
-		t.maps, t.send, t.end = o.FuseReqMaps, o.Send, o.End
+		t.maps, t.send, t.end, t.epochVar = o.FuseReqMaps, o.Send, o.End, o.Epoch
 	}
-	t.attach = attach
+	t.attach, t.epoch = attach, 1 // the program's initial interval_epoch
 	return nil
 }
 
@@ -271,6 +278,26 @@ func (t *Tracer) ProgramStats() ([]ProgramStat, error) {
 
 // Snapshot reads the cumulative statistics since Start.
 func (t *Tracer) Snapshot() (profile.Profile, error) {
+	p, _, err := t.snapshot(0)
+	return p, err
+}
+
+// NextInterval ends the interval being measured and starts the next: it
+// returns the cumulative statistics, as Snapshot does, and the exact
+// extremes of each (connection, opcode) since the previous call (or
+// Start), which differences of cumulative snapshots cannot give.
+func (t *Tracer) NextInterval() (profile.Profile, map[profile.Key]Extremes, error) {
+	ended := t.epoch
+	if err := t.epochVar.Set(ended + 1); err != nil {
+		return profile.Profile{}, nil, fmt.Errorf("starting the next interval: %v", err)
+	}
+	t.epoch = ended + 1
+	return t.snapshot(ended)
+}
+
+// snapshot reads the statistics, and the extremes of interval epoch (0:
+// none).
+func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extremes, error) {
 	var p profile.Profile
 	merged := map[profile.Key]*opAccum{}
 	add := func(opcode uint32, c *bpf.FuseReqOpStats) {
@@ -283,7 +310,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 			a = &opAccum{}
 			merged[k] = a
 		}
-		a.add(c)
+		a.add(c, epoch)
 	}
 	var idx uint32
 	var perCPU []bpf.FuseReqOpStats
@@ -294,7 +321,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 		}
 	}
 	if err := fit.Err(); err != nil {
-		return p, fmt.Errorf("reading FUSE statistics: %v", err)
+		return p, nil, fmt.Errorf("reading FUSE statistics: %v", err)
 	}
 	var key bpf.FuseReqStatsKey
 	it := t.maps.Stats.Iterate()
@@ -305,7 +332,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 		}
 	}
 	if err := it.Err(); err != nil {
-		return p, fmt.Errorf("reading FUSE statistics: %v", err)
+		return p, nil, fmt.Errorf("reading FUSE statistics: %v", err)
 	}
 	byKey := map[profile.Key]int{}
 	for k, a := range merged {
@@ -332,13 +359,13 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 		p.Ops[i].Errnos[ErrnoName(ek.Error)] += n
 	}
 	if err := eit.Err(); err != nil {
-		return p, fmt.Errorf("reading FUSE errors: %v", err)
+		return p, nil, fmt.Errorf("reading FUSE errors: %v", err)
 	}
 	var drops [dropReasons]uint64
 	for i := range drops {
 		var vals []uint64
 		if err := t.maps.Drops.Lookup(uint32(i), &vals); err != nil {
-			return p, fmt.Errorf("reading drop counters: %v", err)
+			return p, nil, fmt.Errorf("reading drop counters: %v", err)
 		}
 		for _, v := range vals {
 			drops[i] += v
@@ -346,14 +373,23 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 	}
 	abandoned, err := t.abandoned()
 	if err != nil {
-		return p, err
+		return p, nil, err
 	}
 	p.Drops = profile.Drops{
 		InflightFull: drops[dropInflightFull], UnmatchedEnd: drops[dropUnmatchedEnd],
 		StatsFull: drops[dropStatsFull], UniqueZero: drops[dropUniqueZero], ErrnoFull: drops[dropErrnoFull],
 		ReapedStale: drops[dropReapedStale], ReapedConnGone: abandoned,
 	}
-	return p, nil
+	var extremes map[profile.Key]Extremes
+	if epoch != 0 {
+		extremes = map[profile.Key]Extremes{}
+		for k, a := range merged {
+			if a.inInterval {
+				extremes[k] = Extremes{Min: a.intervalLo, Max: a.intervalHi}
+			}
+		}
+	}
+	return p, extremes, nil
 }
 
 // Sizes from fusereq.h.
@@ -367,9 +403,19 @@ type opAccum struct {
 	slots                        [hist.NumBuckets]uint64
 	sum, lo, hi, n               uint64
 	errors, reqBytes, replyBytes uint64
+	// The extremes of one interval, where a CPU's copy has them.
+	intervalLo, intervalHi uint64
+	inInterval             bool
 }
 
-func (a *opAccum) add(c *bpf.FuseReqOpStats) {
+func (a *opAccum) add(c *bpf.FuseReqOpStats, epoch uint32) {
+	if b := epoch & 1; epoch != 0 && c.Epoch[b] == epoch {
+		if !a.inInterval || c.IntervalMinNs[b] < a.intervalLo {
+			a.intervalLo = c.IntervalMinNs[b]
+		}
+		a.intervalHi = max(a.intervalHi, c.IntervalMaxNs[b])
+		a.inInterval = true
+	}
 	if a.n == 0 || c.MinNs < a.lo {
 		a.lo = c.MinNs
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,10 +18,21 @@ import (
 // request it serves: an oracle that shares no code with the kernel tracer.
 type countingFS struct {
 	fuse.RawFileSystem
-	getattrDelay time.Duration
+	getattrDelay atomic.Int64 // ns; changed while mounted by TestTraceIntervalExtremes
 
 	mu     sync.Mutex
 	counts map[fuseproto.Opcode]uint64
+}
+
+// delay waits d: short delays spin, because Go's timers wake about 1 ms
+// late here, which would move a 2 ms delay into the next log2 bucket.
+func delay(d time.Duration) {
+	if d >= 50*time.Millisecond {
+		time.Sleep(d)
+		return
+	}
+	for start := time.Now(); time.Since(start) < d; {
+	}
 }
 
 func (c *countingFS) count(op fuseproto.Opcode) {
@@ -47,8 +59,8 @@ func (c *countingFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name strin
 
 func (c *countingFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	c.count(fuseproto.Getattr)
-	if c.getattrDelay > 0 {
-		time.Sleep(c.getattrDelay)
+	if d := time.Duration(c.getattrDelay.Load()); d > 0 {
+		delay(d)
 	}
 	return c.RawFileSystem.GetAttr(cancel, in, out)
 }
@@ -154,7 +166,8 @@ func mountLab(t *testing.T, nFiles, bigPages int, getattrDelay time.Duration) (s
 	mnt := t.TempDir()
 	zero := time.Duration(0)
 	raw := fs.NewNodeFS(&labTree{nFiles: nFiles, bigPages: bigPages}, &fs.Options{EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero})
-	cfs := &countingFS{RawFileSystem: raw, getattrDelay: getattrDelay, counts: map[fuseproto.Opcode]uint64{}}
+	cfs := &countingFS{RawFileSystem: raw, counts: map[fuseproto.Opcode]uint64{}}
+	cfs.getattrDelay.Store(int64(getattrDelay))
 	srv, err := fuse.NewServer(cfs, mnt, &fuse.MountOptions{
 		FsName: "fusescope-testfs", Name: "testfs", DirectMount: true, MaxReadAhead: 4096,
 	})

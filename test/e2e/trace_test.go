@@ -1,16 +1,19 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -113,6 +116,58 @@ func TestTraceInjectedLatency(t *testing.T) {
 	}
 }
 
+// An interval's minimum and maximum are its own, not the run's so far, even
+// when both fall in one histogram bucket (2.2 ms and 3.6 ms are both in
+// [2^21, 2^22) ns, so a difference of cumulative snapshots cannot tell
+// them apart), on both ways of attaching.
+func TestTraceIntervalExtremes(t *testing.T) {
+	for _, attach := range []string{"tp_btf", "tracepoint"} {
+		t.Run(attach, func(t *testing.T) { traceIntervalExtremes(t, attach) })
+	}
+}
+
+func traceIntervalExtremes(t *testing.T, attach string) {
+	const slow, fast = 3600 * time.Microsecond, 2200 * time.Microsecond
+	mnt, daemon := mountLab(t, 4, 1, slow)
+	tr := startTrace(t, "--attach", attach, "--mount", mnt, "--op", "GETATTR", "--json", "0.5")
+	statN := func(n int) {
+		for i := 0; i < n; i++ {
+			if _, err := os.Stat(mnt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	statN(10)
+	time.Sleep(1200 * time.Millisecond) // at least two interval boundaries
+	daemon.getattrDelay.Store(int64(fast))
+	statN(10)
+	time.Sleep(1200 * time.Millisecond)
+	tr.stop(t)
+	var last *profile.OpStats
+	for _, line := range strings.Split(strings.TrimSpace(tr.stdout.String()), "\n") {
+		var r profile.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("interval record: %v\n%s", err, line)
+		}
+		for i := range r.Profile.Ops {
+			if r.Profile.Ops[i].Op == "GETATTR" {
+				last = &r.Profile.Ops[i]
+			}
+		}
+	}
+	if last == nil {
+		t.Fatalf("no interval with GETATTR:\n%s", tr.stdout.String())
+	}
+	h := last.Latency
+	t.Logf("last interval: n=%d min=%d max=%d", h.Count, h.Min, h.Max)
+	if h.Min < uint64(fast) || h.Max >= uint64(slow) || h.Min > h.Max {
+		t.Errorf("last interval's GETATTR [%d, %d] ns: want its own extremes, at least %d and below the earlier %d", h.Min, h.Max, fast, slow)
+	}
+	if q := h.Quantile(0.99); q > float64(h.Max) {
+		t.Errorf("p99 %.0f above the maximum %d", q, h.Max)
+	}
+}
+
 // Requests in flight when their connection is aborted end with
 // ECONNABORTED: the tracer counts them as such and keeps nothing in flight
 // for them (the in-flight table must not leak), on both ways of attaching.
@@ -127,7 +182,8 @@ func traceAbortedConnection(t *testing.T, attach string) {
 	zero := time.Duration(0)
 	raw := fs.NewNodeFS(&labTree{nFiles: 1}, &fs.Options{EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero})
 	// Every GETATTR takes 3 s: long enough to abort the connection under it.
-	daemon := &countingFS{RawFileSystem: raw, getattrDelay: 3 * time.Second, counts: map[fuseproto.Opcode]uint64{}}
+	daemon := &countingFS{RawFileSystem: raw, counts: map[fuseproto.Opcode]uint64{}}
+	daemon.getattrDelay.Store(int64(3 * time.Second))
 	srv, err := fuse.NewServer(daemon, mnt, &fuse.MountOptions{FsName: "fusescope-testfs", Name: "testfs", DirectMount: true})
 	if err != nil {
 		t.Fatalf("mounting the test file system: %v", err)
