@@ -373,14 +373,26 @@ func (w *labRaw) openFlags(out *fuse.OpenOut) {
 // timedRead records a READ when go-fuse has sent its reply: go-fuse reads
 // the backing file (or splices it) only while it writes the reply, after the
 // handler has returned, so the handler's own time would leave the read out.
+// done gets the bytes the reply carried.
 type timedRead struct {
 	fuse.ReadResult
-	done func()
+	done func(n int)
+	n    int // the reply's data bytes, once known; -1 before
+}
+
+// Bytes is how go-fuse gets the data when it does not splice.
+func (r *timedRead) Bytes(buf []byte) ([]byte, fuse.Status) {
+	data, st := r.ReadResult.Bytes(buf)
+	r.n = len(data)
+	return data, st
 }
 
 func (r *timedRead) Done() {
+	if r.n < 0 {
+		r.n = r.Size()
+	}
 	r.ReadResult.Done()
-	r.done()
+	r.done(r.n)
 }
 
 // timedSeekableRead keeps a file-backed result recognisable to go-fuse,
@@ -394,14 +406,30 @@ type timedSeekableRead struct {
 	}
 }
 
+// Seekable is called just before the splice. Size says only what was
+// asked for; the splice carries less where the file ends first, so the
+// file's size is read here, while the READ still holds the file open (by
+// Done, a RELEASE may have closed the fd, or another open reused it).
 func (r *timedSeekableRead) Seekable() (fd uintptr, off int64, sz int) {
-	return r.seekable.Seekable()
+	fd, off, sz = r.seekable.Seekable()
+	r.n = spliced(fd, off, sz)
+	return fd, off, sz
+}
+
+// spliced is how much of sz bytes at off a splice from fd carries: less
+// where the file ends first.
+func spliced(fd uintptr, off int64, sz int) int {
+	var st unix.Stat_t
+	if unix.Fstat(int(fd), &st) != nil {
+		return sz
+	}
+	return int(max(0, min(int64(sz), st.Size-off)))
 }
 
 // timeRead wraps res so that done runs when go-fuse has sent the reply,
 // keeping whatever lets go-fuse splice it.
-func timeRead(res fuse.ReadResult, done func()) fuse.ReadResult {
-	t := timedRead{ReadResult: res, done: done}
+func timeRead(res fuse.ReadResult, done func(n int)) fuse.ReadResult {
+	t := timedRead{ReadResult: res, done: done, n: -1}
 	if s, ok := res.(interface {
 		Seekable() (fd uintptr, off int64, sz int)
 	}); ok {
@@ -425,6 +453,11 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 		res, st = w.RawFileSystem.Read(c, in, buf)
 		if st == fuse.OK && res != nil {
 			n = res.Size()
+			if s, ok := res.(interface {
+				Seekable() (fd uintptr, off int64, sz int)
+			}); ok && w.link.rate > 0 {
+				n = spliced(s.Seekable()) // what crosses the emulated link
+			}
 			w.link.wait(n)
 			deferred = true
 			return fuse.OK, -1, 0 // recorded when the reply has gone out
@@ -432,7 +465,7 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 		return st, 0, 0
 	})
 	if deferred {
-		res = timeRead(res, func() { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
+		res = timeRead(res, func(n int) { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
 	}
 	return res, st
 }

@@ -343,6 +343,13 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 			t.Errorf("%s: kernel %+v, daemon %+v", op, k, d)
 		}
 	}
+	// The daemon counts the data its READ replies carried (20 files of 4
+	// bytes, and an empty read at each end of file); the kernel counts the
+	// whole reply, with its 16-byte header.
+	k, d := kernel.Profile.Find(f.Conn, fuseproto.Read), diff.Find(f.Conn, fuseproto.Read)
+	if k != nil && d != nil && (d.ReplyBytes != 80 || k.ReplyBytes != d.ReplyBytes+16*k.Count) {
+		t.Errorf("READ reply bytes: daemon %d (want 80), kernel %d for %d replies", d.ReplyBytes, k.ReplyBytes, k.Count)
+	}
 	// The control socket is the mounting user's alone.
 	fi, err := os.Stat(labfs.SocketPath(mnt))
 	if err != nil || fi.Mode().Perm() != 0o600 {
