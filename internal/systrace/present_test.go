@@ -3,6 +3,7 @@ package systrace
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +61,17 @@ func TestPresentLiveWaitsByTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "live.txt.golden", text.Bytes())
+}
+
+// A live trace that saw no call says why, instead of printing empty tables
+// and the log-only advice about strace -T.
+func TestWriteTextLiveNothingTraced(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteText(&b, &Report{Live: &LiveInfo{PID: 42, WallS: 1}}, 10); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "No system call was traced") || strings.Contains(out, "strace -T") || strings.Contains(out, "Hot spots") {
+		t.Errorf("output:\n%s", out)
+	}
 }
