@@ -86,7 +86,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			fmt.Fprintf(&b, "live source: %d %s\n", r.Live.Drops[k], k)
 		}
 	}
-	if r.Live != nil && len(r.Syscalls) == 0 {
+	if r.Live != nil && len(r.Syscalls) == 0 && len(r.Files) == 0 && len(r.Waits) == 0 {
 		// A -p process blocked in one call for the whole trace: a call in
 		// progress at attach is not seen, nor are children started before.
 		b.WriteString("No system call was traced: the process made none that started and ended while traced, and its children started before tracing are not followed (trace them with -p too).\n")
