@@ -230,6 +230,8 @@ func mountInBackground(mnt string) error {
 		child.Wait()
 		if msg == "" {
 			msg = "the file system daemon exited before mounting (see " + logPath + ")"
+		} else {
+			os.Remove(logPath) // it holds only the message passed on here
 		}
 		return fmt.Errorf("%s", msg)
 	}

@@ -81,7 +81,7 @@ func serveControl(f *FS) (*controlServer, error) {
 		return nil, err
 	}
 	path := SocketPath(f.MountPoint)
-	os.Remove(path) // left by a daemon that was killed
+	removeStaleSockets(filepath.Dir(path))
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %v", path, err)
@@ -103,6 +103,24 @@ func serveControl(f *FS) (*controlServer, error) {
 	c := &controlServer{fd: fd, path: path, done: make(chan struct{})}
 	go c.serve(f)
 	return c, nil
+}
+
+// removeStaleSockets removes the control sockets in dir that no daemon
+// answers on: those of daemons that were killed, whichever mount points
+// they served (a remount at the same place would replace its own anyway).
+func removeStaleSockets(dir string) {
+	socks, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
+	for _, sock := range socks {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			return
+		}
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: sock})
+		unix.Close(fd)
+		if errors.Is(err, unix.ECONNREFUSED) {
+			os.Remove(sock)
+		}
+	}
 }
 
 func (c *controlServer) serve(f *FS) {

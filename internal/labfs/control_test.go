@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The control directory must be the user's own and closed to others: one
@@ -34,6 +36,35 @@ func TestPrivateDir(t *testing.T) {
 	for _, dir := range bad {
 		if err := privateDir(dir); err == nil || !strings.Contains(err.Error(), "not a private directory of yours") {
 			t.Errorf("%s: %v, want a refusal", dir, err)
+		}
+	}
+}
+
+// Sockets left by killed daemons go; a socket a daemon still listens on
+// stays.
+func TestRemoveStaleSockets(t *testing.T) {
+	dir := t.TempDir()
+	listen := func(name string) int {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(dir, name)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Listen(fd, 1); err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	live := listen("live.sock")
+	defer unix.Close(live)
+	unix.Close(listen("dead.sock")) // the file stays, as after SIGKILL
+	os.WriteFile(filepath.Join(dir, "dead.log"), []byte("x"), 0o600)
+	removeStaleSockets(dir)
+	for name, want := range map[string]bool{"live.sock": true, "dead.sock": false, "dead.log": true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", name, err == nil, want)
 		}
 	}
 }

@@ -22,7 +22,7 @@ func (c Config) Flags() []string {
 		c.Invalidation = ""
 	}
 	bv, cv := reflect.ValueOf(base), reflect.ValueOf(c)
-	var out []string
+	out := []string{} // not nil: a record then says "the default preset"
 	for i := range cv.NumField() {
 		name := cv.Type().Field(i).Tag.Get("flag")
 		if name == "" {

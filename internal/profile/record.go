@@ -40,11 +40,11 @@ type Meta struct {
 
 // FSInfo is what the lab file system (fusescope fs) knows about itself.
 type FSInfo struct {
-	Source        string            `json:"source"`          // the directory it passes through to
-	Config        json.RawMessage   `json:"config"`          // its configuration (docs/labfs.md)
-	Flags         []string          `json:"flags,omitempty"` // the same, as fusescope fs mount flags over the default preset
-	Offered       []string          `json:"init_offered"`    // INIT flags the kernel offered
-	Requested     []string          `json:"init_requested"`  // INIT flags the daemon asked for
+	Source        string            `json:"source"`         // the directory it passes through to
+	Config        json.RawMessage   `json:"config"`         // its configuration (docs/labfs.md)
+	Flags         []string          `json:"flags"`          // the same, as fusescope fs mount flags over the default preset
+	Offered       []string          `json:"init_offered"`   // INIT flags the kernel offered
+	Requested     []string          `json:"init_requested"` // INIT flags the daemon asked for
 	Negotiated    []string          `json:"init_negotiated"`
 	MaxWrite      uint32            `json:"max_write"`
 	MaxPages      uint16            `json:"max_pages"`     // largest request, in pages

@@ -2,9 +2,11 @@ package report
 
 import (
 	"bytes"
-	"github.com/fusescope/fusescope/internal/golden"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fusescope/fusescope/internal/golden"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
@@ -114,6 +116,37 @@ func TestBytes(t *testing.T) {
 	for n, want := range map[uint64]string{0: "0", 1023: "1023", 1024: "1.0K", 1536: "1.5K", 3 << 30: "3.0G"} {
 		if got := Bytes(n); got != want {
 			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// The lab file system's configuration reads as mount flags, also after a
+// record's round trip through JSON; the default preset needs none, and a
+// record from before flags were saved shows its JSON.
+func TestFSInfoConfig(t *testing.T) {
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{}, "  config: the default preset\n"},
+		{[]string{"--passthrough"}, "  config: the default preset with --passthrough\n"},
+		{nil, `  config: {"attr_timeout":1}` + "\n"},
+	} {
+		rec := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{
+			FS: &profile.FSInfo{Config: []byte(`{"attr_timeout": 1}`), Flags: c.flags},
+		}}
+		var buf bytes.Buffer
+		if err := rec.Write(&buf); err != nil {
+			t.Fatal(err)
+		}
+		back, err := profile.Parse(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		WriteFSInfo(&out, back)
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("flags %#v: got\n%s\nwant a line %q", c.flags, out.String(), c.want)
 		}
 	}
 }

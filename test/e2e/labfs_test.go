@@ -493,6 +493,7 @@ func TestLabFSBadInput(t *testing.T) {
 	}{
 		{[]string{"fs", "mount", "/nonexistent", mnt}, "is not a directory"},
 		{[]string{"fs", "mount", src, filepath.Join(src, "inner")}, "inside the source"},
+		{[]string{"fs", "mount", "--background", src, filepath.Join(src, "inner")}, "inside the source"}, // the daemon's error, passed on
 		{[]string{"fs", "mount", src, mnt, "--preset", "fast"}, "unknown preset"},
 		{[]string{"fs", "mount", src, mnt, "--latency", "lookup=fast"}, "not a duration"},
 		{[]string{"fs", "mount", src, mnt, "--latency", "bogus=1ms"}, "unknown FUSE opcode"},
@@ -515,6 +516,10 @@ func TestLabFSBadInput(t *testing.T) {
 	}
 	if mounted(mnt) {
 		t.Error("a failed mount left a mount behind")
+	}
+	// The detached daemon's log held only the error the user was shown.
+	if _, err := os.Stat(strings.TrimSuffix(labfs.SocketPath(filepath.Join(src, "inner")), ".sock") + ".log"); !os.IsNotExist(err) {
+		t.Errorf("a failed --background mount left its log behind: %v", err)
 	}
 }
 
