@@ -169,3 +169,25 @@ func TestSleeperIsPrecise(t *testing.T) {
 		t.Errorf("sleep(%v) took %v on average", d, avg)
 	}
 }
+
+// A lateness measured on a busy machine (here, as if every wakeup had been
+// 190 us late) must not make every later delay short: a sleep that wakes
+// early sleeps the rest, and the expectation follows what sleeps see.
+func TestSleeperRecoversFromABusyCalibration(t *testing.T) {
+	s := newSleeper()
+	quiet := time.Duration(s.late.Load())
+	s.late.Store(int64(190 * time.Microsecond))
+	const n, d = 50, 200 * time.Microsecond
+	var total time.Duration
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		s.sleep(d)
+		total += time.Since(start)
+	}
+	if avg := total / n; avg < d-20*time.Microsecond {
+		t.Errorf("after a busy calibration, sleep(%v) took %v on average", d, avg)
+	}
+	if got := time.Duration(s.late.Load()); got > 190*time.Microsecond/2 {
+		t.Errorf("expected lateness still %v after %d sleeps (measured quiet: %v)", got, n, quiet)
+	}
+}

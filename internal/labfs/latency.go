@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
@@ -140,11 +141,14 @@ func ParseSize(s string) (uint64, error) {
 // sleeper waits precise short delays. Go's timers wake at least ~1 ms late
 // on the kernels we run on, which would turn a 50 us emulated round trip
 // into a millisecond; so the waiting thread sleeps in clock_nanosleep with a
-// timer slack of 1 ns, for the delay less the wakeup lateness measured when
-// the file system mounts (about 30-45 us on the project's VMs). A waiting
-// request holds its OS thread, as a synchronous RPC holds a daemon thread.
+// timer slack of 1 ns, for the delay less the expected wakeup lateness
+// (about 30-45 us on the project's VMs). The expectation starts from a
+// measurement at mount and follows every sleep's own lateness; a sleep that
+// wakes before its delay is over (the expectation was too high, say from a
+// mount on a busy machine) sleeps the rest. A waiting request holds its OS
+// thread, as a synchronous RPC holds a daemon thread.
 type sleeper struct {
-	late time.Duration // median wakeup lateness
+	late atomic.Int64 // expected wakeup lateness, ns: a moving average
 }
 
 func newSleeper() *sleeper {
@@ -156,7 +160,7 @@ func newSleeper() *sleeper {
 		lates = append(lates, time.Since(start)-100*time.Microsecond)
 	}
 	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
-	s.late = max(0, lates[len(lates)/2])
+	s.late.Store(int64(max(0, lates[len(lates)/2])))
 	return s
 }
 
@@ -174,7 +178,19 @@ func (s *sleeper) sleep(d time.Duration) {
 	if d <= 0 || s == nil {
 		return
 	}
-	s.nanosleep(max(0, d-s.late))
+	start := time.Now()
+	late := time.Duration(s.late.Load())
+	ask := max(0, d-late)
+	s.nanosleep(ask)
+	woke := time.Now()
+	if ask > 0 {
+		// Moving average over ~8 sleeps; concurrent updates may lose one.
+		obs := woke.Sub(start) - ask
+		s.late.Store(int64(late + (obs-late)/8))
+	}
+	if rest := d - woke.Sub(start); rest > 0 {
+		s.nanosleep(rest)
+	}
 }
 
 // link serialises data transfers on one emulated network link: each transfer
