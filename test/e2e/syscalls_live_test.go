@@ -47,9 +47,7 @@ func decodeReport(t *testing.T, path string) *systrace.Report {
 func TestSyscallsLiveAgainstStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
-	script := filepath.Join(dir, "work.py")
-	os.WriteFile(script, []byte(syscallWorkload), 0o644)
-	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
+	script, python := pythonScript(t, dir, syscallWorkload)
 	data := filepath.Join(dir, "data")
 	os.Mkdir(data, 0o755)
 
@@ -157,14 +155,11 @@ os.chdir("/")
 func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
-	script := filepath.Join(dir, "work.py")
-	os.WriteFile(script, []byte(fdNamingWorkload), 0o644)
+	script, python := pythonScript(t, dir, fdNamingWorkload)
 	data := filepath.Join(dir, "data")
 	os.MkdirAll(filepath.Join(data, "sub"), 0o755)
 	os.WriteFile(filepath.Join(data, "sub", "in.bin"), make([]byte, 4321), 0o644)
 
-	// The interpreter itself, not a wrapper script that would add processes.
-	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
 	live := liveReport(t, "--", python, script, data)
 	log := filepath.Join(dir, "strace.log")
 	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, python, script, data)

@@ -125,17 +125,25 @@ func assertWorkloadWaits(t *testing.T, r *systrace.Report) {
 	t.Errorf("no refused connect to TCP:[127.0.0.1:1] among the waits: %+v", r.Waits)
 }
 
+// pythonScript writes a workload script into dir and returns its path and
+// the interpreter to run it with: the interpreter itself, since a python3 on
+// PATH may be a shell shim (pyenv) whose own processes would be traced too.
+func pythonScript(t *testing.T, dir, source string) (script, python string) {
+	t.Helper()
+	script = filepath.Join(dir, "work.py")
+	if err := os.WriteFile(script, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return script, strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
+}
+
 func TestSyscallsAgainstStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
 	log := filepath.Join(dir, "trace.log")
-	script := filepath.Join(dir, "work.py")
-	os.WriteFile(script, []byte(syscallWorkload), 0o644)
+	script, python := pythonScript(t, dir, syscallWorkload)
 	data := filepath.Join(dir, "data")
 	os.Mkdir(data, 0o755)
-	// The interpreter itself: a python3 on PATH may be a shell shim (pyenv)
-	// whose own processes would be traced too.
-	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
 	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, python, script, data, workloadSizes(t))
 
 	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
@@ -264,11 +272,9 @@ os.read(r, 5)
 func TestSyscallsLogsWithoutY(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
-	script := filepath.Join(dir, "work.py")
-	os.WriteFile(script, []byte(forkWorkload), 0o644)
+	script, python := pythonScript(t, dir, forkWorkload)
 	data := filepath.Join(dir, "data")
 	os.Mkdir(data, 0o755)
-	python := strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
 	for _, c := range []struct {
 		name  string
 		flags []string
