@@ -658,8 +658,38 @@ func (w *labRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryL
 func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	return w.serve(fuseproto.Readdirplus, func(remote backend) (fuse.Status, int, int) {
 		w.listing(in.Fh, remote)
-		return w.RawFileSystem.ReadDirPlus(c, in, out), 0, 0
+		before := len(out.Bytes())
+		st := w.RawFileSystem.ReadDirPlus(c, in, out)
+		if st == fuse.OK {
+			w.lookedPlus(in.NodeId, out.Bytes()[before:])
+		}
+		return st, 0, 0
 	})
+}
+
+// lookedPlus learns from a READDIRPLUS reply what a LOOKUP of each entry
+// would have taught: the entry's attributes for the md-cache, and the
+// reference the kernel now holds (one per entry with a node id; the kernel
+// skips "." and ".."), so that an `ls -l` cannot take the inode count past
+// --max-inodes.
+func (w *labRaw) lookedPlus(dir uint64, reply []byte) {
+	if (w.lru == nil && w.md == nil) || len(reply) == 0 {
+		return
+	}
+	entries, outs, err := fuse.ParseDirLookupEntries(reply)
+	if err != nil {
+		return
+	}
+	names, ids := make([]string, 0, len(entries)), make([]uint64, 0, len(entries))
+	for i, e := range entries {
+		out := &outs[i]
+		if out.NodeId == 0 || e.Name == "." || e.Name == ".." {
+			continue
+		}
+		names, ids = append(names, e.Name), append(ids, out.NodeId)
+		w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr})
+	}
+	w.lru.lookedAll(dir, names, ids)
 }
 
 func (w *labRaw) ReleaseDir(in *fuse.ReleaseIn) {

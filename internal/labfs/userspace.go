@@ -409,17 +409,36 @@ func (l *inodeLRU) looked(parent uint64, name string, id uint64) {
 		return
 	}
 	l.mu.Lock()
+	l.recordLocked(parent, name, id)
+	victims := l.victimsLocked(id)
+	l.mu.Unlock()
+	l.evict(victims)
+}
+
+// lookedAll records the references of one READDIRPLUS reply, and evicts
+// once for all of them.
+func (l *inodeLRU) lookedAll(parent uint64, names []string, ids []uint64) {
+	if l == nil || len(ids) == 0 {
+		return
+	}
+	l.mu.Lock()
+	for i, id := range ids {
+		l.recordLocked(parent, names[i], id)
+	}
+	victims := l.victimsLocked(0)
+	l.mu.Unlock()
+	l.evict(victims)
+}
+
+func (l *inodeLRU) recordLocked(parent uint64, name string, id uint64) {
 	if e, ok := l.nodes[id]; ok {
 		n := e.Value.(*lruNode)
 		n.lookups++
 		n.parent, n.name = parent, name
 		l.order.MoveToFront(e)
-	} else {
-		l.nodes[id] = l.order.PushFront(&lruNode{id: id, parent: parent, name: name, lookups: 1})
+		return
 	}
-	victims := l.victimsLocked(id)
-	l.mu.Unlock()
-	l.evict(victims)
+	l.nodes[id] = l.order.PushFront(&lruNode{id: id, parent: parent, name: name, lookups: 1})
 }
 
 // enforce evicts whatever exceeds the limit now (the periodic check).

@@ -49,6 +49,34 @@ func TestLabFSMDCache(t *testing.T) {
 	}
 }
 
+// A listing fills the md-cache as lookups do: with readdirplus, every
+// entry's attributes come with the listing, so the GETATTRs of the stats
+// that follow an `ls` are hits.
+func TestLabFSMDCacheLearnsFromListings(t *testing.T) {
+	cfg := preset(t, "default")
+	cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, 0 // stat sends GETATTR, not LOOKUP
+	cfg.Readdirplus = "on"
+	cfg.MDCacheTTL = time.Minute
+	src, mnt, f := mountLabFS(t, cfg)
+	const n = 100
+	for i := 0; i < n; i++ {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), nil, 0o644)
+	}
+	if names, err := os.ReadDir(mnt); err != nil || len(names) != n {
+		t.Fatalf("listing the mount: %d entries, %v; want %d", len(names), err, n)
+	}
+	hits0, misses0 := counter(t, f, "md_cache_hits"), counter(t, f, "md_cache_misses")
+	for i := 0; i < n; i++ {
+		if _, err := os.Stat(filepath.Join(mnt, fmt.Sprintf("f%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hits, misses := counter(t, f, "md_cache_hits")-hits0, counter(t, f, "md_cache_misses")-misses0
+	if hits != n || misses != 0 {
+		t.Errorf("stat of %d listed files: %d md-cache hits, %d misses; want %d and 0", n, hits, misses, n)
+	}
+}
+
 // Write-behind acknowledges writes before the backend has them, and close
 // reports the backend's error.
 func TestLabFSWriteBehind(t *testing.T) {
@@ -181,35 +209,46 @@ func TestLabFSCloseToOpen(t *testing.T) {
 	}
 }
 
-// The inode LRU keeps the number of inodes the kernel holds near the limit.
+// The inode LRU keeps the number of inodes the kernel holds near the limit,
+// whether the kernel learned them by LOOKUP (stat) or from READDIRPLUS
+// replies (a listing: every entry is a reference, as a lookup is).
 func TestLabFSInodeLRU(t *testing.T) {
-	cfg := preset(t, "default")
-	cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, time.Hour
-	cfg.MaxInodes = 50
-	src, mnt, f := mountLabFS(t, cfg)
-	for i := 0; i < 300; i++ {
-		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), nil, 0o644)
-	}
-	for i := 0; i < 300; i++ {
-		if _, err := os.Stat(filepath.Join(mnt, fmt.Sprintf("f%03d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Notifications and the kernel's FORGETs are asynchronous: let them land.
-	var inodes, evicted uint64
-	for i := 0; i < 60; i++ {
-		inodes, evicted = counter(t, f, "inodes"), counter(t, f, "inode_evictions")
-		if inodes <= 60 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Logf("300 files, --max-inodes 50: %d inodes remembered, %d evictions", inodes, evicted)
-	if evicted < 200 {
-		t.Errorf("inode_evictions = %d, want at least 200", evicted)
-	}
-	if inodes > 60 || inodes < 40 {
-		t.Errorf("%d inodes remembered, want about 50", inodes)
+	for _, how := range []string{"stat", "readdirplus"} {
+		t.Run(how, func(t *testing.T) {
+			cfg := preset(t, "default")
+			cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, time.Hour
+			cfg.Readdirplus = "on"
+			cfg.MaxInodes = 50
+			src, mnt, f := mountLabFS(t, cfg)
+			for i := 0; i < 300; i++ {
+				os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), nil, 0o644)
+			}
+			if how == "stat" {
+				for i := 0; i < 300; i++ {
+					if _, err := os.Stat(filepath.Join(mnt, fmt.Sprintf("f%03d", i))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else if names, err := os.ReadDir(mnt); err != nil || len(names) != 300 {
+				t.Fatalf("listing the mount: %d entries, %v; want 300", len(names), err)
+			}
+			// Notifications and the kernel's FORGETs are asynchronous: let them land.
+			var inodes, evicted uint64
+			for i := 0; i < 60; i++ {
+				inodes, evicted = counter(t, f, "inodes"), counter(t, f, "inode_evictions")
+				if inodes <= 60 {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Logf("300 files by %s, --max-inodes 50: %d inodes remembered, %d evictions", how, inodes, evicted)
+			if evicted < 200 {
+				t.Errorf("inode_evictions = %d, want at least 200", evicted)
+			}
+			if inodes > 60 || inodes < 40 {
+				t.Errorf("%d inodes remembered, want about 50", inodes)
+			}
+		})
 	}
 }
 
