@@ -282,6 +282,13 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 	}
 	defer tr.Close()
 	events := func(emit func(*systrace.Event)) error { return tr.Run(stop, emit, info) }
+	// Shorter calls reach user space only when they name an fd or a
+	// process: ranked with the long ones, they would push out waits that
+	// were never seen.
+	o.MinWaitS = ktrace.DefaultMinWait.Seconds()
+	if minWait > 0 {
+		o.MinWaitS = minWait.Seconds()
+	}
 	r, err := systrace.Analyze(filter.Wrap(events), nil, o)
 	if err != nil {
 		return nil, err

@@ -85,7 +85,7 @@ func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOption
 		}
 		rows = append(rows, row)
 	}
-	writeColumns(w, rows, 2)
+	Columns(w, rows, "llr")
 	var errs []string
 	for i := range p.Ops {
 		s := &p.Ops[i]
@@ -164,35 +164,6 @@ func Bytes(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f%c", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// writeColumns prints rows as aligned columns: the first `left` columns
-// (names) flush left, the rest (numbers) flush right, two spaces apart.
-func writeColumns(w io.Writer, rows [][]string, left int) {
-	widths := map[int]int{}
-	for _, row := range rows {
-		for i, cell := range row {
-			widths[i] = max(widths[i], len(cell))
-		}
-	}
-	var b strings.Builder
-	for _, row := range rows {
-		for i, cell := range row {
-			if i > 0 {
-				b.WriteString("  ")
-			}
-			switch {
-			case i < left && i == len(row)-1:
-				b.WriteString(cell)
-			case i < left:
-				fmt.Fprintf(&b, "%-*s", widths[i], cell)
-			default:
-				fmt.Fprintf(&b, "%*s", widths[i], cell)
-			}
-		}
-		b.WriteString("\n")
-	}
-	io.WriteString(w, b.String())
 }
 
 // WriteFSInfo prints what the lab file system says about itself: its

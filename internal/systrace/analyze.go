@@ -101,6 +101,7 @@ type Analyzer interface {
 // Options tune the analyzers.
 type Options struct {
 	MaxWaits  int     // longest waits kept; 0: all
+	MinWaitS  float64 // shortest call the waits list keeps (the live source sees shorter ones only by chance)
 	TimelineS float64 // timeline bin width in seconds; 0: no timeline
 }
 
@@ -108,7 +109,7 @@ type Options struct {
 func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*Report, error) {
 	r := &Report{}
 	as := []Analyzer{&syscallCounter{m: map[string]*SyscallStat{}}, &fileIO{m: map[string]*FileStat{}},
-		&waits{max: o.MaxWaits}, &procTree{m: map[int]*Process{}}, &clock{r: r},
+		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*Process{}}, &clock{r: r},
 		&timeline{width: o.TimelineS, bins: map[int]*TimelineBin{}, maxBins: 100000}}
 	err := events(func(e *Event) {
 		r.Events++
@@ -454,11 +455,12 @@ var waitCalls = set("connect", "accept", "accept4", "poll", "ppoll", "select", "
 
 type waits struct {
 	max  int
+	min  float64
 	list []Wait
 }
 
 func (a *waits) Observe(e *Event) {
-	if e.Kind != Syscall || e.Calls > 0 || !e.info().wait || e.Dur <= 0 {
+	if e.Kind != Syscall || e.Calls > 0 || !e.info().wait || e.Dur <= 0 || e.Dur < a.min {
 		return
 	}
 	// read only counts as a wait on sockets, pipes and terminals.

@@ -162,6 +162,27 @@ func TestAnalyzeFileBytesAndWaits(t *testing.T) {
 	}
 }
 
+// With a minimum (the live source's --min-wait), shorter waits stay out of
+// the list: the connect of 1 ms goes, the poll of 3 s stays.
+func TestAnalyzeWaitsMinimum(t *testing.T) {
+	log := `1 10:00:00.4 poll([{fd=5<UDP:[127.0.0.1:1]>, events=POLLIN}], 1, 3000) = 0 (Timeout) <3.000000>
+1 10:00:03.5 connect(6<TCP:[1]>, {sa_family=AF_INET}, 16) = -1 ECONNREFUSED (Connection refused) <0.001000>
+`
+	for _, tc := range []struct {
+		min  float64
+		want int
+	}{{0, 2}, {0.001, 2}, {0.0011, 1}, {4, 0}} {
+		p := NewParser()
+		r, err := Analyze(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, Options{MinWaitS: tc.min})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Waits) != tc.want {
+			t.Errorf("minimum %g s: waits %+v, want %d", tc.min, r.Waits, tc.want)
+		}
+	}
+}
+
 func FuzzParseLine(f *testing.F) {
 	for _, s := range []string{
 		`1234 10:20:30.123456 openat(AT_FDCWD</tmp>, "/etc/passwd", O_RDONLY) = 3</etc/passwd> <0.000012>`,

@@ -9,8 +9,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/fusescope/fusescope/internal/report"
 )
 
 // Schema names the JSON form of a Report (docs/syscalls.md).
@@ -98,23 +99,21 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	}
 
 	b.WriteString("\nTime per category\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	io.WriteString(tw, "CATEGORY\tCALLS\tTIME(s)\tPCT_TIME\t\n")
+	rows := [][]string{{"CATEGORY", "CALLS", "TIME(s)", "PCT_TIME"}}
 	for _, c := range r.Categories {
-		fmt.Fprintf(tw, "%s\t%d\t%.6f\t%.1f\t\n", c.Category, c.Calls, c.TimeS, pct(c.TimeS, r.TotalTime))
+		rows = append(rows, cells("%s\t%d\t%.6f\t%.1f", c.Category, c.Calls, c.TimeS, pct(c.TimeS, r.TotalTime)))
 	}
-	tw.Flush()
+	report.Columns(&b, rows, "lr")
 
 	b.WriteString("\nHot spots: system calls by total time\n")
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	io.WriteString(tw, "SYSCALL\tCATEGORY\tCALLS\tERRORS\tTIME(s)\tPCT_TIME\t\n")
+	rows = [][]string{{"SYSCALL", "CATEGORY", "CALLS", "ERRORS", "TIME(s)", "PCT_TIME"}}
 	for i, s := range r.Syscalls {
 		if top > 0 && i >= top {
 			break
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.6f\t%.1f\t\n", s.Name, s.Category, s.Calls, s.Errors, s.TimeS, pct(s.TimeS, r.TotalTime))
+		rows = append(rows, cells("%s\t%s\t%d\t%d\t%.6f\t%.1f", s.Name, s.Category, s.Calls, s.Errors, s.TimeS, pct(s.TimeS, r.TotalTime)))
 	}
-	tw.Flush()
+	report.Columns(&b, rows, "llr")
 
 	if len(r.Files) > 0 {
 		b.WriteString("\nFiles, sockets and pipes by time")
@@ -125,25 +124,27 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			b.WriteString(" (strace -y targets)")
 		}
 		b.WriteString("\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tOPENS\tREADS\tBYTES_READ\tWRITES\tBYTES_WRITTEN\tTIME(s)\tTARGET\t")
+		rows := [][]string{{"KIND", "OPENS", "READS", "BYTES_READ", "WRITES", "BYTES_WRITTEN", "TIME(s)", "TARGET"}}
 		for i, f := range r.Files {
 			if top > 0 && i >= top {
 				break
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s\t\n", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, strconv.Quote(f.Target))
+			rows = append(rows, cells("%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%q", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, f.Target))
 		}
-		tw.Flush()
+		report.Columns(&b, rows, "lrrrrrrl")
 	}
 	if len(r.Waits) > 0 {
-		b.WriteString("\nLongest waits (blocking calls)\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		b.WriteString("\nLongest waits (blocking calls")
+		if r.Live != nil && r.Live.MinWaitS > 0 {
+			fmt.Fprintf(&b, " of at least %v", time.Duration(r.Live.MinWaitS*1e9))
+		}
+		b.WriteString(")\n")
 		// A log's waits are found by line; a live trace has no lines.
 		where := "LINE"
 		if r.Live != nil {
 			where = "TIME"
 		}
-		fmt.Fprintf(tw, "PID\t%s\tSYSCALL\tDUR(s)\tERRNO\tTARGET\t\n", where)
+		rows := [][]string{{"PID", where, "SYSCALL", "DUR(s)", "ERRNO", "TARGET"}}
 		for i, wt := range r.Waits {
 			if top > 0 && i >= top {
 				break
@@ -154,25 +155,24 @@ func WriteText(w io.Writer, r *Report, top int) error {
 				sec, frac := math.Modf(wt.Start)
 				at = time.Unix(int64(sec), int64(frac*1e9)).Format("15:04:05.000000")
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.6f\t%s\t%s\t\n", wt.PID, at, wt.Name, wt.DurS, wt.Errno, wt.Target)
+			rows = append(rows, cells("%d\t%s\t%s\t%.6f\t%s\t%s", wt.PID, at, wt.Name, wt.DurS, wt.Errno, wt.Target))
 		}
-		tw.Flush()
+		report.Columns(&b, rows, "rrlrll")
 	}
 	if len(r.Timeline) > 0 {
 		fmt.Fprintf(&b, "\nTimeline (%.3g s bins): calls per category\n", r.TimelineBinS)
 		cats := []string{"file I/O", "network", "IPC", "memory", "process", "sleep and timers", "other"}
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		io.WriteString(tw, "START(s)\t"+strings.Join(cats, "\t")+"\tTIME(s)\t\n")
+		rows := [][]string{append(append([]string{"START(s)"}, cats...), "TIME(s)")}
 		for _, bin := range r.Timeline {
-			fmt.Fprintf(tw, "%.3f\t", bin.Start)
+			row := []string{fmt.Sprintf("%.3f", bin.Start)}
 			total := 0.0
 			for _, c := range cats {
-				fmt.Fprintf(tw, "%d\t", bin.Calls[c])
+				row = append(row, strconv.Itoa(bin.Calls[c]))
 				total += bin.TimeS[c]
 			}
-			fmt.Fprintf(tw, "%.6f\t\n", total)
+			rows = append(rows, append(row, fmt.Sprintf("%.6f", total)))
 		}
-		tw.Flush()
+		report.Columns(&b, rows, "r")
 	}
 	if len(r.Processes) > 1 {
 		b.WriteString("\nProcess tree\n")
@@ -232,4 +232,15 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return strconv.Itoa(n) + " " + many
+}
+
+// cells formats one table row: format holds one verb per cell, separated
+// by tabs, and each verb takes one argument.
+func cells(format string, args ...any) []string {
+	verbs := strings.Split(format, "\t")
+	row := make([]string, len(verbs))
+	for i, v := range verbs {
+		row[i] = fmt.Sprintf(v, args[i])
+	}
+	return row
 }

@@ -110,12 +110,29 @@ func assertCallsEqual(t *testing.T, r *systrace.Report, want map[string]int) {
 
 // assertWorkloadWaits checks the waits of syscallWorkload: the unanswered
 // UDP wait comes first, named by its socket's address, and the refused
-// connect is named by the address it tried.
+// connect is named by the address it tried. A log lists the connect among
+// the waits; a live trace lists only calls of at least --min-wait there
+// (the refused connect takes microseconds), and shows the connect as its
+// socket's row.
 func assertWorkloadWaits(t *testing.T, r *systrace.Report) {
 	t.Helper()
 	if len(r.Waits) == 0 || r.Waits[0].DurS < 0.35 || (r.Waits[0].Name != "poll" && r.Waits[0].Name != "recvfrom") ||
 		r.Waits[0].Target != "UDP:[127.0.0.1:0]" {
 		t.Errorf("top wait %+v, want the 0.4 s UDP wait on UDP:[127.0.0.1:0]", r.Waits[:min(3, len(r.Waits))])
+	}
+	if r.Live != nil {
+		for _, w := range r.Waits {
+			if w.DurS < r.Live.MinWaitS {
+				t.Errorf("live wait %+v is shorter than --min-wait (%g s)", w, r.Live.MinWaitS)
+			}
+		}
+		for _, f := range r.Files {
+			if f.Target == "TCP:[127.0.0.1:1]" && f.Kind == "tcp" {
+				return
+			}
+		}
+		t.Errorf("no row for the refused connect's TCP:[127.0.0.1:1] among the files: %+v", r.Files)
+		return
 	}
 	for _, w := range r.Waits {
 		if w.Name == "connect" && w.Errno == "ECONNREFUSED" && w.Target == "TCP:[127.0.0.1:1]" {
