@@ -5,6 +5,7 @@
 package profile
 
 import (
+	"encoding/json"
 	"sort"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
@@ -44,6 +45,17 @@ func (d Drops) Lost() uint64 {
 type Profile struct {
 	Ops   []OpStats `json:"ops"`
 	Drops Drops     `json:"drops"`
+}
+
+// MarshalJSON writes ops as an array even when there are none (a quiet
+// interval), never null, so that jq's .profile.ops[] works on any record.
+func (p Profile) MarshalJSON() ([]byte, error) {
+	type plain Profile // without this method
+	q := plain(p)
+	if q.Ops == nil {
+		q.Ops = []OpStats{}
+	}
+	return json.Marshal(q)
 }
 
 // Key identifies an OpStats within a profile.

@@ -78,3 +78,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A quiet interval's record lists no ops as an empty array, not null, and
+// reads back.
+func TestEmptyProfileJSON(t *testing.T) {
+	var b bytes.Buffer
+	if err := (&Record{Schema: Schema}).Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"ops": []`) {
+		t.Errorf("empty profile written as:\n%s", b.String())
+	}
+	if _, err := Parse(b.Bytes()); err != nil {
+		t.Errorf("the empty record does not read back: %v", err)
+	}
+}

@@ -17,8 +17,13 @@ import (
 // Schema names the JSON form of a Report (docs/syscalls.md).
 const Schema = "fusescope.syscalls/v1"
 
-// WriteJSON writes the report with its schema name.
+// WriteJSON writes the report with its schema name. Its lists are arrays
+// even when empty, never null, so that jq's .waits[] works on any report.
 func WriteJSON(w io.Writer, r *Report) error {
+	c := *r
+	c.Syscalls, c.Files, c.Categories = nonNil(c.Syscalls), nonNil(c.Files), nonNil(c.Categories)
+	c.Waits, c.Processes = nonNil(c.Waits), nonNil(c.Processes)
+	r = &c
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
@@ -243,4 +248,11 @@ func cells(format string, args ...any) []string {
 		row[i] = fmt.Sprintf(v, args[i])
 	}
 	return row
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -75,3 +75,16 @@ func TestWriteTextLiveNothingTraced(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// An empty report's lists are empty arrays in JSON, never null.
+func TestWriteJSONEmptyLists(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteJSON(&b, &Report{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"syscalls", "files", "categories", "waits", "processes"} {
+		if !strings.Contains(b.String(), `"`+key+`": []`) {
+			t.Errorf("%s is not an empty array in:\n%s", key, b.String())
+		}
+	}
+}
