@@ -73,6 +73,11 @@ func TestConfigFlagsRoundTrip(t *testing.T) {
 		t.Errorf("the default preset needs no flags, got %v", def.Flags())
 	}
 	if pt, _ := labfs.Preset("passthrough"); strings.Join(pt.Flags(), " ") != "--passthrough" {
-		t.Errorf("passthrough preset: got %v, want --passthrough", pt.Flags())
+		t.Errorf("passthrough preset: got %v, want --passthrough (a tie goes to the default preset)", pt.Flags())
+	}
+	nc, _ := labfs.Preset("nocache")
+	nc.ReadPipeline = 4
+	if got := strings.Join(nc.Flags(), " "); got != "--preset=nocache --read-pipeline=4" {
+		t.Errorf("nocache preset with a read pipeline: got %v, want the flags over the nocache preset", got)
 	}
 }

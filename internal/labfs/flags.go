@@ -13,13 +13,31 @@ import (
 const DefaultReadChunk = 1 << 20
 
 // Flags renders the configuration as the fusescope fs mount flags that
-// produce it from the default preset: what stats shows, and what a user
-// passes to mount the same file system again. The flag names are the
-// Config fields' flag tags.
+// produce it, over the preset that needs the fewest (the default preset on
+// a tie, which needs no --preset): what stats shows, and what a user passes
+// to mount the same file system again. Over another preset, the first flag
+// is --preset=NAME. The flag names are the Config fields' flag tags.
 func (c Config) Flags() []string {
-	base, _ := Preset("default")
+	best := c.flagsOver("default")
+	for _, name := range PresetNames() {
+		if name == "default" {
+			continue
+		}
+		if f := c.flagsOver(name); len(f)+1 < len(best) {
+			best = append([]string{"--preset=" + name}, f...)
+		}
+	}
+	return best
+}
+
+// flagsOver lists the flags that give c over the named preset.
+func (c Config) flagsOver(preset string) []string {
+	base, _ := Preset(preset)
 	if c.Invalidation == "none" {
 		c.Invalidation = ""
+	}
+	if base.Invalidation == "none" {
+		base.Invalidation = ""
 	}
 	bv, cv := reflect.ValueOf(base), reflect.ValueOf(c)
 	out := []string{} // not nil: a record then says "the default preset"

@@ -174,11 +174,17 @@ func WriteFSInfo(w io.Writer, r *profile.Record) {
 		return
 	}
 	fmt.Fprintf(w, "lab file system %s -> %s (conn %d)\n", fs.Source, r.Label(firstConn(r)), firstConn(r))
+	// The flags are over the default preset, or over the one their first
+	// flag names (docs/record.md).
+	preset, flags := "default", fs.Flags
+	if len(flags) > 0 && strings.HasPrefix(flags[0], "--preset=") {
+		preset, flags = strings.TrimPrefix(flags[0], "--preset="), flags[1:]
+	}
 	switch {
-	case fs.Flags != nil && len(fs.Flags) == 0:
-		fmt.Fprintf(w, "  config: the default preset\n")
+	case fs.Flags != nil && len(flags) == 0:
+		fmt.Fprintf(w, "  config: the %s preset\n", preset)
 	case fs.Flags != nil:
-		fmt.Fprintf(w, "  config: the default preset with %s\n", strings.Join(fs.Flags, " "))
+		fmt.Fprintf(w, "  config: the %s preset with %s\n", preset, strings.Join(flags, " "))
 	default: // a record from before flags were saved
 		var cfg bytes.Buffer
 		if json.Compact(&cfg, fs.Config) != nil {

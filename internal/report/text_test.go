@@ -130,6 +130,8 @@ func TestFSInfoConfig(t *testing.T) {
 	}{
 		{[]string{}, "  config: the default preset\n"},
 		{[]string{"--passthrough"}, "  config: the default preset with --passthrough\n"},
+		{[]string{"--preset=nocache"}, "  config: the nocache preset\n"},
+		{[]string{"--preset=nocache", "--read-pipeline=4"}, "  config: the nocache preset with --read-pipeline=4\n"},
 		{nil, `  config: {"attr_timeout":1}` + "\n"},
 	} {
 		rec := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{
