@@ -285,6 +285,7 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 	// Shorter calls reach user space only when they name an fd or a
 	// process: ranked with the long ones, they would push out waits that
 	// were never seen.
+	o.Running = tr.Running()
 	o.MinWaitS = ktrace.DefaultMinWait.Seconds()
 	if minWait > 0 {
 		o.MinWaitS = minWait.Seconds()

@@ -142,8 +142,10 @@ type SyscallTracer struct {
 	began  time.Time
 	ended  time.Time
 	root   int
+	exe    string               // -p: the program the process was running when tracing began
 	procs  map[uint32]*liveProc // by tgid
 	tids   map[uint32]uint32    // tslot -> tid
+	tgids  map[uint32]uint32    // tslot -> its process
 	pslots map[uint32]uint32    // pslot -> tgid
 	execs  map[uint32]string    // tid -> program of its last exec
 	ev     systrace.Event
@@ -208,7 +210,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if minWait <= 0 {
 		minWait = DefaultMinWait
 	}
-	t := &SyscallTracer{opts: opts, procs: map[uint32]*liveProc{}, tids: map[uint32]uint32{},
+	t := &SyscallTracer{opts: opts, procs: map[uint32]*liveProc{}, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
 		pslots: map[uint32]uint32{}, execs: map[uint32]string{}}
 	t.t0, t.wall0 = monotonicNow(), float64(time.Now().UnixNano())/1e9
 	t.began = time.Now()
@@ -241,8 +243,12 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	t.root = root
 	p := t.proc(uint32(root))
 	t.pslots[0] = uint32(root)
-	// What the root holds already: its inherited fds, its cwd.
+	// What the root holds already: its inherited fds, its cwd, and for -p
+	// its program, whose exec came before tracing.
 	p.cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", root))
+	if opts.PID != 0 {
+		t.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", root))
+	}
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", root)); err == nil {
 		for _, e := range ents {
 			fd, err := strconv.Atoi(e.Name())
@@ -267,6 +273,15 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 
 // Forget drops what the root's fd table holds for fd (the gate's pipe,
 // closed at its exec).
+// Running returns the programs of the processes that were running when
+// tracing began (the -p process): their execs were not seen.
+func (t *SyscallTracer) Running() map[int]string {
+	if t.exe == "" {
+		return nil
+	}
+	return map[int]string{t.root: t.exe}
+}
+
 func (t *SyscallTracer) Forget(fd int) { delete(t.proc(uint32(t.root)).fds, fd) }
 
 func monotonicNow() uint64 {
@@ -394,7 +409,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 	case sevSyscall:
 		t.syscall(ev, emit)
 	case sevFork:
-		t.tids[ev.Tslot] = ev.ChildTid
+		t.tids[ev.Tslot], t.tgids[ev.Tslot] = ev.ChildTid, ev.ChildPid
 		t.pslots[ev.Pslot] = ev.ChildPid
 		if ev.ChildPid != ev.Pid { // a process, not a thread: it inherits the fd table
 			parent, child := t.proc(ev.Pid), t.proc(ev.ChildPid)
@@ -404,7 +419,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 			child.cwd = parent.cwd
 		}
 	case sevExec:
-		t.tids[ev.Tslot] = ev.Tid
+		t.tids[ev.Tslot], t.tgids[ev.Tslot] = ev.Tid, ev.Pid
 		t.execs[ev.Tid] = cstring(ev.Str[:], ev.StrLen)
 		if ev.Pslot == 0 {
 			t.pslots[0] = ev.Pid
@@ -421,7 +436,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 		}
 	case sevExit:
 		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Exit, PID: int(ev.Tid), Time: t.wall(ev.Ts), Dur: -1}
+		*e = systrace.Event{Kind: systrace.Exit, PID: int(ev.Tid), TGID: int(ev.Pid), Time: t.wall(ev.Ts), Dur: -1}
 		code := int(ev.ExitCode)
 		if sig := code & 0x7f; sig != 0 {
 			e.Kind, e.Name = systrace.Killed, unix.SignalName(syscall.Signal(sig))
@@ -430,7 +445,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 		}
 		emit(e) // every thread's, as strace prints +++ exited +++ for each
 	case sevAdopt:
-		t.tids[ev.Tslot] = ev.Tid
+		t.tids[ev.Tslot], t.tgids[ev.Tslot] = ev.Tid, ev.Pid
 	}
 }
 
@@ -470,7 +485,7 @@ func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target s
 			continue
 		}
 		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Syscall, Name: ioKinds[k], PID: int(tgid), Dur: float64(c.Ns) / 1e9,
+		*e = systrace.Event{Kind: systrace.Syscall, Name: ioKinds[k], PID: int(tgid), TGID: int(tgid), Dur: float64(c.Ns) / 1e9,
 			Calls: int(c.Calls), Errors: int(c.Errors), Bytes: int64(c.Bytes), Ret: "0"}
 		e.SetTarget(target)
 		emit(e)
@@ -486,7 +501,7 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 		t.emitIO(emit, ev.Pid, p.target(int(ev.FlushedFd)), ev.Flushed[:], ev.FlushedMask)
 	}
 	e := &t.ev
-	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
+	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), TGID: int(ev.Pid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
 	ret := ev.Ret
 	if ret < 0 && ret > -4096 {
 		e.Ret, e.Errno = "-1", unix.ErrnoName(syscall.Errno(-ret))
@@ -660,7 +675,7 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 		}
 		tslot, nr := key/sysMaxNR, key%sysMaxNR
 		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: int(t.tids[tslot]),
+		*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: int(t.tids[tslot]), TGID: int(t.tgids[tslot]),
 			Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
 		emit(e)
 	})

@@ -90,6 +90,9 @@ type Process struct {
 	Exit   *int    `json:"exit,omitempty"`
 	Killed string  `json:"killed_by,omitempty"`
 	Calls  int     `json:"calls"`
+	// Threads: how many threads the process ran that were seen, itself
+	// included, when more than one. Their calls are the process's.
+	Threads int `json:"threads,omitempty"`
 }
 
 // Analyzer is one question asked of the event stream.
@@ -100,16 +103,17 @@ type Analyzer interface {
 
 // Options tune the analyzers.
 type Options struct {
-	MaxWaits  int     // longest waits kept; 0: all
-	MinWaitS  float64 // shortest call the waits list keeps (the live source sees shorter ones only by chance)
-	TimelineS float64 // timeline bin width in seconds; 0: no timeline
+	MaxWaits  int            // longest waits kept; 0: all
+	MinWaitS  float64        // shortest call the waits list keeps (the live source sees shorter ones only by chance)
+	Running   map[int]string // programs of processes that ran before the trace began (-p), by PID
+	TimelineS float64        // timeline bin width in seconds; 0: no timeline
 }
 
 // Analyze runs the analyzers over events and returns their report.
 func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*Report, error) {
 	r := &Report{}
 	as := []Analyzer{&syscallCounter{m: map[string]*SyscallStat{}}, &fileIO{m: map[string]*FileStat{}},
-		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*Process{}}, &clock{r: r},
+		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*Process{}, leader: map[int]int{}, running: o.Running}, &clock{r: r},
 		&timeline{width: o.TimelineS, bins: map[int]*TimelineBin{}, maxBins: 100000}}
 	err := events(func(e *Event) {
 		r.Events++
@@ -492,13 +496,20 @@ func (a *waits) Finish(r *Report) {
 	r.Waits = a.list
 }
 
-// procTree follows fork, clone, execve and exits.
-type procTree struct{ m map[int]*Process }
+// procTree follows fork, clone, execve and exits. Its events are by thread
+// (strace -f prints thread ids); threads are folded into their process at
+// the end, since a thread's first calls may come before the clone that made
+// it.
+type procTree struct {
+	m       map[int]*Process
+	leader  map[int]int    // thread id -> the thread that made it with CLONE_THREAD, or its process
+	running map[int]string // Options.Running
+}
 
-func (a *procTree) get(pid int, t float64) *Process {
+func (a *procTree) get(pid int) *Process {
 	p := a.m[pid]
 	if p == nil {
-		p = &Process{PID: pid, Start: t}
+		p = &Process{PID: pid}
 		a.m[pid] = p
 	}
 	return p
@@ -508,7 +519,15 @@ func (a *procTree) Observe(e *Event) {
 	if e.Kind == Sample {
 		return
 	}
-	p := a.get(e.PID, e.Time)
+	p := a.get(e.PID)
+	if e.TGID != 0 && e.TGID != e.PID {
+		a.leader[e.PID] = e.TGID
+	}
+	// Aggregates from the live source have no time; the first event with
+	// one starts the process.
+	if e.Time > 0 && (p.Start == 0 || e.Time < p.Start) {
+		p.Start = e.Time
+	}
 	if e.Time > p.End {
 		p.End = e.Time
 	}
@@ -518,7 +537,14 @@ func (a *procTree) Observe(e *Event) {
 		switch e.Name {
 		case "clone", "clone3", "fork", "vfork":
 			if child, ok := e.RetInt(); ok && child > 0 {
-				c := a.get(int(child), e.Time)
+				if strings.Contains(e.Args, "CLONE_THREAD") {
+					a.leader[int(child)] = e.PID
+					return
+				}
+				c := a.get(int(child))
+				if c.Start == 0 || (e.Time > 0 && e.Time < c.Start) {
+					c.Start = e.Time
+				}
 				c.Parent = e.PID
 				if c.Exec == "" {
 					c.Exec = p.Exec
@@ -539,8 +565,46 @@ func (a *procTree) Observe(e *Event) {
 	}
 }
 
+// process is the process that thread tid belongs to.
+func (a *procTree) process(tid int) int {
+	for range len(a.leader) + 1 { // a cycle (reused thread ids) ends here
+		l, ok := a.leader[tid]
+		if !ok || l == tid {
+			break
+		}
+		tid = l
+	}
+	return tid
+}
+
 func (a *procTree) Finish(r *Report) {
+	for tid, t := range a.m {
+		pid := a.process(tid)
+		if pid == tid {
+			continue
+		}
+		p := a.get(pid)
+		p.Calls += t.Calls
+		if t.Start > 0 && (p.Start == 0 || t.Start < p.Start) {
+			p.Start = t.Start
+		}
+		p.End = max(p.End, t.End)
+		if p.Exec == "" {
+			p.Exec = t.Exec
+		}
+		if p.Killed == "" {
+			p.Killed = t.Killed // a fatal signal kills every thread
+		}
+		p.Threads = max(p.Threads, 1) + 1
+		delete(a.m, tid)
+	}
 	for _, p := range a.m {
+		if p.Exec == "" {
+			p.Exec = a.running[p.PID]
+		}
+		if p.Parent != 0 {
+			p.Parent = a.process(p.Parent) // a process started by a thread is its process's child
+		}
 		r.Processes = append(r.Processes, *p)
 	}
 	sort.Slice(r.Processes, func(i, j int) bool { return r.Processes[i].PID < r.Processes[j].PID })

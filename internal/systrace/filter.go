@@ -49,12 +49,24 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 	}
 	return func(emit func(*Event)) error {
 		first, seen := 0.0, false
+		kept := make(map[int]bool, len(f.PIDs))
+		for pid := range f.PIDs {
+			kept[pid] = true
+		}
 		return events(func(e *Event) {
 			if e.Time > 0 && !seen {
 				first, seen = e.Time, true
 			}
-			if len(f.PIDs) > 0 && !f.PIDs[e.PID] {
+			if len(kept) > 0 && !kept[e.PID] && !kept[e.TGID] {
 				return
+			}
+			// A kept process's threads are kept: strace -f prints their
+			// calls under their own ids (from the clone's return on; what
+			// strace printed of them before it is not).
+			if len(kept) > 0 && e.Kind == Syscall && (e.Name == "clone" || e.Name == "clone3") && strings.Contains(e.Args, "CLONE_THREAD") {
+				if tid, ok := e.RetInt(); ok && tid > 0 {
+					kept[int(tid)] = true
+				}
 			}
 			if e.Time > 0 && (e.Time-first < f.From || (f.To > 0 && e.Time-first > f.To)) {
 				return

@@ -66,3 +66,25 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("%+v", r.Timeline)
 	}
 }
+
+// -p on a log keeps the process's threads (made by clone with
+// CLONE_THREAD), not the processes it forks.
+func TestFilterPIDKeepsThreads(t *testing.T) {
+	log := `1 10:00:00.000 clone(child_stack=0x7f, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM) = 3 <0.000050>
+1 10:00:00.001 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD) = 4 <0.000050>
+3 10:00:00.002 openat(AT_FDCWD, "/data/t", O_RDONLY) = 5</data/t> <0.000010>
+4 10:00:00.003 openat(AT_FDCWD, "/data/f", O_RDONLY) = 5</data/f> <0.000010>
+`
+	f := Filter{PIDs: map[int]bool{1: true}}
+	p := NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(r); got["clone"] != 2 || got["openat"] != 1 || len(r.Files) != 1 || r.Files[0].Target != "/data/t" {
+		t.Errorf("-p 1: calls %v, files %+v; want both clones and the thread's open of /data/t, not the child's", got, r.Files)
+	}
+	if f.PIDs[3] {
+		t.Error("the filter's own PID set was changed")
+	}
+}

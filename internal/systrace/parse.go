@@ -28,7 +28,8 @@ const (
 // Event is one parsed line (or a joined unfinished/resumed pair).
 type Event struct {
 	Line   int     // line number of the line that completed it
-	PID    int     // 0 when the log has no PID column (strace without -f)
+	PID    int     // 0 when the log has no PID column (strace without -f); a thread id in strace -f logs
+	TGID   int     // the process PID's thread belongs to, when the source knows it (live); 0 in logs
 	Time   float64 // seconds: of the day (-tt) or since the epoch (-ttt); 0 without -t
 	Kind   Kind
 	Name   string  // syscall name, or signal name

@@ -268,3 +268,63 @@ func TestUnescape(t *testing.T) {
 		}
 	}
 }
+
+// Threads are folded into their process: in a log, those made by clone
+// with CLONE_THREAD (whose first calls strace may print before the clone
+// returns); a process a thread starts is its process's child, and a
+// thread's exit is not its process's.
+func TestProcessTreeFoldsThreads(t *testing.T) {
+	log := `101 10:00:00.000050 openat(AT_FDCWD, "/etc/hostname", O_RDONLY) = 3 <0.000010>
+100 10:00:00.000000 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS, exit_signal=0, stack=0x7f, stack_size=0x7ffb00}, 88) = 101 <0.000050>
+101 10:00:00.000200 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 102 <0.000100>
+102 10:00:00.000300 execve("/bin/true", ["true"], 0x7ff /* 1 var */) = 0 <0.000200>
+102 10:00:00.000500 exit_group(0) = ?
+102 10:00:00.000600 +++ exited with 0 +++
+101 10:00:00.000700 exit(0) = ?
+101 10:00:00.000800 +++ exited with 0 +++
+100 10:00:00.000900 exit_group(3) = ?
+100 10:00:00.001000 +++ exited with 3 +++
+`
+	p := NewParser()
+	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Processes) != 2 {
+		t.Fatalf("processes %+v, want 100 (with its thread 101) and 102", r.Processes)
+	}
+	main, child := r.Processes[0], r.Processes[1]
+	if main.PID != 100 || main.Threads != 2 || main.Calls != 5 || main.Exit == nil || *main.Exit != 3 || main.Start != 36000 {
+		t.Errorf("process 100: %+v, want 2 threads, 5 calls, exit 3, start 36000 (the thread's first call)", main)
+	}
+	if child.PID != 102 || child.Parent != 100 || child.Exec != "/bin/true" || child.Threads != 0 {
+		t.Errorf("process 102: %+v, want a child of 100 (started by its thread 101) running /bin/true", child)
+	}
+}
+
+// Live events name their process (TGID); aggregates carry no time, and the
+// -p process's program comes from Options.Running.
+func TestProcessTreeLiveThreads(t *testing.T) {
+	events := []Event{
+		{Kind: Syscall, Name: "read", PID: 10, TGID: 10, Calls: 7, Dur: 0.001, Ret: "0"},
+		{Kind: Syscall, Name: "poll", PID: 11, TGID: 10, Time: 1000.5, Dur: 0.3, Ret: "0"},
+		{Kind: Syscall, Name: "futex", PID: 12, TGID: 10, Time: 1001, Dur: 0.01, Ret: "0"},
+		{Kind: Exit, PID: 12, TGID: 10, Time: 1001.5},
+	}
+	r, err := Analyze(func(emit func(*Event)) error {
+		for i := range events {
+			emit(&events[i])
+		}
+		return nil
+	}, nil, Options{Running: map[int]string{10: "/usr/bin/python3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Processes) != 1 {
+		t.Fatalf("processes %+v, want one", r.Processes)
+	}
+	p := r.Processes[0]
+	if p.PID != 10 || p.Threads != 3 || p.Calls != 9 || p.Exec != "/usr/bin/python3" || p.Start != 1000.5 || p.End != 1001.5 || p.Exit != nil {
+		t.Errorf("process %+v, want pid 10, 3 threads, 9 calls, /usr/bin/python3, 1000.5 to 1001.5, still running", p)
+	}
+}

@@ -179,7 +179,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		}
 		report.Columns(&b, rows, "r")
 	}
-	if len(r.Processes) > 1 {
+	if len(r.Processes) > 1 || (len(r.Processes) == 1 && r.Processes[0].Threads > 1) {
 		b.WriteString("\nProcess tree\n")
 		children := map[int][]Process{}
 		known := map[int]bool{}
@@ -210,7 +210,11 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			if exec == "" {
 				exec = "(no exec seen)"
 			}
-			fmt.Fprintf(&b, "%s%d %s (%d calls, %.3f s, %s)\n", strings.Repeat("  ", depth), p.PID, exec, p.Calls, p.End-p.Start, status)
+			threads := ""
+			if p.Threads > 1 {
+				threads = fmt.Sprintf(", %d threads", p.Threads)
+			}
+			fmt.Fprintf(&b, "%s%d %s (%d calls%s, %.3f s, %s)\n", strings.Repeat("  ", depth), p.PID, exec, p.Calls, threads, p.End-p.Start, status)
 			for _, c := range children[p.PID] {
 				walk(c, depth+1)
 			}

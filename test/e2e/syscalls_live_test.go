@@ -192,34 +192,40 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 		if len(r.Waits) == 0 || r.Waits[0].Name != "poll" || r.Waits[0].Target != fifo {
 			t.Errorf("%s: top wait %+v, want the poll on %s", name, r.Waits[:min(1, len(r.Waits))], fifo)
 		}
-		// The process and its thread, both seen to exit 0.
-		if len(r.Processes) != 2 {
-			t.Errorf("%s: processes %+v, want the process and its thread", name, r.Processes)
-		}
-		for _, p := range r.Processes {
-			if p.Exit == nil || *p.Exit != 0 {
-				t.Errorf("%s: process %+v, want exited 0", name, p)
-			}
+		// One process of two threads (the thread made with CLONE_THREAD in
+		// the log, of the same thread group live), seen to exit 0.
+		if len(r.Processes) != 1 || r.Processes[0].Threads != 2 || r.Processes[0].Exit == nil || *r.Processes[0].Exit != 0 {
+			t.Errorf("%s: processes %+v, want one of 2 threads that exited 0", name, r.Processes)
 		}
 	}
 }
 
 // -p attaches to a running process: the I/O it does after the tracer says
-// it is attached is counted to the byte, and tracing ends when it exits.
+// it is attached is counted to the byte, by each of its threads; the
+// threads are one process, running the program it ran at the attach; and
+// tracing ends when it exits.
 func TestSyscallsLivePID(t *testing.T) {
 	need(t, "python3")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "input.bin")
 	os.WriteFile(file, make([]byte, 5000), 0o644)
 	trigger := filepath.Join(dir, "go")
-	prog := exec.Command("python3", "-c", `
-import os, sys, time
+	python := pythonExecutable(t)
+	prog := exec.Command(python, "-c", `
+import os, sys, threading, time
 file, trigger = sys.argv[1], sys.argv[2]
-while not os.path.exists(trigger):
-    time.sleep(0.01)
-for i in range(7):
-    with open(file, "rb") as f:
-        f.read()
+def work():
+    while not os.path.exists(trigger):
+        time.sleep(0.01)
+    for i in range(7):
+        with open(file, "rb") as f:
+            f.read()
+workers = [threading.Thread(target=work) for _ in range(2)]
+for w in workers:
+    w.start()
+work()
+for w in workers:
+    w.join()
 `, file, trigger)
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
@@ -260,11 +266,15 @@ for i in range(7):
 			f = x
 		}
 	}
-	if f.Opens != 7 || f.BytesRead != 7*5000 {
-		t.Errorf("%s: %+v, want 7 opens and 35000 bytes read", file, f)
+	if f.Opens != 21 || f.BytesRead != 21*5000 {
+		t.Errorf("%s: %+v, want 21 opens and 105000 bytes read (7 by each of 3 threads)", file, f)
 	}
 	if r.Live.PID != prog.Process.Pid {
 		t.Errorf("live pid %d, want %d", r.Live.PID, prog.Process.Pid)
+	}
+	exe, _ := filepath.EvalSymlinks(python)
+	if len(r.Processes) != 1 || r.Processes[0].PID != prog.Process.Pid || r.Processes[0].Threads != 3 || r.Processes[0].Exec != exe {
+		t.Errorf("processes %+v, want one: pid %d, 3 threads, running %s", r.Processes, prog.Process.Pid, exe)
 	}
 }
 

@@ -151,7 +151,13 @@ func pythonScript(t *testing.T, dir, source string) (script, python string) {
 	if err := os.WriteFile(script, []byte(source), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return script, strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
+	return script, pythonExecutable(t)
+}
+
+// pythonExecutable is the interpreter python3 on PATH runs (not a shim).
+func pythonExecutable(t *testing.T) string {
+	t.Helper()
+	return strings.TrimSpace(run(t, "python3", "-c", "import sys; print(sys.executable)"))
 }
 
 func TestSyscallsAgainstStrace(t *testing.T) {
