@@ -255,7 +255,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 			if err != nil {
 				continue
 			}
-			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", root, fd)); err == nil {
+			if target, err := procFD(root, fd); err == nil {
 				p.fds[fd] = target
 			}
 		}
@@ -371,12 +371,28 @@ func (p *liveProc) target(fd int) string {
 	if s, ok := p.fds[fd]; ok {
 		return s
 	}
-	s, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", p.pid, fd))
+	s, err := procFD(p.pid, fd)
 	if err != nil {
 		s = "fd:" + strconv.Itoa(fd)
 	}
 	p.fds[fd] = s
 	return s
+}
+
+// procFD names fd of process pid from /proc, a socket as procSocket does.
+func procFD(pid, fd int) (string, error) {
+	s, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	if err != nil {
+		return "", err
+	}
+	if ino, ok := strings.CutPrefix(s, "socket:["); ok {
+		if n, err := strconv.ParseUint(strings.TrimSuffix(ino, "]"), 10, 64); err == nil {
+			if name, ok := procSocket(pid, n); ok {
+				return name, nil
+			}
+		}
+	}
+	return s, nil
 }
 
 // resolve makes an open's path absolute, as strace -y prints it.

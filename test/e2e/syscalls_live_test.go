@@ -202,8 +202,9 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 
 // -p attaches to a running process: the I/O it does after the tracer says
 // it is attached is counted to the byte, by each of its threads; the
-// threads are one process, running the program it ran at the attach; and
-// tracing ends when it exits.
+// threads are one process, running the program it ran at the attach; a
+// socket it opened before is named by its address; and tracing ends when
+// it exits.
 func TestSyscallsLivePID(t *testing.T) {
 	need(t, "python3")
 	dir := t.TempDir()
@@ -212,8 +213,12 @@ func TestSyscallsLivePID(t *testing.T) {
 	trigger := filepath.Join(dir, "go")
 	python := pythonExecutable(t)
 	prog := exec.Command(python, "-c", `
-import os, sys, threading, time
+import os, socket, sys, threading, time
 file, trigger = sys.argv[1], sys.argv[2]
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.bind(("127.0.0.1", 0))
+udp.settimeout(0.05)
+print(udp.getsockname()[1], flush=True)
 def work():
     while not os.path.exists(trigger):
         time.sleep(0.01)
@@ -224,13 +229,23 @@ workers = [threading.Thread(target=work) for _ in range(2)]
 for w in workers:
     w.start()
 work()
+try:
+    udp.recvfrom(1)
+except socket.timeout:
+    pass
 for w in workers:
     w.join()
 `, file, trigger)
+	stdout, _ := prog.StdoutPipe()
 	if err := prog.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer prog.Process.Kill()
+	port, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the program's UDP port: %v", err)
+	}
+	udp := "UDP:[127.0.0.1:" + strings.TrimSpace(port) + "]"
 	out := filepath.Join(dir, "report.json")
 	tr := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-o", out, "-p", strconv.Itoa(prog.Process.Pid))
 	stderr, _ := tr.StderrPipe()
@@ -271,6 +286,9 @@ for w in workers:
 	}
 	if r.Live.PID != prog.Process.Pid {
 		t.Errorf("live pid %d, want %d", r.Live.PID, prog.Process.Pid)
+	}
+	if len(r.Waits) == 0 || r.Waits[0].Target != udp {
+		t.Errorf("top wait %+v, want the 50 ms wait on %s, a socket opened before the attach", r.Waits[:min(1, len(r.Waits))], udp)
 	}
 	exe, _ := filepath.EvalSymlinks(python)
 	if len(r.Processes) != 1 || r.Processes[0].PID != prog.Process.Pid || r.Processes[0].Threads != 3 || r.Processes[0].Exec != exe {

@@ -1,0 +1,111 @@
+package ktrace
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// procSocket names the socket with inode ino, as /proc/PID/fd shows a
+// socket the trace did not see made (open when tracing began, or received
+// from another process): its protocol, and the peer's address when it is
+// connected, its own otherwise, as the live source names the sockets it
+// sees connected or bound. The tables are pid's network namespace's.
+func procSocket(pid int, ino uint64) (string, bool) {
+	for _, t := range []struct{ file, proto string }{
+		{"tcp", "TCP"}, {"tcp6", "TCPv6"}, {"udp", "UDP"}, {"udp6", "UDPv6"}, {"unix", "UNIX"},
+	} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, t.file))
+		if err != nil {
+			continue
+		}
+		var addr string
+		var ok bool
+		if t.file == "unix" {
+			addr, ok = unixSocket(f, ino)
+		} else {
+			addr, ok = inetSocket(f, ino)
+		}
+		f.Close()
+		if ok {
+			return strings.TrimSuffix(t.proto, "v6") + ":[" + addr + "]", true
+		}
+	}
+	return "", false
+}
+
+// inetSocket finds ino in a /proc/net/{tcp,udp}[6] table:
+// "sl local_address rem_address st ... uid timeout inode ...".
+func inetSocket(r io.Reader, ino uint64) (string, bool) {
+	sc := bufio.NewScanner(r)
+	sc.Scan() // the header
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 {
+			continue
+		}
+		if n, err := strconv.ParseUint(f[9], 10, 64); err != nil || n != ino {
+			continue
+		}
+		local, lok := procAddr(f[1])
+		remote, rok := procAddr(f[2])
+		switch {
+		case rok && remote.Port() != 0:
+			return remote.String(), true
+		case lok:
+			return local.String(), true
+		}
+		return "", true
+	}
+	return "", false
+}
+
+// procAddr reads "0100007F:1F90": the address as the kernel's 32-bit words
+// in host (little-endian) order, the port in hexadecimal.
+func procAddr(s string) (netip.AddrPort, bool) {
+	a, p, ok := strings.Cut(s, ":")
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	raw, err := hex.DecodeString(a)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, false
+	}
+	for i := 0; i < len(raw); i += 4 {
+		binary.BigEndian.PutUint32(raw[i:], binary.LittleEndian.Uint32(raw[i:]))
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	ip, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), true
+}
+
+// unixSocket finds ino in /proc/net/unix:
+// "Num RefCount Protocol Flags Type St Inode [Path]".
+func unixSocket(r io.Reader, ino uint64) (string, bool) {
+	sc := bufio.NewScanner(r)
+	sc.Scan()
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 7 {
+			continue
+		}
+		if n, err := strconv.ParseUint(f[6], 10, 64); err != nil || n != ino {
+			continue
+		}
+		if len(f) > 7 {
+			// An abstract name starts with @, as the live source writes it.
+			return strings.Join(f[7:], " "), true
+		}
+		return f[6], true // unnamed: its inode keeps it apart from the others
+	}
+	return "", false
+}
