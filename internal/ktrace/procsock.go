@@ -43,27 +43,36 @@ func procSocket(pid int, ino uint64) (string, bool) {
 // inetSocket finds ino in a /proc/net/{tcp,udp}[6] table:
 // "sl local_address rem_address st ... uid timeout inode ...".
 func inetSocket(r io.Reader, ino uint64) (string, bool) {
+	f, ok := tableRow(r, 9, ino)
+	if !ok {
+		return "", false
+	}
+	local, lok := procAddr(f[1])
+	remote, rok := procAddr(f[2])
+	switch {
+	case rok && remote.Port() != 0:
+		return remote.String(), true
+	case lok:
+		return local.String(), true
+	}
+	return "", true
+}
+
+// tableRow returns the fields of the row of a /proc/net table whose column
+// col is inode ino.
+func tableRow(r io.Reader, col int, ino uint64) ([]string, bool) {
 	sc := bufio.NewScanner(r)
 	sc.Scan() // the header
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 10 {
+		if len(f) <= col {
 			continue
 		}
-		if n, err := strconv.ParseUint(f[9], 10, 64); err != nil || n != ino {
-			continue
+		if n, err := strconv.ParseUint(f[col], 10, 64); err == nil && n == ino {
+			return f, true
 		}
-		local, lok := procAddr(f[1])
-		remote, rok := procAddr(f[2])
-		switch {
-		case rok && remote.Port() != 0:
-			return remote.String(), true
-		case lok:
-			return local.String(), true
-		}
-		return "", true
 	}
-	return "", false
+	return nil, false
 }
 
 // procAddr reads "0100007F:1F90": the address as the kernel's 32-bit words
@@ -91,21 +100,13 @@ func procAddr(s string) (netip.AddrPort, bool) {
 // unixSocket finds ino in /proc/net/unix:
 // "Num RefCount Protocol Flags Type St Inode [Path]".
 func unixSocket(r io.Reader, ino uint64) (string, bool) {
-	sc := bufio.NewScanner(r)
-	sc.Scan()
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 7 {
-			continue
-		}
-		if n, err := strconv.ParseUint(f[6], 10, 64); err != nil || n != ino {
-			continue
-		}
-		if len(f) > 7 {
-			// An abstract name starts with @, as the live source writes it.
-			return strings.Join(f[7:], " "), true
-		}
-		return f[6], true // unnamed: its inode keeps it apart from the others
+	f, ok := tableRow(r, 6, ino)
+	switch {
+	case !ok:
+		return "", false
+	case len(f) > 7:
+		// An abstract name starts with @, as the live source writes it.
+		return strings.Join(f[7:], " "), true
 	}
-	return "", false
+	return f[6], true // unnamed: its inode keeps it apart from the others
 }
