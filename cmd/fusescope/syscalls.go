@@ -42,12 +42,13 @@ that make, duplicate and close them, and forks. Record a log with:
   strace -f -tt -T -y -o app.log ./app
 
 Or trace live, without ptrace: "-- CMD ARGS" runs a command and traces it and
-every process it starts; "-p PID" traces a running process (each thread from
-its next call) and the processes it starts, until it exits or Ctrl-C. The
-live source counts calls in the kernel (eBPF on the raw syscall tracepoints,
-as root) and keeps only the calls that create, name or close fds and
-processes, and calls of at least --min-wait, one by one; the same analyzers
-then run on what it found (docs/syscalls.md says what differs from a log).`,
+every process it starts, and exits with its status, as strace does; "-p PID"
+traces a running process (each thread from its next call) and the processes
+it starts, until it exits or Ctrl-C. The live source counts calls in the
+kernel (eBPF on the raw syscall tracepoints, as root) and keeps only the
+calls that create, name or close fds and processes, and calls of at least
+--min-wait, one by one; the same analyzers then run on what it found
+(docs/syscalls.md says what differs from a log).`,
 		Example: `  fusescope syscalls app.log
   fusescope syscalls --top 20 app.log.*        # an -ff file set
   fusescope syscalls --category network --since 2 --until 10 app.log
@@ -96,7 +97,10 @@ then run on what it found (docs/syscalls.md says what differs from a log).`,
 					out.finish(nil)
 					return err
 				}
-				return present(r, out, asJSON, asCSV, top)
+				if err := present(r, out, asJSON, asCSV, top); err != nil {
+					return err
+				}
+				return commandStatus(r.Live)
 			}
 			if len(logs) == 0 {
 				return fmt.Errorf("give strace logs to analyse, -- CMD ARGS to trace a command, or -p PID to trace a process (see fusescope syscalls --help)")
@@ -240,6 +244,8 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Exited() {
 				st := ws.ExitStatus()
 				info.ExitStatus = &st
+			} else if ok && ws.Signaled() {
+				info.KilledBy = unix.SignalName(ws.Signal())
 			}
 			closeStop()
 		}()
@@ -296,4 +302,21 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 	}
 	r.Live = info
 	return r, nil
+}
+
+// commandStatus passes on how a traced command ended, as strace does: its
+// exit status, or 128 plus the signal that killed it, as a shell reports
+// it. The report has been written: there is nothing more to say.
+func commandStatus(l *systrace.LiveInfo) error {
+	switch {
+	case l == nil:
+	case l.ExitStatus != nil && *l.ExitStatus != 0:
+		return &exitError{code: *l.ExitStatus}
+	case l.KilledBy != "":
+		if sig := unix.SignalNum(l.KilledBy); sig != 0 {
+			return &exitError{code: 128 + int(sig)}
+		}
+		return &exitError{code: 1}
+	}
+	return nil
 }

@@ -36,6 +36,7 @@ type LiveInfo struct {
 	CommandS   float64           `json:"command_s,omitempty"` // the command's run, from its exec to its exit
 	Drops      map[string]uint64 `json:"drops,omitempty"`
 	ExitStatus *int              `json:"exit_status,omitempty"` // of the command
+	KilledBy   string            `json:"killed_by,omitempty"`   // the signal that killed the command
 }
 
 // SyscallStat is one system call's totals.

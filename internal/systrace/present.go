@@ -66,6 +66,9 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		if l.ExitStatus != nil {
 			fmt.Fprintf(&b, ", exit status %d", *l.ExitStatus)
 		}
+		if l.KilledBy != "" {
+			fmt.Fprintf(&b, ", killed by %s", l.KilledBy)
+		}
 	} else {
 		fmt.Fprintf(&b, "%d lines, %d events, %s", r.Lines, r.Events, plural(len(r.Processes), "process", "processes"))
 	}

@@ -296,6 +296,34 @@ for w in workers:
 	}
 }
 
+// fusescope syscalls -- CMD exits as the command did, as strace does: its
+// exit status, or 128 plus the signal that killed it; the report is written
+// all the same and says so.
+func TestSyscallsLiveExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		script string
+		code   int
+		status string
+	}{
+		{"exit 7", 7, `"exit_status": 7`},
+		{"kill -9 $$", 128 + 9, `"killed_by": "SIGKILL"`},
+		{"exit 0", 0, `"exit_status": 0`},
+	} {
+		out := filepath.Join(t.TempDir(), "report.json")
+		err := exec.Command(fusescopeBin, "syscalls", "--json", "-o", out, "--", "sh", "-c", c.script).Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		report, _ := os.ReadFile(out)
+		if code != c.code || !strings.Contains(string(report), c.status) {
+			t.Errorf("sh -c %q: fusescope exited %d, report %s; want %d and %s", c.script, code, report, c.code, c.status)
+		}
+	}
+}
+
 // Bad input to the live source: one line and a non-zero exit, and nothing
 // left attached.
 func TestSyscallsLiveBadInput(t *testing.T) {
