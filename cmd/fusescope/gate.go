@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"syscall"
@@ -31,7 +33,12 @@ func runGate() {
 // startGated starts argv held at the gate; release lets it execute.
 func startGated(argv []string) (cmd *exec.Cmd, release func() error, err error) {
 	path, err := exec.LookPath(argv[0])
-	if err != nil {
+	switch {
+	case errors.Is(err, syscall.EISDIR):
+		return nil, nil, fmt.Errorf("%s is a directory: give a program on $PATH or a path to one", argv[0])
+	case errors.Is(err, fs.ErrPermission):
+		return nil, nil, fmt.Errorf("%s: not an executable program (permission denied): give a program on $PATH or a path to one", argv[0])
+	case err != nil:
 		return nil, nil, fmt.Errorf("%s: command not found: give a program on $PATH or a path to one", argv[0])
 	}
 	self, err := os.Executable()

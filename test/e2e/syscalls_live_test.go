@@ -334,6 +334,8 @@ func TestSyscallsLiveBadInput(t *testing.T) {
 		{"syscalls", "-p", "999999999"},
 		{"syscalls", "--"},
 		{"syscalls", "--", "/nonexistent/command"},
+		{"syscalls", "--", "/etc/passwd"}, // not executable
+		{"syscalls", "--", "/tmp"},
 		{"syscalls", "--since", "1", "--", "true"},
 		{"syscalls", "-p", "1", "--", "true"},
 		{"syscalls", "--min-wait", "-1ms", "--", "true"},
