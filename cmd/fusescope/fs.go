@@ -37,7 +37,6 @@ func newFSMountCmd() *cobra.Command {
 		background bool
 		latency    string
 		bandwidth  string
-		readChunk  string
 		cfg        labfs.Config
 	)
 	var presetHelp []string
@@ -77,13 +76,6 @@ of the given rate, one transfer after another.`,
 			if base.Bandwidth, err = labfs.ParseBandwidth(bandwidth); err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("read-chunk") {
-				chunk, err := labfs.ParseSize(readChunk)
-				if err != nil || chunk > 1<<30 {
-					return fmt.Errorf("--read-chunk %q: give a size up to 1GiB, like 32MiB", readChunk)
-				}
-				base.ReadChunk = int(chunk)
-			}
 			if err := base.Validate(); err != nil {
 				return err
 			}
@@ -103,16 +95,17 @@ of the given rate, one transfer after another.`,
 	f.BoolVar(&cfg.Passthrough, "passthrough", false, "FUSE passthrough of reads and writes to the backing file (root, Linux 6.9+)")
 	f.StringVar(&cfg.Readdirplus, "readdirplus", "auto", "READDIRPLUS: auto, on or off")
 	f.BoolVar(&cfg.ParallelDirops, "parallel-dirops", false, "allow parallel lookups and readdirs in one directory")
-	f.IntVar(&cfg.MaxRead, "max-read", 0, "largest READ in bytes (mount option max_read)")
-	f.IntVar(&cfg.MaxWrite, "max-write", 0, "largest WRITE in bytes (default 1 MiB)")
-	f.IntVar(&cfg.MaxReadahead, "max-readahead", 0, "largest read-ahead in bytes (default: the kernel's)")
+	f.Var(&sizeFlag{&cfg.MaxRead}, "max-read", "largest READ, e.g. 128KiB (mount option max_read; 0: the kernel's)")
+	f.Var(&sizeFlag{&cfg.MaxWrite}, "max-write", "largest WRITE, e.g. 128KiB (0: 1MiB)")
+	f.Var(&sizeFlag{&cfg.MaxReadahead}, "max-readahead", "largest read-ahead, e.g. 512KiB (0: the kernel's)")
 	f.IntVar(&cfg.MaxBackground, "max-background", 0, "most background requests in flight (default 12)")
 	f.IntVar(&cfg.Congestion, "congestion-threshold", 0, "background requests at which the kernel sees congestion (default 3/4 of max-background)")
 	f.IntVar(&cfg.Threads, "threads", 0, "most requests the daemon serves at once (0: no limit)")
 	f.BoolVar(&cfg.KillprivV2, "killpriv-v2", true, "negotiate HANDLE_KILLPRIV_V2 (false restores a GETXATTR security.capability round trip per write)")
 	f.DurationVar(&cfg.MDCacheTTL, "md-cache", 0, "answer GETATTR from the daemon's own attribute cache for this long (0: off)")
 	f.IntVar(&cfg.ReadPipeline, "read-pipeline", 0, "reads to keep in flight ahead of each open file's reader (0: off; GFFS used 4)")
-	f.StringVar(&readChunk, "read-chunk", labfs.FormatSize(labfs.DefaultReadChunk), "size of each pipelined read (GFFS used 32MiB)")
+	cfg.ReadChunk = labfs.DefaultReadChunk
+	f.Var(&sizeFlag{&cfg.ReadChunk}, "read-chunk", "size of each pipelined read (GFFS used 32MiB)")
 	f.IntVar(&cfg.WriteBehind, "write-behind", 0, "writes to acknowledge before they reach the backend, per file (0: off); written out by close and fsync, which report their errors")
 	f.BoolVar(&cfg.ReaddirAhead, "readdir-ahead", false, "fetch each opened directory's listing in the background at OPENDIR, in one backend request, and answer its READDIRs from it")
 	f.StringVar(&cfg.Invalidation, "invalidation", "none", "invalidation policy: none, or cto (keep pages across opens unless the file changed since its last close)")
@@ -315,3 +308,24 @@ daemon's timers. --json prints it as a record that "fusescope show" renders.`,
 	out.register(c)
 	return c
 }
+
+// sizeFlag is a byte count given as a size: 128KiB, 1MiB, 4096.
+type sizeFlag struct{ p *int }
+
+func (f *sizeFlag) String() string {
+	if f.p == nil || *f.p == 0 {
+		return "0"
+	}
+	return labfs.FormatSize(uint64(*f.p))
+}
+
+func (f *sizeFlag) Set(s string) error {
+	v, err := labfs.ParseSize(s)
+	if err != nil || v > 1<<30 {
+		return fmt.Errorf("give a size up to 1GiB, like 128KiB")
+	}
+	*f.p = int(v)
+	return nil
+}
+
+func (f *sizeFlag) Type() string { return "size" }

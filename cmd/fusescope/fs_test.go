@@ -81,3 +81,14 @@ func TestConfigFlagsRoundTrip(t *testing.T) {
 		t.Errorf("nocache preset with a read pipeline: got %v, want the flags over the nocache preset", got)
 	}
 }
+
+// Size flags take units, as --read-chunk always did.
+func TestSizeFlags(t *testing.T) {
+	got := mountConfig(t, "--max-write=128KiB", "--max-read", "65536", "--max-readahead=1MB", "--read-chunk=32MiB")
+	if got.MaxWrite != 128<<10 || got.MaxRead != 65536 || got.MaxReadahead != 1e6 || got.ReadChunk != 32<<20 {
+		t.Errorf("got max-write %d, max-read %d, max-readahead %d, read-chunk %d", got.MaxWrite, got.MaxRead, got.MaxReadahead, got.ReadChunk)
+	}
+	if s := strings.Join(got.Flags(), " "); !strings.Contains(s, "--max-write=128KiB") || !strings.Contains(s, "--max-read=64KiB") {
+		t.Errorf("flags %s: want the sizes in units", s)
+	}
+}

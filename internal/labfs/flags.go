@@ -81,8 +81,11 @@ func flagValue(name string, v reflect.Value) string {
 	case string:
 		return x
 	case int:
-		if name == "read-chunk" {
-			return FormatSize(uint64(x))
+		switch name {
+		case "read-chunk", "max-read", "max-write", "max-readahead":
+			if x > 0 {
+				return FormatSize(uint64(x))
+			}
 		}
 		return strconv.Itoa(x)
 	case uint64:
