@@ -32,3 +32,19 @@ func TestInitFlagNames(t *testing.T) {
 		t.Errorf("%v", got)
 	}
 }
+
+// What ParseOpcode accepts names an opcode whose name parses back to it.
+func FuzzParseOpcode(f *testing.F) {
+	for _, s := range []string{"LOOKUP", "fuse_getattr", " read ", "OP_4096", "17", "", "FUSE_", "op_x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		op, err := ParseOpcode(s)
+		if err != nil {
+			return
+		}
+		if back, err := ParseOpcode(op.String()); err != nil || back != op {
+			t.Fatalf("%q: opcode %d, named %q, which parses to %d, %v", s, op, op.String(), back, err)
+		}
+	})
+}

@@ -33,13 +33,17 @@ func ParseRelease(rel string) (major, minor int, ok bool) {
 	if len(parts) < 2 {
 		return 0, 0, false
 	}
-	major, err1 := strconv.Atoi(parts[0])
 	digits := strings.IndexFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
 	if digits >= 0 {
 		parts[1] = parts[1][:digits]
 	}
-	minor, err2 := strconv.Atoi(parts[1])
-	return major, minor, err1 == nil && err2 == nil
+	// Unsigned: a release never has a sign ("-1.0" is no version).
+	ma, err1 := strconv.ParseUint(parts[0], 10, 16)
+	mi, err2 := strconv.ParseUint(parts[1], 10, 16)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return int(ma), int(mi), true
 }
 
 // capability bits of /proc/self/status CapEff.

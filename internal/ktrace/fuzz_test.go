@@ -40,3 +40,17 @@ func FuzzParseFormat(f *testing.F) {
 		}
 	})
 }
+
+// A release either parses to a version that prints back as its prefix, or
+// is refused; never a panic.
+func FuzzParseRelease(f *testing.F) {
+	for _, s := range []string{"6.18.44-fc-v669", "6.12.0", "5.15", "6", "", "x.y", "6.-1", "99999999999999999999.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		major, minor, ok := ParseRelease(s)
+		if ok && (major < 0 || minor < 0) {
+			t.Fatalf("%q: version %d.%d", s, major, minor)
+		}
+	})
+}
