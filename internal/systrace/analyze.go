@@ -298,7 +298,7 @@ func (a *fileIO) Observe(e *Event) {
 	if e.Kind != Syscall {
 		return
 	}
-	target := e.Target()
+	target := e.fileTarget()
 	if target == "" {
 		return
 	}
@@ -468,16 +468,11 @@ func (a *waits) Observe(e *Event) {
 	if e.Kind != Syscall || e.Calls > 0 || !e.info().wait || e.Dur <= 0 || e.Dur < a.min {
 		return
 	}
-	// read only counts as a wait on sockets, pipes and terminals.
-	target := e.Target()
+	// read only counts as a wait on sockets, pipes and terminals. A poll
+	// is named by the first fd it waited on, as in seed 002's DNS wait.
+	target := e.fileTarget()
 	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
 		return
-	}
-	if target == "" {
-		// poll([{fd=4<UDP:[...]>, events=POLLIN}], ...): the first fd
-		// polled, as in seed 002's DNS wait (the live source names it in
-		// the target).
-		target = e.polled
 	}
 	a.list = append(a.list, Wait{PID: e.PID, Line: e.Line, Name: e.Name, Target: target, Start: e.Time, DurS: e.Dur, Errno: e.Errno})
 	if a.max > 0 && len(a.list) > 4*a.max {

@@ -75,7 +75,7 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 				if f.Category != "" && e.info().category != f.Category {
 					return
 				}
-				if len(f.Files) > 0 && !f.matchFile(e.Target()) {
+				if len(f.Files) > 0 && !f.matchFile(e.fileTarget()) {
 					return
 				}
 			} else if e.Kind == Sample {

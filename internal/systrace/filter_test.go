@@ -88,3 +88,24 @@ func TestFilterPIDKeepsThreads(t *testing.T) {
 		t.Error("the filter's own PID set was changed")
 	}
 }
+
+// A poll in a log counts for the first fd it waited on, in its file row and
+// under --file, as a poll the live source kept whole does.
+func TestPollCountsForItsFD(t *testing.T) {
+	log := `1 10:00:00.0 sendto(5<UDP:[10.0.0.2:41000->10.0.0.1:53]>, "q", 1, 0, NULL, 0) = 1 <0.000030>
+1 10:00:00.1 poll([{fd=5<UDP:[10.0.0.2:41000->10.0.0.1:53]>, events=POLLIN}], 1, 5000) = 0 (Timeout) <5.000100>
+1 10:00:05.2 read(3</etc/hosts>, "", 10) = 0 <0.000010>
+`
+	f := Filter{Files: []string{"UDP:*"}}
+	p := NewParser()
+	r, err := Analyze(f.Wrap(Named(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p)), p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(r); got["poll"] != 1 || got["sendto"] != 1 || got["read"] != 0 {
+		t.Errorf("--file 'UDP:*': calls %v, want the sendto and the poll", got)
+	}
+	if len(r.Files) != 1 || r.Files[0].Calls != 2 || r.Files[0].TimeS < 5 {
+		t.Errorf("files %+v, want the UDP socket's row with 2 calls and the poll's 5 s", r.Files)
+	}
+}

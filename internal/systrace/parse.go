@@ -75,6 +75,16 @@ func (e *Event) Target() string {
 	return e.target
 }
 
+// fileTarget is what the call's time counts for: its fd's target, or for
+// a poll in a log the first fd it waited on (the live source names that in
+// the target).
+func (e *Event) fileTarget() string {
+	if t := e.Target(); t != "" {
+		return t
+	}
+	return e.polled
+}
+
 // SetTarget names what the call's fd refers to, for sources that know it
 // without strace -y text.
 func (e *Event) SetTarget(t string) { e.target, e.targetDone = t, true }
