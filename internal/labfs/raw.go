@@ -412,7 +412,9 @@ type timedSeekableRead struct {
 // Done, a RELEASE may have closed the fd, or another open reused it).
 func (r *timedSeekableRead) Seekable() (fd uintptr, off int64, sz int) {
 	fd, off, sz = r.seekable.Seekable()
-	r.n = spliced(fd, off, sz)
+	if r.n < 0 { // not already read for the --bandwidth throttle
+		r.n = spliced(fd, off, sz)
+	}
 	return fd, off, sz
 }
 
@@ -427,9 +429,10 @@ func spliced(fd uintptr, off int64, sz int) int {
 }
 
 // timeRead wraps res so that done runs when go-fuse has sent the reply,
-// keeping whatever lets go-fuse splice it.
-func timeRead(res fuse.ReadResult, done func(n int)) fuse.ReadResult {
-	t := timedRead{ReadResult: res, done: done, n: -1}
+// keeping whatever lets go-fuse splice it. n is the reply's data bytes when
+// the handler already knows them, -1 otherwise.
+func timeRead(res fuse.ReadResult, n int, done func(n int)) fuse.ReadResult {
+	t := timedRead{ReadResult: res, done: done, n: n}
 	if s, ok := res.(interface {
 		Seekable() (fd uintptr, off int64, sz int)
 	}); ok {
@@ -440,7 +443,7 @@ func timeRead(res fuse.ReadResult, done func(n int)) fuse.ReadResult {
 
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
 	start := monotonic()
-	n, deferred := 0, false
+	n, known, deferred := 0, -1, false
 	w.serveFrom(start, fuseproto.Read, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		if w.pipe != nil {
@@ -457,6 +460,7 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 				Seekable() (fd uintptr, off int64, sz int)
 			}); ok && w.link.rate > 0 {
 				n = spliced(s.Seekable()) // what crosses the emulated link
+				known = n
 			}
 			w.link.wait(n)
 			deferred = true
@@ -465,7 +469,7 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 		return st, 0, 0
 	})
 	if deferred {
-		res = timeRead(res, func(n int) { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
+		res = timeRead(res, known, func(n int) { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
 	}
 	return res, st
 }
