@@ -47,9 +47,7 @@ func decodeReport(t *testing.T, path string) *systrace.Report {
 func TestSyscallsLiveAgainstStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
-	script, python := pythonScript(t, dir, syscallWorkload)
-	data := filepath.Join(dir, "data")
-	os.Mkdir(data, 0o755)
+	script, python, data := pythonScript(t, dir, syscallWorkload)
 
 	r := liveReport(t, "--", python, script, data, workloadSizes(t))
 
@@ -155,9 +153,8 @@ os.chdir("/")
 func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
-	script, python := pythonScript(t, dir, fdNamingWorkload)
-	data := filepath.Join(dir, "data")
-	os.MkdirAll(filepath.Join(data, "sub"), 0o755)
+	script, python, data := pythonScript(t, dir, fdNamingWorkload)
+	os.Mkdir(filepath.Join(data, "sub"), 0o755)
 	os.WriteFile(filepath.Join(data, "sub", "in.bin"), make([]byte, 4321), 0o644)
 
 	live := liveReport(t, "--", python, script, data)

@@ -142,16 +142,20 @@ func assertWorkloadWaits(t *testing.T, r *systrace.Report) {
 	t.Errorf("no refused connect to TCP:[127.0.0.1:1] among the waits: %+v", r.Waits)
 }
 
-// pythonScript writes a workload script into dir and returns its path and
-// the interpreter to run it with: the interpreter itself, since a python3 on
-// PATH may be a shell shim (pyenv) whose own processes would be traced too.
-func pythonScript(t *testing.T, dir, source string) (script, python string) {
+// pythonScript writes a workload script into dir and returns its path, the
+// interpreter to run it with (the interpreter itself, since a python3 on
+// PATH may be a shell shim (pyenv) whose own processes would be traced
+// too), and an empty data directory for it to work in.
+func pythonScript(t *testing.T, dir, source string) (script, python, data string) {
 	t.Helper()
-	script = filepath.Join(dir, "work.py")
+	script, data = filepath.Join(dir, "work.py"), filepath.Join(dir, "data")
 	if err := os.WriteFile(script, []byte(source), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return script, pythonExecutable(t)
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script, pythonExecutable(t), data
 }
 
 // pythonExecutable is the interpreter python3 on PATH runs (not a shim).
@@ -164,9 +168,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
 	log := filepath.Join(dir, "trace.log")
-	script, python := pythonScript(t, dir, syscallWorkload)
-	data := filepath.Join(dir, "data")
-	os.Mkdir(data, 0o755)
+	script, python, data := pythonScript(t, dir, syscallWorkload)
 	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, python, script, data, workloadSizes(t))
 
 	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
@@ -295,9 +297,7 @@ os.read(r, 5)
 func TestSyscallsLogsWithoutY(t *testing.T) {
 	need(t, "strace", "python3")
 	dir := t.TempDir()
-	script, python := pythonScript(t, dir, forkWorkload)
-	data := filepath.Join(dir, "data")
-	os.Mkdir(data, 0o755)
+	script, python, data := pythonScript(t, dir, forkWorkload)
 	for _, c := range []struct {
 		name  string
 		flags []string
