@@ -1,15 +1,18 @@
 package report
 
 import (
-	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Columns prints rows as aligned columns, two spaces apart. Column i is
 // flush right where align[i] is 'r' (numbers, as strace -c and bcc print
 // them) and flush left otherwise (names); columns past the end of align
-// take its last letter. No line ends in spaces.
+// take its last letter. Widths count characters, not bytes, so names in
+// UTF-8 stay aligned. No line ends in spaces.
 func Columns(w io.Writer, rows [][]string, align string) {
 	var widths []int
 	for _, row := range rows {
@@ -17,7 +20,7 @@ func Columns(w io.Writer, rows [][]string, align string) {
 			if i == len(widths) {
 				widths = append(widths, 0)
 			}
-			widths[i] = max(widths[i], len(cell))
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
 		}
 	}
 	right := func(i int) bool {
@@ -33,14 +36,29 @@ func Columns(w io.Writer, rows [][]string, align string) {
 			if i > 0 {
 				line.WriteString("  ")
 			}
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
 			if right(i) {
-				fmt.Fprintf(&line, "%*s", widths[i], cell)
+				line.WriteString(pad + cell)
 			} else {
-				fmt.Fprintf(&line, "%-*s", widths[i], cell)
+				line.WriteString(cell + pad)
 			}
 		}
 		b.WriteString(strings.TrimRight(line.String(), " "))
 		b.WriteString("\n")
 	}
 	io.WriteString(w, b.String())
+}
+
+// Name returns a name that came from a trace (a path, a socket, a program)
+// as a table cell shows it: unchanged when every character is printable
+// and none is a space, a quote or a backslash; quoted with Go's escapes
+// otherwise, as ls quotes odd file names; "" stays empty (no name). So a name can neither split a
+// column nor send control sequences to the terminal.
+func Name(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' || r == '\\' || r == '\'' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

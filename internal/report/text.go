@@ -60,7 +60,7 @@ func mountTitle(r *profile.Record, conn uint32) string {
 	if m == nil || m.MountPoint == "" {
 		return fmt.Sprintf("conn %d", conn)
 	}
-	return fmt.Sprintf("%s (%s, conn %d)", m.MountPoint, m.FSType, conn)
+	return fmt.Sprintf("%s (%s, conn %d)", Name(m.MountPoint), Name(m.FSType), conn)
 }
 
 func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOptions) {
@@ -72,7 +72,7 @@ func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOption
 	total := p.TotalNs()
 	for i := range p.Ops {
 		s := &p.Ops[i]
-		row := []string{r.Label(s.Conn), s.Op, fmt.Sprint(s.Count), fmt.Sprint(s.Errors)}
+		row := []string{Name(r.Label(s.Conn)), s.Op, fmt.Sprint(s.Count), fmt.Sprint(s.Errors)}
 		if !o.CountsOnly {
 			h := &s.Latency
 			pct := 0.0
@@ -90,7 +90,7 @@ func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOption
 	for i := range p.Ops {
 		s := &p.Ops[i]
 		if len(s.Errnos) > 0 {
-			errs = append(errs, fmt.Sprintf("  %s %s: %s", r.Label(s.Conn), s.Op, countList(s.Errnos)))
+			errs = append(errs, fmt.Sprintf("  %s %s: %s", Name(r.Label(s.Conn)), s.Op, countList(s.Errnos)))
 		}
 	}
 	if len(errs) > 0 {
@@ -124,7 +124,7 @@ func WriteConnections(w io.Writer, r *profile.Record) {
 			continue
 		}
 		fmt.Fprintf(w, "conn %d %s (%s): waiting %d, max_background %d, congestion_threshold %d\n",
-			m.Conn, m.MountPoint, m.FSType, m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold)
+			m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold)
 	}
 }
 
@@ -173,7 +173,7 @@ func WriteFSInfo(w io.Writer, r *profile.Record) {
 	if fs == nil {
 		return
 	}
-	fmt.Fprintf(w, "lab file system %s -> %s (conn %d)\n", fs.Source, r.Label(firstConn(r)), firstConn(r))
+	fmt.Fprintf(w, "lab file system %s -> %s (conn %d)\n", Name(fs.Source), Name(r.Label(firstConn(r))), firstConn(r))
 	// The flags are over the default preset, or over the one their first
 	// flag names (docs/record.md).
 	preset, flags := "default", fs.Flags

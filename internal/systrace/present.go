@@ -137,7 +137,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			if top > 0 && i >= top {
 				break
 			}
-			rows = append(rows, cells("%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%q", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, f.Target))
+			rows = append(rows, cells("%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, report.Name(f.Target)))
 		}
 		report.Columns(&b, rows, "lrrrrrrl")
 	}
@@ -163,7 +163,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 				sec, frac := math.Modf(wt.Start)
 				at = time.Unix(int64(sec), int64(frac*1e9)).Format("15:04:05.000000")
 			}
-			rows = append(rows, cells("%d\t%s\t%s\t%.6f\t%s\t%s", wt.PID, at, wt.Name, wt.DurS, wt.Errno, wt.Target))
+			rows = append(rows, cells("%d\t%s\t%s\t%.6f\t%s\t%s", wt.PID, at, wt.Name, wt.DurS, wt.Errno, report.Name(wt.Target)))
 		}
 		report.Columns(&b, rows, "rrlrll")
 	}
@@ -209,7 +209,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			case p.Killed != "":
 				status = "killed by " + p.Killed
 			}
-			exec := p.Exec
+			exec := report.Name(p.Exec)
 			if exec == "" {
 				exec = "(no exec seen)"
 			}
