@@ -53,22 +53,17 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 		for pid := range f.PIDs {
 			kept[pid] = true
 		}
-		return events(func(e *Event) {
-			if e.Time > 0 && !seen {
-				first, seen = e.Time, true
-			}
-			if len(kept) > 0 && !kept[e.PID] && !kept[e.TGID] {
-				return
-			}
-			// A kept process's threads are kept: strace -f prints their
-			// calls under their own ids (from the clone's return on; what
-			// strace printed of them before it is not).
-			if len(kept) > 0 && e.Kind == Syscall && (e.Name == "clone" || e.Name == "clone3") && strings.Contains(e.Args, "CLONE_THREAD") {
-				if tid, ok := e.RetInt(); ok && tid > 0 {
-					kept[int(tid)] = true
-				}
-			}
-			if e.Time > 0 && (e.Time-first < f.From || (f.To > 0 && e.Time-first > f.To)) {
+		// strace -f prints a new thread's first calls under its own id as
+		// soon as it makes them, often before its creator's clone returns
+		// and says whose thread it is: those lines wait here until then.
+		// created holds every id a clone returned, whose lines need not wait.
+		early := map[int][]Event{}
+		created := map[int]bool{}
+		pass := func(e *Event) {
+			// A call is timed by its entry, so one that was unfinished
+			// while later lines completed comes out earlier than the
+			// first event: without --since nothing is before the window.
+			if e.Time > 0 && ((f.From > 0 && e.Time-first < f.From) || (f.To > 0 && e.Time-first > f.To)) {
 				return
 			}
 			if e.Kind == Syscall {
@@ -86,8 +81,64 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 				return
 			}
 			emit(e)
+		}
+		return events(func(e *Event) {
+			if e.Time > 0 && !seen {
+				first, seen = e.Time, true
+			}
+			if len(kept) == 0 {
+				pass(e)
+				return
+			}
+			child := 0
+			if e.Kind == Syscall && isClone(e.Name) {
+				if id, ok := e.RetInt(); ok && id > 0 {
+					child = int(id)
+				}
+			}
+			if !kept[e.PID] && !kept[e.TGID] {
+				switch {
+				case child > 0:
+					created[child] = true
+					delete(early, child)
+				case e.PID > 0 && e.TGID == 0 && !created[e.PID]:
+					// Bounded: an id whose clone never shows up (it ran
+					// before the log began) stops waiting.
+					if len(early[e.PID]) >= maxEarlyLines || (early[e.PID] == nil && len(early) >= maxEarlyThreads) {
+						created[e.PID] = true
+						delete(early, e.PID)
+					} else {
+						early[e.PID] = append(early[e.PID], *e)
+					}
+				}
+				return
+			}
+			if child > 0 {
+				created[child] = true
+				// A kept process's threads are kept; its child processes
+				// are not (they are processes of their own, as with -p).
+				if strings.Contains(e.Args, "CLONE_THREAD") {
+					kept[child] = true
+					for i := range early[child] {
+						pass(&early[child][i])
+					}
+				}
+				delete(early, child)
+			}
+			pass(e)
 		})
 	}
+}
+
+// How many lines of how many threads the -p filter holds while it waits
+// for the clones that made them.
+const (
+	maxEarlyLines   = 256
+	maxEarlyThreads = 1024
+)
+
+func isClone(name string) bool {
+	return name == "clone" || name == "clone3" || name == "fork" || name == "vfork"
 }
 
 func (f *Filter) matchFile(target string) bool {

@@ -89,6 +89,55 @@ func TestFilterPIDKeepsThreads(t *testing.T) {
 	}
 }
 
+// strace -f prints a new thread's first calls as it makes them, often
+// before its creator's clone returns: -p keeps them once the clone says
+// whose thread they were, and drops those of another process's thread.
+func TestFilterPIDKeepsThreadLinesBeforeTheClone(t *testing.T) {
+	log := `1 10:00:00.000 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM, child_tid=0x7f}, 88 <unfinished ...>
+3 10:00:00.001 openat(AT_FDCWD, "/data/early", O_RDONLY) = 5</data/early> <0.000010>
+3 10:00:00.002 read(5</data/early>, "abc", 3) = 3 <0.000010>
+1 10:00:00.003 <... clone3 resumed>) = 3 <0.000050>
+7 10:00:00.004 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM, child_tid=0x7f}, 88 <unfinished ...>
+8 10:00:00.005 openat(AT_FDCWD, "/data/other", O_RDONLY) = 6</data/other> <0.000010>
+7 10:00:00.006 <... clone3 resumed>) = 8 <0.000050>
+8 10:00:00.007 read(6</data/other>, "abc", 3) = 3 <0.000010>
+3 10:00:00.008 read(5</data/early>, "de", 2) = 2 <0.000010>
+9 10:00:00.009 read(0</dev/null>, "", 2) = 0 <0.000010>
+`
+	f := Filter{PIDs: map[int]bool{1: true}}
+	p := NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := calls(r)
+	if got["clone3"] != 1 || got["openat"] != 1 || got["read"] != 2 {
+		t.Errorf("-p 1: calls %v, want its clone3 and its thread's openat and 2 reads", got)
+	}
+	if len(r.Files) != 1 || r.Files[0].Target != "/data/early" || r.Files[0].BytesRead != 5 {
+		t.Errorf("-p 1: files %+v, want /data/early with 5 bytes read", r.Files)
+	}
+}
+
+// A call is timed by its entry, so one that was unfinished while later
+// lines completed comes out before an earlier-completed but later-started
+// event: no filter may take it for being before the log's start.
+func TestFilterKeepsACallUnfinishedAtTheLogsStart(t *testing.T) {
+	log := `1 10:00:00.000 connect(3<socket:[7]>, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.0.0.1")}, 16 <unfinished ...>
+2 10:00:00.001 read(4</etc/hosts>, "x", 1) = 1 <0.000010>
+1 10:00:00.300 <... connect resumed>) = 0 <0.300000>
+`
+	f := Filter{Category: "network"}
+	p := NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(r); got["connect"] != 1 || got["read"] != 0 {
+		t.Errorf("--category network: calls %v, want the connect alone", got)
+	}
+}
+
 // A poll in a log counts for the first fd it waited on, in its file row and
 // under --file, as a poll the live source kept whole does.
 func TestPollCountsForItsFD(t *testing.T) {
