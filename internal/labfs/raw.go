@@ -62,6 +62,9 @@ func (w *labRaw) serveFrom(start time.Duration, op fuseproto.Opcode, do func(rem
 	}
 	errno := ""
 	if st != fuse.OK {
+		// A failed request carries no data, whatever size its handler
+		// returned (go-fuse's loopback passes on the syscall's -1).
+		in, out = 0, 0
 		errno = unix.ErrnoName(syscall.Errno(st))
 		if errno == "" {
 			errno = st.String()
@@ -226,7 +229,7 @@ func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest
 	w.serve(fuseproto.Getxattr, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
 		sz, st = w.RawFileSystem.GetXAttr(c, h, attr, dest)
-		return st, 0, int(sz)
+		return st, 0, dataBytes(sz, dest)
 	})
 	return sz, st
 }
@@ -235,9 +238,18 @@ func (w *labRaw) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (sz
 	w.serve(fuseproto.Listxattr, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
 		sz, st = w.RawFileSystem.ListXAttr(c, h, dest)
-		return st, 0, int(sz)
+		return st, 0, dataBytes(sz, dest)
 	})
 	return sz, st
+}
+
+// dataBytes is what an xattr reply of size sz carried: a caller that gave
+// no buffer asked for the size alone, which travels in a fixed header.
+func dataBytes(sz uint32, dest []byte) int {
+	if len(dest) == 0 {
+		return 0
+	}
+	return int(sz)
 }
 
 func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {

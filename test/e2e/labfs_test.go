@@ -329,6 +329,20 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		os.ReadFile(filepath.Join(mnt, fmt.Sprintf("f%d", i)))
 	}
+	// One xattr read of 5 bytes, one that fails, one that asks the size.
+	if err := unix.Setxattr(filepath.Join(src, "f0"), "user.k", []byte("value"), 0); err != nil {
+		t.Fatalf("the source file system has no user xattrs: %v", err)
+	}
+	var buf [64]byte
+	if n, err := unix.Getxattr(filepath.Join(mnt, "f0"), "user.k", buf[:]); n != 5 || err != nil {
+		t.Errorf("getxattr user.k: %d, %v", n, err)
+	}
+	if _, err := unix.Getxattr(filepath.Join(mnt, "f0"), "user.missing", buf[:]); err != unix.ENODATA {
+		t.Errorf("getxattr user.missing: %v, want ENODATA", err)
+	}
+	if n, err := unix.Getxattr(filepath.Join(mnt, "f0"), "user.k", nil); n != 5 || err != nil {
+		t.Errorf("getxattr user.k, size only: %d, %v", n, err)
+	}
 	time.Sleep(100 * time.Millisecond)
 	tr.stop(t)
 	after := f.Record()
@@ -349,6 +363,13 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 	k, d := kernel.Profile.Find(f.Conn, fuseproto.Read), diff.Find(f.Conn, fuseproto.Read)
 	if k != nil && d != nil && (d.ReplyBytes != 80 || k.ReplyBytes != d.ReplyBytes+16*k.Count) {
 		t.Errorf("READ reply bytes: daemon %d (want 80), kernel %d for %d replies", d.ReplyBytes, k.ReplyBytes, k.Count)
+	}
+	// GETXATTR: the daemon counts the 5 bytes of data; the kernel counts
+	// each reply's header, and the size-only reply's 8-byte body. A failed
+	// request carries nothing (it once counted the loopback's -1 as 4 GiB).
+	k, d = kernel.Profile.Find(f.Conn, fuseproto.Getxattr), diff.Find(f.Conn, fuseproto.Getxattr)
+	if k == nil || d == nil || k.Count != d.Count || d.Errors != 1 || d.ReplyBytes != 5 || k.ReplyBytes != 16*k.Count+5+8 {
+		t.Errorf("GETXATTR: kernel %+v, daemon %+v; want 3 requests, 1 error, 5 data bytes", k, d)
 	}
 	// The control socket is the mounting user's alone.
 	fi, err := os.Stat(labfs.SocketPath(mnt))
