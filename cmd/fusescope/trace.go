@@ -130,6 +130,7 @@ that "fusescope show" renders the same way.`,
 	f := c.Flags()
 	f.StringArrayVar(&mounts, "mount", nil, "trace only the FUSE file system mounted at `PATH` (repeatable)")
 	f.UintSliceVar(&conns, "conn", nil, "trace only FUSE connection `N` (/sys/fs/fuse/connections/N; repeatable)")
+	f.Lookup("conn").DefValue = "" // pflag would print "(default [])"
 	f.IntVarP(&pid, "pid", "p", 0, "trace only requests made by process `PID`")
 	f.StringVar(&comm, "comm", "", "trace only requests made by commands named `NAME`")
 	f.StringSliceVar(&ops, "op", nil, "trace only these opcodes, e.g. `LOOKUP,GETATTR`")
