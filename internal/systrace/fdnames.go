@@ -432,7 +432,7 @@ func (n *fdNamer) inherit(child int, parent *fdTable, shared bool) {
 // leadingArgs splits the first k (at most 4) top-level arguments off args.
 func leadingArgs(args string, k int) (out [4]string) {
 	for i := 0; i < k && args != ""; i++ {
-		end := topLevelIndex(args, ',')
+		end := nextArgEnd(args)
 		if end < 0 {
 			out[i] = strings.TrimSpace(args)
 			break
@@ -441,6 +441,18 @@ func leadingArgs(args string, k int) (out [4]string) {
 		args = args[end+1:]
 	}
 	return out
+}
+
+// nextArgEnd is topLevelIndex(args, ','), quicker for the usual leading
+// argument, a number or a constant: with no quote, bracket or fd annotation
+// before the first comma, that comma ends it; with no comma at all, nothing
+// does.
+func nextArgEnd(args string) int {
+	end := strings.IndexByte(args, ',')
+	if end < 0 || !strings.ContainsAny(args[:end], "\"<()[]{}") {
+		return end
+	}
+	return topLevelIndex(args, ',')
 }
 
 // unquote reads a quoted path as strace prints it; a path cut by -s keeps

@@ -253,3 +253,15 @@ func TestSockaddrText(t *testing.T) {
 		}
 	}
 }
+
+// nextArgEnd's quick path finds the comma topLevelIndex finds.
+func FuzzNextArgEnd(f *testing.F) {
+	for _, s := range []string{"3, \"a\", 1", "AT_FDCWD, \"/a,b\", O_RDONLY", "3</a,b>, 1", "{fd=3, events=POLLIN}, 1, 5", "a), b", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := nextArgEnd(s), topLevelIndex(s, ','); got != want {
+			t.Errorf("nextArgEnd(%q) = %d, topLevelIndex %d", s, got, want)
+		}
+	})
+}

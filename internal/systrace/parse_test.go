@@ -328,3 +328,25 @@ func TestProcessTreeLiveThreads(t *testing.T) {
 		t.Errorf("process %+v, want pid 10, 3 threads, 9 calls, /usr/bin/python3, 1000.5 to 1001.5, still running", p)
 	}
 }
+
+// lookupCall's table finds every call callInfos knows, and nothing else.
+func TestLookupCall(t *testing.T) {
+	ids := map[int]bool{}
+	for name, c := range callInfos {
+		if got := lookupCall(name); got != c {
+			t.Errorf("lookupCall(%q) = %+v, want %+v", name, got, c)
+		}
+		if c.id < 1 || c.id > knownCalls || ids[c.id] {
+			t.Errorf("%s: id %d is not unique in 1..%d", name, c.id, knownCalls)
+		}
+		ids[c.id] = true
+	}
+	for _, name := range []string{"", "nosuchcall", "rea", "readd", "READ", "open\x00"} {
+		if got := lookupCall(name); got != otherCall {
+			t.Errorf("lookupCall(%q) = %+v, want otherCall", name, got)
+		}
+	}
+	if lookupCall("read").category != "file I/O" || !lookupCall("openat").open {
+		t.Error("read or openat lost what they are")
+	}
+}
