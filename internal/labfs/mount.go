@@ -98,7 +98,11 @@ func CleanStale(mnt string) (string, error) {
 	}
 	var parent unix.Stat_t
 	if unix.Stat(filepath.Dir(mnt), &parent) == nil && parent.Dev != st.Dev && mnt != "/" {
-		return "", fmt.Errorf("%s is already a mount point: unmount it first (fusescope fs umount %s)", mnt, mnt)
+		how := "umount " + mnt
+		if _, err := os.Stat(SocketPath(mnt)); err == nil {
+			how = "fusescope fs umount " + mnt // a lab file system's
+		}
+		return "", fmt.Errorf("%s is already a mount point: unmount it first (%s)", mnt, how)
 	}
 	return "", nil
 }

@@ -508,11 +508,13 @@ func waitMounted(t *testing.T, mnt string) {
 // Bad input to fs mount gets one line and a non-zero exit.
 func TestLabFSBadInput(t *testing.T) {
 	src, mnt := t.TempDir(), t.TempDir()
+	_, bindfsMnt := mountBindfs(t, 1)
 	cases := []struct {
 		args []string
 		want string
 	}{
 		{[]string{"fs", "mount", "/nonexistent", mnt}, "is not a directory"},
+		{[]string{"fs", "mount", src, bindfsMnt}, "already a mount point: unmount it first (umount " + bindfsMnt + ")"},
 		{[]string{"fs", "mount", src, filepath.Join(src, "inner")}, "inside the source"},
 		{[]string{"fs", "mount", "--background", src, filepath.Join(src, "inner")}, "inside the source"}, // the daemon's error, passed on
 		{[]string{"fs", "mount", src, mnt, "--preset", "fast"}, "unknown preset"},
