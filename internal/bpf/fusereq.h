@@ -32,8 +32,7 @@ struct inflight_slot {
 	__u64 start_ns; /* 0 while a claim is being filled in */
 	__u32 conn;
 	__u32 opcode;
-	__u32 tgid;
-	__u32 tid;
+	__u32 pid;     /* the requesting thread: on tp_btf the request header's (in the daemon's pid namespace), else the current task's */
 	__u32 req_len;
 	__u32 req_tag; /* tp_btf: the low bits of the request's address; 0 on the classic tracepoints */
 };

@@ -27,10 +27,10 @@ type FuseReqInflightSlot struct {
 	StartNs uint64
 	Conn    uint32
 	Opcode  uint32
-	Tgid    uint32
-	Tid     uint32
+	Pid     uint32
 	ReqLen  uint32
 	ReqTag  uint32
+	_       [4]byte
 }
 
 type FuseReqOpStats struct {

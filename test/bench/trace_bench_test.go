@@ -443,6 +443,25 @@ func TestBenchTraceOverhead(t *testing.T) {
 	tr.Pause()
 }
 
+// TestBenchTracePerEvent measures only the per-event cost by placement, as
+// the end of TestBenchTraceOverhead does (about 20 s): the quick way to
+// compare two builds, running their test binaries in turn.
+func TestBenchTracePerEvent(t *testing.T) {
+	setup(t)
+	files, conn := statMount(t, 1000)
+	for i := 0; i < 5; i++ {
+		statBlock(files) // warm up
+	}
+	tr, err := ktrace.Start(ktrace.Options{Conns: []uint32{conn}, Attach: ktrace.AttachBTF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	setBPFStats(t, true)
+	defer setBPFStats(t, false)
+	placements(t, tr, files, 9)
+}
+
 type progStat struct {
 	ID        int    `json:"id"`
 	Type      string `json:"type"`
