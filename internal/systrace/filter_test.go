@@ -67,6 +67,25 @@ func TestTimeline(t *testing.T) {
 	}
 }
 
+// A timeline shows the idle bins between busy ones, empty.
+func TestTimelineShowsIdleBins(t *testing.T) {
+	log := `1 10:00:00.000 read(3</a>, "", 1) = 0 <0.000010>
+1 10:00:03.500 read(3</a>, "", 1) = 0 <0.000010>
+`
+	p := NewParser()
+	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, Options{TimelineS: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []float64
+	for _, b := range r.Timeline {
+		starts = append(starts, b.Start)
+	}
+	if len(starts) != 4 || starts[1] != 1 || r.Timeline[1].Calls["file I/O"] != 0 || r.Timeline[3].Calls["file I/O"] != 1 {
+		t.Errorf("bins start at %v: %+v; want 0, 1, 2, 3, the middle two empty", starts, r.Timeline)
+	}
+}
+
 // -p on a log keeps the process's threads (made by clone with
 // CLONE_THREAD), not the processes it forks.
 func TestFilterPIDKeepsThreads(t *testing.T) {

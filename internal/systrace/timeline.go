@@ -1,6 +1,9 @@
 package systrace
 
-import "sort"
+import (
+	"math"
+	"sort"
+)
 
 // TimelineBin is one interval of the timeline: calls and time per category.
 type TimelineBin struct {
@@ -58,6 +61,19 @@ func (a *timeline) Observe(e *Event) {
 }
 
 func (a *timeline) Finish(r *Report) {
+	// Bins without calls between the first and the last are shown empty:
+	// an idle stretch is what a timeline is read for.
+	lo, hi := math.MaxInt, -1
+	for i := range a.bins {
+		lo, hi = min(lo, i), max(hi, i)
+	}
+	if hi >= 0 && hi-lo < a.maxBins {
+		for i := lo; i <= hi; i++ {
+			if a.bins[i] == nil {
+				a.bins[i] = &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
+			}
+		}
+	}
 	for _, b := range a.bins {
 		r.Timeline = append(r.Timeline, *b)
 	}
