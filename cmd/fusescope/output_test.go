@@ -11,8 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func writeString(s string) func(io.Writer) error {
-	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+// save does what a run with -o path does at its end: it writes s there.
+func save(t *testing.T, path, s string) {
+	t.Helper()
+	o, err := createOutput(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.finish(func(w io.Writer) error { _, err := io.WriteString(w, s); return err }); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // -o renames a temporary file over a regular file, but writes a device or a
@@ -25,13 +33,7 @@ func TestOutputKeepsDevicesAndPipes(t *testing.T) {
 		if err := syscall.Mknod(null, syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 			t.Fatal(err)
 		}
-		o, err := createOutput(null)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := o.finish(writeString("record")); err != nil {
-			t.Fatal(err)
-		}
+		save(t, null, "record")
 		if fi, err := os.Stat(null); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 			t.Fatalf("a null device after -o: %v, %v; want the character device", fi.Mode(), err)
 		}
@@ -46,13 +48,7 @@ func TestOutputKeepsDevicesAndPipes(t *testing.T) {
 		b, _ := os.ReadFile(fifo)
 		got <- string(b)
 	}()
-	o, err := createOutput(fifo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.finish(writeString("through the pipe")); err != nil {
-		t.Fatal(err)
-	}
+	save(t, fifo, "through the pipe")
 	if s := <-got; s != "through the pipe" {
 		t.Errorf("the pipe's reader got %q", s)
 	}
@@ -68,13 +64,7 @@ func TestOutputFollowsSymlinksAndRefusesDirectories(t *testing.T) {
 	if err := os.Symlink("target.json", link); err != nil {
 		t.Fatal(err)
 	}
-	o, err := createOutput(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.finish(writeString("new")); err != nil {
-		t.Fatal(err)
-	}
+	save(t, link, "new")
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the link after -o: %v, %v; want it kept", fi.Mode(), err)
 	}
@@ -83,7 +73,8 @@ func TestOutputFollowsSymlinksAndRefusesDirectories(t *testing.T) {
 	}
 
 	// A run that saves nothing leaves the old file as it was.
-	if o, err = createOutput(target); err != nil {
+	o, err := createOutput(target)
+	if err != nil {
 		t.Fatal(err)
 	}
 	o.finish(nil)
