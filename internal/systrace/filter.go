@@ -133,8 +133,8 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 // How many lines of how many threads the -p filter holds while it waits
 // for the clones that made them.
 const (
-	maxEarlyLines   = 256
-	maxEarlyThreads = 1024
+	maxEarlyLines   = 64
+	maxEarlyThreads = 256
 )
 
 func isClone(name string) bool {
