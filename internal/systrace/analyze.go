@@ -21,6 +21,9 @@ type Report struct {
 	Processes    []Process      `json:"processes"`
 	Timeline     []TimelineBin  `json:"timeline,omitempty"`
 	TimelineBinS float64        `json:"timeline_bin_s,omitempty"`
+	// TimelineDropped counts calls that fell in no bin: a log spanning more
+	// than MaxTimelineBins bins.
+	TimelineDropped int `json:"timeline_dropped_calls,omitempty"`
 	Live         *LiveInfo      `json:"live,omitempty"` // set when the events came from the live source
 	TotalTime    float64        `json:"total_time_s"`   // sum of -T durations
 	Span         float64        `json:"span_s"`         // last timestamp minus first
@@ -115,7 +118,7 @@ func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*Repor
 	r := &Report{}
 	as := []Analyzer{newSyscallCounter(), &fileIO{m: map[string]*FileStat{}},
 		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*Process{}, leader: map[int]int{}, running: o.Running}, &clock{r: r},
-		&timeline{width: o.TimelineS, bins: map[int]*TimelineBin{}, maxBins: 100000}}
+		&timeline{width: o.TimelineS, bins: map[int]*TimelineBin{}, maxBins: MaxTimelineBins}}
 	err := events(func(e *Event) {
 		r.Events++
 		for _, a := range as {
@@ -222,6 +225,9 @@ func init() {
 		callTable[i] = c
 	}
 }
+
+// MaxTimelineBins bounds the timeline's memory.
+const MaxTimelineBins = 100000
 
 // knownCalls is how many calls callInfos knows.
 var knownCalls int

@@ -86,6 +86,19 @@ func TestTimelineShowsIdleBins(t *testing.T) {
 	}
 }
 
+// Calls past the timeline's last bin are counted, not lost silently.
+func TestTimelineCountsWhatItDrops(t *testing.T) {
+	a := &timeline{width: 1, bins: map[int]*TimelineBin{}, maxBins: 2}
+	for _, at := range []float64{100, 100.5, 101, 102, 103.5} {
+		a.Observe(&Event{Kind: Syscall, Name: "read", Time: at, Dur: 0.001})
+	}
+	var r Report
+	a.Finish(&r)
+	if len(r.Timeline) != 2 || r.TimelineDropped != 2 {
+		t.Errorf("%d bins, %d dropped; want 2 bins and the 2 calls past them", len(r.Timeline), r.TimelineDropped)
+	}
+}
+
 // -p on a log keeps the process's threads (made by clone with
 // CLONE_THREAD), not the processes it forks.
 func TestFilterPIDKeepsThreads(t *testing.T) {

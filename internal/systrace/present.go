@@ -181,6 +181,9 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			rows = append(rows, append(row, fmt.Sprintf("%.6f", total)))
 		}
 		report.Columns(&b, rows, "r")
+		if r.TimelineDropped > 0 {
+			fmt.Fprintf(&b, "%d calls fell past the timeline's %d bins and are not in it: give a wider --timeline\n", r.TimelineDropped, MaxTimelineBins)
+		}
 	}
 	if len(r.Processes) > 1 || (len(r.Processes) == 1 && r.Processes[0].Threads > 1) {
 		b.WriteString("\nProcess tree\n")

@@ -19,7 +19,7 @@ type timeline struct {
 	seen        bool
 	bins        map[int]*TimelineBin
 	maxBins     int
-	overflowing bool
+	dropped     int // calls in bins past maxBins
 }
 
 func (a *timeline) Observe(e *Event) {
@@ -41,7 +41,9 @@ func (a *timeline) Observe(e *Event) {
 	b := a.bins[i]
 	if b == nil {
 		if len(a.bins) >= a.maxBins {
-			a.overflowing = true
+			if e.Kind == Syscall || e.Calls > 0 {
+				a.dropped += e.N()
+			}
 			return
 		}
 		b = &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
@@ -79,4 +81,5 @@ func (a *timeline) Finish(r *Report) {
 	}
 	sort.Slice(r.Timeline, func(i, j int) bool { return r.Timeline[i].Start < r.Timeline[j].Start })
 	r.TimelineBinS = a.width
+	r.TimelineDropped = a.dropped
 }
