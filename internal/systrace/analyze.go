@@ -23,11 +23,11 @@ type Report struct {
 	TimelineBinS float64        `json:"timeline_bin_s,omitempty"`
 	// TimelineDropped counts calls that fell in no bin: a log spanning more
 	// than MaxTimelineBins bins.
-	TimelineDropped int `json:"timeline_dropped_calls,omitempty"`
-	Live         *LiveInfo      `json:"live,omitempty"` // set when the events came from the live source
-	TotalTime    float64        `json:"total_time_s"`   // sum of -T durations
-	Span         float64        `json:"span_s"`         // last timestamp minus first
-	HasDuration  bool           `json:"has_duration"`   // the log had -T
+	TimelineDropped int       `json:"timeline_dropped_calls,omitempty"`
+	Live            *LiveInfo `json:"live,omitempty"` // set when the events came from the live source
+	TotalTime       float64   `json:"total_time_s"`   // sum of -T durations
+	Span            float64   `json:"span_s"`         // last timestamp minus first
+	HasDuration     bool      `json:"has_duration"`   // the log had -T
 }
 
 // LiveInfo describes a live trace (fusescope syscalls -- CMD, or -p PID).

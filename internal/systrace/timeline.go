@@ -14,12 +14,12 @@ type TimelineBin struct {
 
 // timeline bins system calls by when they started.
 type timeline struct {
-	width       float64
-	first       float64
-	seen        bool
-	bins        map[int]*TimelineBin
-	maxBins     int
-	dropped     int // calls in bins past maxBins
+	width   float64
+	first   float64
+	seen    bool
+	bins    map[int]*TimelineBin
+	maxBins int
+	dropped int // calls in bins past maxBins
 }
 
 func (a *timeline) Observe(e *Event) {
