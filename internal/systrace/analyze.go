@@ -180,7 +180,8 @@ type callInfo struct {
 	name                    string
 	category                string
 	open, read, write, wait bool
-	fdArgs                  int // leading arguments nameFDs reads; -1: the call involves no fd
+	spawn                   bool // clone, clone3, fork, vfork: returns the id of what it made
+	fdArgs                  int  // leading arguments nameFDs reads; -1: the call involves no fd
 }
 
 var (
@@ -202,6 +203,9 @@ func init() {
 	}
 	for name := range openCalls {
 		get(name).open = true
+	}
+	for name := range spawnCalls {
+		get(name).spawn = true
 	}
 	for name := range readCalls {
 		get(name).read = true
@@ -338,6 +342,7 @@ var (
 	readCalls  = set("read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg", "recv")
 	writeCalls = set("write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg", "send")
 	openCalls  = set("open", "openat", "openat2", "creat")
+	spawnCalls = set("clone", "clone3", "fork", "vfork")
 )
 
 func set(names ...string) map[string]bool {
@@ -588,27 +593,22 @@ func (a *procTree) Observe(e *Event) {
 	switch e.Kind {
 	case Syscall:
 		p.Calls += e.N()
-		switch e.Name {
-		case "clone", "clone3", "fork", "vfork":
-			if child, ok := e.RetInt(); ok && child > 0 {
-				if strings.Contains(e.Args, "CLONE_THREAD") {
-					a.leader[int(child)] = e.PID
-					return
-				}
-				c := a.get(int(child))
-				if c.Start == 0 || (e.Time > 0 && e.Time < c.Start) {
-					c.Start = e.Time
-				}
-				c.Parent = e.PID
-				if c.Exec == "" {
-					c.Exec = p.Exec
-				}
+		if child := e.Child(); child > 0 {
+			if strings.Contains(e.Args, "CLONE_THREAD") {
+				a.leader[child] = e.PID
+				return
 			}
-		case "execve", "execveat":
-			if e.Errno == "" {
-				if path, err := strconv.Unquote(firstArg(e.Args)); err == nil {
-					p.Exec = path
-				}
+			c := a.get(child)
+			if c.Start == 0 || (e.Time > 0 && e.Time < c.Start) {
+				c.Start = e.Time
+			}
+			c.Parent = e.PID
+			if c.Exec == "" {
+				c.Exec = p.Exec
+			}
+		} else if (e.Name == "execve" || e.Name == "execveat") && e.Errno == "" {
+			if path, err := strconv.Unquote(firstArg(e.Args)); err == nil {
+				p.Exec = path
 			}
 		}
 	case Exit:

@@ -376,8 +376,8 @@ func (n *fdNamer) observe(e *Event) {
 		}
 		return
 	case "clone", "clone3", "fork", "vfork":
-		if ok && ret > 0 {
-			n.inherit(int(ret), t, strings.Contains(e.Args, "CLONE_FILES"))
+		if child := e.Child(); child > 0 && e.Errno == "" {
+			n.inherit(child, t, strings.Contains(e.Args, "CLONE_FILES"))
 		}
 		return
 	}

@@ -90,12 +90,7 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 				pass(e)
 				return
 			}
-			child := 0
-			if e.Kind == Syscall && isClone(e.Name) {
-				if id, ok := e.RetInt(); ok && id > 0 {
-					child = int(id)
-				}
-			}
+			child := e.Child()
 			if !kept[e.PID] && !kept[e.TGID] {
 				switch {
 				case child > 0:
@@ -136,10 +131,6 @@ const (
 	maxEarlyLines   = 64
 	maxEarlyThreads = 256
 )
-
-func isClone(name string) bool {
-	return name == "clone" || name == "clone3" || name == "fork" || name == "vfork"
-}
 
 func (f *Filter) matchFile(target string) bool {
 	if target == "" {

@@ -130,6 +130,18 @@ func (e *Event) RetInt() (int64, bool) {
 	return v, err == nil
 }
 
+// Child is the id of the process or thread a clone, clone3, fork or vfork
+// made, from its return value; 0 for a call that made none.
+func (e *Event) Child() int {
+	if e.Kind != Syscall || !e.info().spawn {
+		return 0
+	}
+	if id, ok := e.RetInt(); ok && id > 0 {
+		return int(id)
+	}
+	return 0
+}
+
 // Malformed is a line the parser could not read.
 type Malformed struct {
 	File string `json:"file,omitempty"` // when the log came from a named file

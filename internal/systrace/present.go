@@ -169,7 +169,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	}
 	if len(r.Timeline) > 0 {
 		fmt.Fprintf(&b, "\nTimeline (%.3g s bins): calls per category\n", r.TimelineBinS)
-		cats := []string{"file I/O", "network", "IPC", "memory", "process", "sleep and timers", "other"}
+		cats := CategoryNames
 		rows := [][]string{append(append([]string{"START(s)"}, cats...), "TIME(s)")}
 		for _, bin := range r.Timeline {
 			row := []string{fmt.Sprintf("%.3f", bin.Start)}

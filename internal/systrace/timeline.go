@@ -46,7 +46,7 @@ func (a *timeline) Observe(e *Event) {
 			}
 			return
 		}
-		b = &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
+		b = a.newBin(i)
 		a.bins[i] = b
 	}
 	c := e.info().category
@@ -72,7 +72,7 @@ func (a *timeline) Finish(r *Report) {
 	if hi >= 0 && hi-lo < a.maxBins {
 		for i := lo; i <= hi; i++ {
 			if a.bins[i] == nil {
-				a.bins[i] = &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
+				a.bins[i] = a.newBin(i)
 			}
 		}
 	}
@@ -82,4 +82,8 @@ func (a *timeline) Finish(r *Report) {
 	sort.Slice(r.Timeline, func(i, j int) bool { return r.Timeline[i].Start < r.Timeline[j].Start })
 	r.TimelineBinS = a.width
 	r.TimelineDropped = a.dropped
+}
+
+func (a *timeline) newBin(i int) *TimelineBin {
+	return &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
 }
