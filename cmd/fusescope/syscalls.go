@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,7 +34,8 @@ func newSyscallsCmd() *cobra.Command {
 		Short: "System calls from strace logs or live: hot spots, time per category, per-file I/O, waits, process tree",
 		Long: `Analyse system-call logs written by strace -f -tt -T -y (and its variants:
 -t, -ttt, -r, -yy, -i, -n, with or without PIDs, -o files, -ff file sets,
-strace-log-merge output). Calls split into "<unfinished ...>" and
+strace-log-merge output; gzip, bzip2 or zstd compressed; "-" reads
+standard input). Calls split into "<unfinished ...>" and
 "<... resumed>" lines are joined per thread; malformed lines are counted and
 reported with their line numbers. In a log without -y (strace-analyzer's
 "strace -s 0 -ff", an attach with -p), fds are followed through the calls
@@ -124,10 +126,10 @@ calls that create, name or close fds and processes, and calls of at least
 			}
 			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: top, TimelineS: timeline})
 			if err == nil && r.Events == 0 {
-				if r.Lines > r.Malformed {
-					err = fmt.Errorf("no system call in %v matches the filters (%d lines read)", args, r.Lines)
+				if p.Parsed > 0 {
+					err = fmt.Errorf("no system call in %s matches the filters (of %d events read)", strings.Join(args, ", "), p.Parsed)
 				} else {
-					err = fmt.Errorf("no system calls found in %v (%d lines, %d malformed): is it an strace log?", args, r.Lines, r.Malformed)
+					err = fmt.Errorf("no system calls found in %s (%d lines, %d malformed): is it an strace log? Record one with strace -f -tt -T -y -o LOG CMD", strings.Join(args, ", "), r.Lines, r.Malformed)
 				}
 			}
 			if err != nil {
@@ -156,7 +158,14 @@ calls that create, name or close fds and processes, and calls of at least
 // checkLogs refuses, before anything is read, a log that cannot be: a
 // missing file, a directory, or one that cannot be opened.
 func checkLogs(logs []string) error {
+	stdin := 0
 	for _, path := range logs {
+		if path == systrace.Stdin {
+			if stdin++; stdin > 1 {
+				return fmt.Errorf("standard input (-) is given twice: it can be read once")
+			}
+			continue
+		}
 		st, err := os.Stat(path)
 		if err == nil && st.IsDir() {
 			return fmt.Errorf("%s is a directory: give the log files in it (strace -ff writes LOG.PID files: %s/LOG.*)", path, path)

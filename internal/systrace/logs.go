@@ -1,11 +1,19 @@
 package systrace
 
 import (
+	"bufio"
+	"bytes"
+	"compress/bzip2"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // Logs is the event source of strace log files, through Named. The files
@@ -18,7 +26,7 @@ func Logs(paths []string, p *Parser) func(emit func(*Event)) error {
 		ordered := append([]string(nil), paths...)
 		sort.SliceStable(ordered, func(i, j int) bool { return PIDSuffix(ordered[i]) < PIDSuffix(ordered[j]) })
 		for _, path := range ordered {
-			f, err := os.Open(path)
+			f, err := OpenLog(path)
 			if err != nil {
 				return err
 			}
@@ -47,8 +55,76 @@ func Named(parsed func(emit func(*Event)) error, p *Parser) func(emit func(*Even
 	}
 }
 
-// PIDSuffix is the PID of an strace -ff file (LOG.1234), or 0.
+// Stdin is the log name that reads standard input.
+const Stdin = "-"
+
+// compressedSuffixes are left out of a name before PIDSuffix reads it:
+// LOG.1234.gz is process 1234's file of a compressed -ff set.
+var compressedSuffixes = []string{".gz", ".bz2", ".zst"}
+
+// OpenLog opens an strace log for reading: "-" is standard input, and a
+// gzip, bzip2 or zstd log (logrotate's, or one kept compressed) is
+// decompressed as it is read, recognised by its first bytes, not its name.
+func OpenLog(path string) (io.ReadCloser, error) {
+	var f *os.File
+	if path == Stdin {
+		f = os.Stdin
+	} else {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return nil, err
+		}
+	}
+	r := bufio.NewReaderSize(f, 1<<16)
+	magic, _ := r.Peek(4)
+	var dec io.Reader
+	var closeDec func()
+	var err error
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		dec, err = gzip.NewReader(r)
+	case bytes.HasPrefix(magic, []byte("BZh")):
+		dec = bzip2.NewReader(r)
+	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		var z *zstd.Decoder
+		if z, err = zstd.NewReader(r, zstd.WithDecoderConcurrency(1)); err == nil {
+			dec, closeDec = z, z.Close
+		}
+	default:
+		dec = r
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return &logFile{Reader: dec, f: f, closeDec: closeDec}, nil
+}
+
+type logFile struct {
+	io.Reader
+	f        *os.File
+	closeDec func()
+}
+
+func (l *logFile) Close() error {
+	if l.closeDec != nil {
+		l.closeDec()
+	}
+	if l.f == os.Stdin {
+		return nil
+	}
+	return l.f.Close()
+}
+
+// PIDSuffix is the PID of an strace -ff file (LOG.1234, or LOG.1234.gz
+// compressed), or 0.
 func PIDSuffix(path string) int {
+	for _, c := range compressedSuffixes {
+		if trimmed, ok := strings.CutSuffix(path, c); ok {
+			path = trimmed
+			break
+		}
+	}
 	ext := filepath.Ext(path)
 	if ext == "" {
 		return 0

@@ -166,6 +166,7 @@ type Parser struct {
 	Lost      int         // unfinished calls whose resumed line never came
 	Summary   int         // lines of an strace -c/-C summary table, skipped
 	Lines     int         // in all the logs read
+	Parsed    int         // events read, before any filter
 	// FollowedFDs: the logs had no strace -y targets, and Logs named the
 	// fds by following the calls that made them.
 	FollowedFDs bool
@@ -205,6 +206,7 @@ func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 				p.Malformed = append(p.Malformed, Malformed{File: p.File, Line: line, Text: text, Why: err.Error()})
 			}
 		} else if ev != nil {
+			p.Parsed++
 			emit(ev)
 		}
 	}

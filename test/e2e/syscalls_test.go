@@ -209,6 +209,9 @@ func TestSyscallsBadInput(t *testing.T) {
 		{[]string{"syscalls", "/nonexistent.log"}, "no such file or directory: give strace logs"},
 		{[]string{"syscalls", filepath.Dir(empty)}, "is a directory: give the log files in it"},
 		{[]string{"syscalls", "--json", "--csv", empty}, "give one of --json, --csv"},
+		{[]string{"syscalls", "-", "-"}, "standard input (-) is given twice"},
+		{[]string{"syscalls", "--category", "network", "/etc/hostname"}, "is it an strace log?"},
+		{[]string{"syscalls", "--file", "/nothing/*", "../../internal/systrace/testdata/sample.log"}, "matches the filters (of "},
 	}
 	for _, c := range cases {
 		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
@@ -265,7 +268,41 @@ func TestSyscallsFileSet(t *testing.T) {
 			t.Errorf("merged log: %d events, %d processes, %d malformed; the set: %d events, %d processes",
 				m.Events, len(m.Processes), m.Malformed, r.Events, len(r.Processes))
 		}
+		// The merged log on standard input: the same report.
+		cmd := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-")
+		log, err := os.Open(merged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		cmd.Stdin = log
+		if stdin, err := cmd.Output(); err != nil || string(stdin) != string(mustRead(t, fusescopeBin, "syscalls", "--json", "--top", "0", merged)) {
+			t.Errorf("the merged log on standard input (-) gave another report (%v)", err)
+		}
 	}
+
+	// The set compressed file by file (set.PID.gz, as logrotate leaves
+	// them): the same report, each file still read as its PID's.
+	var gzipped []string
+	for _, f := range files {
+		run(t, "gzip", "-k", f)
+		gzipped = append(gzipped, f+".gz")
+	}
+	want := mustRead(t, fusescopeBin, "syscalls", "--json", "--top", "0", "--category", "file I/O", files[0], files[1])
+	got := mustRead(t, fusescopeBin, "syscalls", "--json", "--top", "0", "--category", "file I/O", gzipped[0], gzipped[1])
+	if strings.ReplaceAll(string(got), ".gz", "") != string(want) {
+		t.Errorf("a gzipped -ff set gives another report:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// mustRead runs name with args and returns its standard output.
+func mustRead(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return out
 }
 
 // forkWorkload writes two files of known sizes, then a forked child reads
