@@ -50,7 +50,7 @@ func newRootCmd() *cobra.Command {
   fs        a lab file system in which every FUSE caching and transport mode is a
             switch, with an emulated slow backend and its own histograms
   syscalls  system-call analysis of strace logs, or live with eBPF (-- CMD, -p PID)
-  show      render a saved record exactly as the live view did
+  show      render a saved record or syscalls report exactly as the live view did
 
 Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		Version:       version,

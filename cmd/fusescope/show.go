@@ -1,31 +1,66 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/systrace"
 	"github.com/spf13/cobra"
 )
 
 func newShowCmd() *cobra.Command {
-	var out outputFlags
+	var (
+		out outputFlags
+		top int
+	)
 	c := &cobra.Command{
 		Use:   "show RECORD.json",
-		Short: "Render a saved record exactly as the live trace did",
+		Short: "Render a saved record or syscalls report exactly as the live view did",
+		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json) or
+a syscalls report (fusescope syscalls --json) exactly as the live view did,
+or convert it to CSV.`,
 		Example: `  fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
   fusescope show run1.json            # histograms and table, in usecs
   fusescope show -m --no-hist run1.json
-  fusescope show --csv run1.json > run1.csv`,
+  fusescope show --csv run1.json > run1.csv
+  fusescope syscalls --json -o app.json app.log
+  fusescope show --top 20 app.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rec, err := profile.Load(args[0])
+			b, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
+			}
+			var head struct {
+				Schema string `json:"schema"`
+			}
+			if json.Unmarshal(b, &head) == nil && strings.HasPrefix(head.Schema, "fusescope.syscalls/") {
+				for _, name := range []string{"milliseconds", "microseconds", "ns", "counts", "no-hist"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s applies to trace records; %s is a syscalls report (use --top, --json or --csv)", name, args[0])
+					}
+				}
+				r, err := systrace.ReadJSON(b)
+				if err != nil {
+					return fmt.Errorf("%s: %w", args[0], err)
+				}
+				return present(r, nil, out.json, out.csv, top)
+			}
+			if cmd.Flags().Changed("top") {
+				return fmt.Errorf("--top applies to syscalls reports; %s is a record: every opcode is shown", args[0])
+			}
+			rec, err := profile.Parse(b)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			r := &renderer{o: &out, w: os.Stdout}
 			return r.render(rec)
 		},
 	}
 	out.register(c)
+	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list (0: all)")
 	return c
 }

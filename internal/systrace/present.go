@@ -1,6 +1,7 @@
 package systrace
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,26 @@ func WriteJSON(w io.Writer, r *Report) error {
 		Schema string `json:"schema"`
 		*Report
 	}{Schema, r})
+}
+
+// ReadJSON decodes a report that WriteJSON wrote, refusing another schema
+// or fields this version does not know, so that a report is never shown
+// with parts silently missing.
+func ReadJSON(b []byte) (*Report, error) {
+	var r struct {
+		Schema string `json:"schema"`
+		*Report
+	}
+	r.Report = &Report{}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("malformed syscalls report: %v", err)
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("syscalls report schema %q is not supported by this fusescope (it reads %q)", r.Schema, Schema)
+	}
+	return r.Report, nil
 }
 
 // SyscallCSVColumns are the columns of --csv (docs/syscalls.md).
@@ -79,7 +100,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		fmt.Fprintf(&b, ", %.3f s in system calls", r.TotalTime)
 	}
 	b.WriteString("\n")
-	if r.Malformed > 0 {
+	if r.Malformed > 0 && len(r.FirstBad) > 0 {
 		first := r.FirstBad[0]
 		where := "line " + strconv.Itoa(first.Line)
 		if first.File != "" {
@@ -200,8 +221,16 @@ func WriteText(w io.Writer, r *Report, top int) error {
 				roots = append(roots, p)
 			}
 		}
+		// A report read back from JSON may repeat a PID (an edited file):
+		// each is printed once, so a PID that is its own ancestor cannot
+		// recurse.
+		printed := map[int]bool{}
 		var walk func(p Process, depth int)
 		walk = func(p Process, depth int) {
+			if printed[p.PID] {
+				return
+			}
+			printed[p.PID] = true
 			status := "running at end of log"
 			if r.Live != nil {
 				status = "running at end of trace"

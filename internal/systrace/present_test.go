@@ -88,3 +88,62 @@ func TestWriteJSONEmptyLists(t *testing.T) {
 		}
 	}
 }
+
+// A report read back from its JSON renders as the report did: what
+// fusescope show relies on.
+func TestReadJSONRendersAsTheReport(t *testing.T) {
+	r := sampleReport(t)
+	var js, text bytes.Buffer
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteText(&text, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(js.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	if err := WriteText(&again, back, 10); err != nil {
+		t.Fatal(err)
+	}
+	if again.String() != text.String() {
+		t.Errorf("read back, the report renders as\n%s\nwant\n%s", again.String(), text.String())
+	}
+	for in, want := range map[string]string{
+		`{"schema":"fusescope.syscalls/v9"}`:           "is not supported",
+		`{"schema":"fusescope.syscalls/v1","bogus":1}`: "unknown field",
+		`{"schema":`: "malformed",
+	} {
+		if _, err := ReadJSON([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadJSON(%s): error %v, want one containing %q", in, err, want)
+		}
+	}
+}
+
+// Any report ReadJSON accepts renders in every presenter, however odd its
+// numbers and its process tree (a saved file may have been edited).
+func FuzzReadJSON(f *testing.F) {
+	if b, err := os.ReadFile("testdata/sample.json.golden"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"schema":"fusescope.syscalls/v1","processes":[{"pid":1,"parent":2},{"pid":2,"parent":1}]}`))
+	f.Add([]byte(`{"schema":"fusescope.syscalls/v1","timeline_bin_s":-1,"timeline":[{"start_s":-5}],"total_time_s":0}`))
+	f.Add([]byte(`{"schema":"fusescope.syscalls/v1","processes":[{"pid":1},{"pid":1,"parent":1}]}`)) // recursed without end
+	f.Add([]byte(`{"schema":"fusescope.syscalls/v1","malformed":1}`))                                // no first_malformed: panicked
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ReadJSON(b)
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := WriteText(&out, r, 10); err != nil {
+			t.Fatal(err)
+		}
+		WriteCSV(&out, r)
+		if err := WriteJSON(&out, r); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

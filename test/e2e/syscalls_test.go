@@ -371,3 +371,28 @@ func TestSyscallsLogsWithoutY(t *testing.T) {
 		}
 	}
 }
+
+// fusescope show renders a saved syscalls report as fusescope syscalls
+// printed it, from a log and from a live trace.
+func TestShowSyscallsReport(t *testing.T) {
+	need(t, "strace")
+	dir := t.TempDir()
+	log, saved := filepath.Join(dir, "app.log"), filepath.Join(dir, "app.json")
+	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, "sh", "-c", "cat /etc/hostname >/dev/null; ls / >/dev/null")
+	run(t, fusescopeBin, "syscalls", "--json", "-o", saved, log)
+	for _, flags := range [][]string{{}, {"--top", "0"}, {"--top", "2"}, {"--csv"}} {
+		want := mustRead(t, fusescopeBin, append(append([]string{"syscalls"}, flags...), log)...)
+		got := mustRead(t, fusescopeBin, append(append([]string{"show"}, flags...), saved)...)
+		if string(got) != string(want) {
+			t.Errorf("show %v differs from syscalls %v:\n--- syscalls\n%s\n--- show\n%s", flags, flags, want, got)
+		}
+	}
+	live := filepath.Join(dir, "live.json")
+	run(t, fusescopeBin, "syscalls", "--json", "-o", live, "--", "ls", "/")
+	if out := mustRead(t, fusescopeBin, "show", live); !strings.Contains(string(out), `live trace of "ls /"`) || !strings.Contains(string(out), "getdents64") {
+		t.Errorf("show of a live report:\n%s", out)
+	}
+	if out, err := exec.Command(fusescopeBin, "show", "-m", saved).CombinedOutput(); err == nil || !strings.Contains(string(out), "applies to trace records") {
+		t.Errorf("show -m on a syscalls report: %v\n%s", err, out)
+	}
+}
