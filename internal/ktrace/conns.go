@@ -2,6 +2,7 @@ package ktrace
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,7 +48,23 @@ func ReadConn(conn uint32) *profile.ConnInfo {
 	}
 	mb, _ := read("max_background")
 	ct, _ := read("congestion_threshold")
-	return &profile.ConnInfo{Waiting: w, MaxBackground: mb, CongestionThreshold: ct}
+	// fuse_abort_conn sets max_background to UINT_MAX to release every
+	// queued background request; fusectl shows no other sign of an abort.
+	return &profile.ConnInfo{Waiting: w, MaxBackground: mb, CongestionThreshold: ct, Aborted: mb == math.MaxUint32}
+}
+
+// ErrConnAborted reports a connection to trace whose daemon is gone.
+type ErrConnAborted struct {
+	Conn       uint32
+	MountPoint string // "" when not known
+}
+
+func (e *ErrConnAborted) Error() string {
+	what, fix := fmt.Sprintf("FUSE connection %d", e.Conn), "its mount point"
+	if e.MountPoint != "" {
+		what, fix = fmt.Sprintf("%s (conn %d)", e.MountPoint, e.Conn), e.MountPoint
+	}
+	return fmt.Sprintf("%s: the connection was aborted (its daemon died or was killed, or it was aborted through fusectl), so no request reaches a daemon: umount -l %s, and mount it again", what, fix)
 }
 
 // LiveConns lists the connections fusectl shows now.

@@ -30,10 +30,17 @@ type SessionConfig struct {
 	Emit func(r *profile.Record, final bool) error
 }
 
-// ErrMountGone reports a traced mount that went away while being traced.
-type ErrMountGone struct{ What string }
+// ErrMountGone reports a traced mount that went away while being traced,
+// or whose connection was aborted (Aborted: its daemon died).
+type ErrMountGone struct {
+	What    string
+	Aborted bool
+}
 
 func (e *ErrMountGone) Error() string {
+	if e.Aborted {
+		return fmt.Sprintf("%s: the daemon died while traced (the connection was aborted; umount -l it); the statistics above cover the time until then", e.What)
+	}
 	return fmt.Sprintf("%s disappeared while traced (unmounted, or its daemon died); the statistics above cover the time until then", e.What)
 }
 
@@ -58,6 +65,17 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 			if !live[c] {
 				return nil, fmt.Errorf("FUSE connection %d does not exist (%s lists the live ones)", c, ConnectionsDir)
 			}
+		}
+	}
+	for _, c := range conns {
+		if ci := ReadConn(c); ci != nil && ci.Aborted {
+			err := &ErrConnAborted{Conn: c}
+			for _, m := range cfg.Mounts {
+				if m.Minor == c {
+					err.MountPoint = m.MountPoint
+				}
+			}
+			return nil, err
 		}
 	}
 	opts := cfg.Options
@@ -140,8 +158,8 @@ loop:
 			break loop
 		case <-housekeeping.C:
 			labels.refresh()
-			if gone := labels.gone(); gone != "" {
-				stopErr = &ErrMountGone{What: gone}
+			if gone, aborted := labels.gone(); gone != "" {
+				stopErr = &ErrMountGone{What: gone, Aborted: aborted}
 				break loop
 			}
 		case <-intervalC:
@@ -211,21 +229,35 @@ func (b *mountBook) refresh() {
 			b.known[m.Conn] = m
 		}
 	}
-	for c := range live {
-		if _, ok := b.known[c]; !ok {
-			b.known[c] = profile.Mount{Conn: c, Connection: ReadConn(c)}
+	// A connection is aborted for good: its mount stays until unmounted,
+	// but nothing more will happen on it.
+	for _, c := range b.traced {
+		if b.present[c] && b.aborted(c) {
+			b.present[c] = false
 		}
-		if b.known[c].MountPoint == "" {
+	}
+	for c := range live {
+		if m := b.known[c]; m.MountPoint == "" {
+			// Not in mountinfo (another namespace's): fusectl still counts.
+			b.known[c] = profile.Mount{Conn: c, Connection: ReadConn(c)}
 			b.present[c] = true
 		}
 	}
 }
 
-// gone names the traced connections that are no longer there.
-func (b *mountBook) gone() string {
+func (b *mountBook) aborted(c uint32) bool {
+	ci := b.known[c].Connection
+	return ci != nil && ci.Aborted
+}
+
+// gone names the traced connections that are no longer there, and whether
+// all of those are still mounted, with their connection aborted.
+func (b *mountBook) gone() (names string, aborted bool) {
 	var out []string
+	aborted = true
 	for _, c := range b.traced {
 		if !b.present[c] {
+			aborted = aborted && b.aborted(c)
 			if m, ok := b.known[c]; ok && m.MountPoint != "" {
 				out = append(out, fmt.Sprintf("%s (conn %d)", m.MountPoint, c))
 			} else {
@@ -233,7 +265,7 @@ func (b *mountBook) gone() string {
 			}
 		}
 	}
-	return strings.Join(out, ", ")
+	return strings.Join(out, ", "), aborted && len(out) > 0
 }
 
 // mounts describes the traced connections, or every connection that appears

@@ -190,6 +190,10 @@ func Stats(mnt string) (*profile.Record, error) {
 	path := SocketPath(mnt)
 	conn, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
+		var st unix.Statfs_t
+		if serr := unix.Statfs(mnt, &st); errors.Is(serr, unix.ENOTCONN) || errors.Is(serr, unix.ECONNABORTED) {
+			return nil, fmt.Errorf("%s is a dead FUSE mount: its daemon is gone (killed?), and its statistics with it: fusescope fs umount %s, or mount it again (fusescope fs mount SRC %s cleans it)", mnt, mnt, mnt)
+		}
 		return nil, fmt.Errorf("no fusescope lab file system answers for %s (%s: %v): mount one with fusescope fs mount SRC %s", mnt, path, unwrapSyscall(err), mnt)
 	}
 	defer conn.Close()

@@ -80,6 +80,9 @@ type ConnInfo struct {
 	Waiting             uint64 `json:"waiting"`
 	MaxBackground       uint64 `json:"max_background"`
 	CongestionThreshold uint64 `json:"congestion_threshold"`
+	// Aborted: the connection was aborted (its daemon died, or it was
+	// aborted through fusectl); no request reaches a daemon any more.
+	Aborted bool `json:"aborted,omitempty"`
 }
 
 // Label names a connection for people: its mount point, or conn N.

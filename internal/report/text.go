@@ -123,6 +123,11 @@ func WriteConnections(w io.Writer, r *profile.Record) {
 		if m.Connection == nil {
 			continue
 		}
+		if m.Connection.Aborted {
+			fmt.Fprintf(w, "conn %d %s (%s): aborted (its daemon died, or it was aborted through fusectl), waiting %d\n",
+				m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting)
+			continue
+		}
 		fmt.Fprintf(w, "conn %d %s (%s): waiting %d, max_background %d, congestion_threshold %d\n",
 			m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold)
 	}

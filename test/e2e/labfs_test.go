@@ -404,6 +404,16 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	if err := unix.Statfs(mnt, &sfs); !errors.Is(err, syscall.ENOTCONN) {
 		t.Fatalf("after SIGKILL, statfs %s = %v, want ENOTCONN", mnt, err)
 	}
+	// Asked about the dead mount, stats and trace say what happened.
+	for args, want := range map[string]string{
+		"fs stats " + mnt:      "is a dead FUSE mount: its daemon is gone",
+		"trace --mount " + mnt: "the connection was aborted (its daemon died",
+	} {
+		out, err := exec.Command(fusescopeBin, strings.Fields(args)...).CombinedOutput()
+		if text := strings.TrimSpace(string(out)); err == nil || strings.Contains(text, "\n") || !strings.Contains(text, want) {
+			t.Errorf("%s on a dead mount: want one line containing %q and a non-zero exit, got %v:\n%s", args, want, err, out)
+		}
+	}
 	out, err := exec.Command(fusescopeBin, "fs", "mount", "--background", src, mnt).CombinedOutput()
 	if err != nil {
 		t.Fatalf("remount: %v\n%s", err, out)
