@@ -150,13 +150,19 @@ type SyscallTracer struct {
 	execs  map[uint32]string    // tid -> program of its last exec
 	ev     systrace.Event
 	short  int // events shorter than struct sys_event
+	pairs  int // pipes and socket pairs numbered, /proc having lost them
 }
 
 // liveProc is what user space knows of a traced process.
 type liveProc struct {
 	pid int
 	fds map[int]string
-	cwd string // "" until needed
+	// execClosed holds the names of fds an exec seemed to close (gone from
+	// /proc when the exec was read, which can be long after it): the
+	// kernel still holds their counters, flushed when the number is reused
+	// or at the end, and those are named by what the fd was.
+	execClosed map[int]string
+	cwd        string // "" until needed
 }
 
 // StartSyscalls checks the kernel, loads the programs and attaches them.
@@ -356,7 +362,7 @@ func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), in
 func (t *SyscallTracer) proc(tgid uint32) *liveProc {
 	p := t.procs[tgid]
 	if p == nil {
-		p = &liveProc{pid: int(tgid), fds: map[int]string{}}
+		p = &liveProc{pid: int(tgid), fds: map[int]string{}, execClosed: map[int]string{}}
 		t.procs[tgid] = p
 	}
 	return p
@@ -377,6 +383,24 @@ func (p *liveProc) target(fd int) string {
 	}
 	p.fds[fd] = s
 	return s
+}
+
+// pastTarget names fd for what it did before now: counters flushed at its
+// close or reuse, or at the end. An fd an exec seemed to close keeps the
+// name it had.
+func (p *liveProc) pastTarget(fd int) string {
+	if _, ok := p.fds[fd]; !ok {
+		if s, ok := p.execClosed[fd]; ok {
+			return s
+		}
+	}
+	return p.target(fd)
+}
+
+// name records what fd now refers to.
+func (p *liveProc) name(fd int, target string) {
+	p.fds[fd] = target
+	delete(p.execClosed, fd)
 }
 
 // procFD names fd of process pid from /proc, a socket as procSocket does.
@@ -444,9 +468,10 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 		// or everything if the process is already gone.
 		p := t.proc(ev.Pid)
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d/fd", ev.Pid)); err == nil {
-			for fd := range p.fds {
+			for fd, s := range p.fds {
 				if _, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/%d", ev.Pid, fd)); err != nil {
 					delete(p.fds, fd)
+					p.execClosed[fd] = s
 				}
 			}
 		}
@@ -514,7 +539,7 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 	// Most opens find their fd's counters empty (mask 0): naming the fd
 	// then would cost a readlink in /proc for nothing.
 	if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
-		t.emitIO(emit, ev.Pid, p.target(int(ev.FlushedFd)), ev.Flushed[:], ev.FlushedMask)
+		t.emitIO(emit, ev.Pid, p.pastTarget(int(ev.FlushedFd)), ev.Flushed[:], ev.FlushedMask)
 	}
 	e := &t.ev
 	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), TGID: int(ev.Pid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
@@ -538,31 +563,33 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 		target := ""
 		if ret >= 0 {
 			target = p.resolve(dirfd, str)
-			p.fds[int(ret)] = target
+			p.name(int(ret), target)
 		}
 		e.Args = strconv.Quote(str)
 		e.SetTarget(target)
 	case "close":
-		e.SetTarget(p.target(fd))
+		e.SetTarget(p.pastTarget(fd))
 		delete(p.fds, fd)
+		delete(p.execClosed, fd)
 	case "dup", "dup2", "dup3", "fcntl":
 		// fcntl arrives whole only when it duplicated the fd (F_DUPFD,
 		// F_DUPFD_CLOEXEC) or lasted --min-wait.
 		old := p.target(fd)
 		if ret >= 0 && (name != "fcntl" || isDupCmd(ev.Args[1])) {
-			p.fds[int(ret)] = old
+			p.name(int(ret), old)
 		}
 		e.SetTarget(old)
 	case "socket":
 		if ret >= 0 {
-			p.fds[int(ret)] = systrace.SocketTarget(int(ev.Args[0]), int(ev.Args[1]))
+			p.name(int(ret), systrace.SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
 		}
 	case "connect", "bind":
 		target := p.target(fd)
 		if a := sockaddr(rawBytes(ev.Str[:], ev.StrLen)); a != "" {
 			named := systrace.Protocol(target) + ":[" + a + "]"
 			if ret == 0 || e.Errno == "EINPROGRESS" {
-				p.fds[fd], target = named, named
+				p.name(fd, named)
+				target = named
 			} else {
 				target = named // what it failed to reach; the fd stays unnamed
 			}
@@ -572,15 +599,36 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 		listener := p.target(fd)
 		if ret >= 0 {
 			peer := sockaddr(rawBytes(ev.Str[:], ev.StrLen))
-			p.fds[int(ret)] = systrace.Protocol(listener) + ":[" + peer + "]"
+			p.name(int(ret), systrace.Protocol(listener)+":["+peer+"]")
 		}
 		e.SetTarget(listener)
 	case "pipe", "pipe2", "socketpair":
 		if ret == 0 && ev.StrLen == 8 {
+			// /proc names the pair (pipe:[inode]) while it exists; a
+			// short-lived one (a shell's command substitution) is often
+			// gone by the time its event is read, and is then numbered as
+			// in a log without -y: pipe:[#1], UNIX:[#2].
+			kind := "pipe"
+			if name == "socketpair" {
+				kind = systrace.Protocol(systrace.SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
+			}
 			b := rawBytes(ev.Str[:], 8)
-			for _, nfd := range []int{int(int32(binary.LittleEndian.Uint32(b))), int(int32(binary.LittleEndian.Uint32(b[4:])))} {
-				delete(p.fds, nfd)
-				p.target(nfd) // asks /proc now, while the pipe likely exists
+			ends := []int{int(int32(binary.LittleEndian.Uint32(b))), int(int32(binary.LittleEndian.Uint32(b[4:])))}
+			// Either end names both: a pipe's ends share its inode (the
+			// process may have closed one already).
+			pair := ""
+			for _, nfd := range ends {
+				if s, err := procFD(p.pid, nfd); err == nil && (strings.HasPrefix(s, kind+":[") || kind != "pipe" && strings.HasPrefix(s, "socket:[")) {
+					pair = s
+					break
+				}
+			}
+			if pair == "" {
+				t.pairs++
+				pair = kind + ":[#" + strconv.Itoa(t.pairs) + "]"
+			}
+			for _, nfd := range ends {
+				p.name(nfd, pair)
 			}
 		}
 	case "poll", "ppoll":
@@ -609,6 +657,7 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 	default:
 		if fdCreators[name] && ret >= 0 {
 			delete(p.fds, int(ret))
+			delete(p.execClosed, int(ret))
 			p.target(int(ret))
 		}
 		if systrace.TakesFD(name) && fd >= 0 {
@@ -673,7 +722,7 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 			}
 			target := "fd:" + strconv.Itoa(fd)
 			if known {
-				target = t.proc(tgid).target(fd)
+				target = t.proc(tgid).pastTarget(fd)
 			}
 			t.emitIO(emit, tgid, target, c, 1<<sysIOKinds-1)
 		}

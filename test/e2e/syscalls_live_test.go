@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -193,6 +194,54 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 		// the log, of the same thread group live), seen to exit 0.
 		if len(r.Processes) != 1 || r.Processes[0].Threads != 2 || r.Processes[0].Exit == nil || *r.Processes[0].Exit != 0 {
 			t.Errorf("%s: processes %+v, want one of 2 threads that exited 0", name, r.Processes)
+		}
+	}
+}
+
+// A shell script names its fds in ways that race with a live tracer's
+// user space: bash reads its script through fd 255 (dup2, close-on-exec,
+// closed by the exec that ends the script, with no close call), and each
+// command substitution's pipe is made and gone within a millisecond,
+// before /proc can be asked about it. Every byte is still counted under a
+// name, as strace -y names it: the script by its path, the pipes as pipes.
+func TestSyscallsLiveNamesShellFds(t *testing.T) {
+	need(t, "strace", "bash")
+	dir := t.TempDir()
+	data, script := filepath.Join(dir, "data.txt"), filepath.Join(dir, "script.sh")
+	os.WriteFile(data, bytes.Repeat([]byte("x"), 1000), 0o644)
+	os.WriteFile(script, []byte("#!/bin/bash\nfor i in 1 2 3 4 5; do x=$(cat \"$1\"); done\nexec /bin/true\n"), 0o755)
+
+	log := filepath.Join(dir, "strace.log")
+	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, script, data)
+	var fromLog systrace.Report
+	if err := json.Unmarshal(mustRead(t, fusescopeBin, "syscalls", "--json", "--top", "0", log), &fromLog); err != nil {
+		t.Fatal(err)
+	}
+	type io struct{ scriptRead, dataRead, pipeRead, pipeWritten, unnamed int64 }
+	sum := func(r *systrace.Report) io {
+		var s io
+		for _, f := range r.Files {
+			switch {
+			case f.Target == script:
+				s.scriptRead += f.BytesRead
+			case f.Target == data:
+				s.dataRead += f.BytesRead
+			case f.Kind == "pipe":
+				s.pipeRead += f.BytesRead
+				s.pipeWritten += f.BytesWritten
+			case strings.HasPrefix(f.Target, "fd:"):
+				s.unnamed += f.BytesRead + f.BytesWritten
+			}
+		}
+		return s
+	}
+	want := sum(&fromLog)
+	if want.dataRead != 5000 || want.pipeRead != 5000 || want.pipeWritten != 5000 || want.scriptRead == 0 {
+		t.Fatalf("the strace log's I/O: %+v, want 5000 bytes of data through 5 pipes, and the script read", want)
+	}
+	for i := 0; i < 3; i++ { // the races go either way from run to run
+		if got := sum(liveReport(t, "--", script, data)); got != want {
+			t.Errorf("run %d: live I/O %+v, strace's %+v", i, got, want)
 		}
 	}
 }
