@@ -277,8 +277,6 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	return t, nil
 }
 
-// Forget drops what the root's fd table holds for fd (the gate's pipe,
-// closed at its exec).
 // Running returns the programs of the processes that were running when
 // tracing began (the -p process): their execs were not seen.
 func (t *SyscallTracer) Running() map[int]string {
@@ -288,6 +286,8 @@ func (t *SyscallTracer) Running() map[int]string {
 	return map[int]string{t.root: t.exe}
 }
 
+// Forget drops what the root's fd table holds for fd (the gate's pipe,
+// closed at its exec).
 func (t *SyscallTracer) Forget(fd int) { delete(t.proc(uint32(t.root)).fds, fd) }
 
 func monotonicNow() uint64 {
