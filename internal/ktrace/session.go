@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fusectl"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -48,7 +49,7 @@ func (e *ErrMountGone) Error() string {
 // traced mount disappears, and returns the record of the whole run. Probes
 // are detached before it returns, whatever happens.
 func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error) {
-	if err := EnsureFusectl(); err != nil {
+	if err := fusectl.Ensure(); err != nil {
 		return nil, err
 	}
 	conns := append([]uint32(nil), cfg.Conns...)
@@ -57,18 +58,18 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	}
 	conns = dedup(conns)
 	if len(cfg.Conns) > 0 {
-		live, err := LiveConns()
+		live, err := fusectl.Live()
 		if err != nil {
 			return nil, err
 		}
 		for _, c := range cfg.Conns {
 			if !live[c] {
-				return nil, fmt.Errorf("FUSE connection %d does not exist (%s lists the live ones)", c, ConnectionsDir)
+				return nil, fmt.Errorf("FUSE connection %d does not exist (%s lists the live ones)", c, fusectl.Dir)
 			}
 		}
 	}
 	for _, c := range conns {
-		if ci := ReadConn(c); ci != nil && ci.Aborted {
+		if ci := fusectl.Read(c); ci != nil && ci.Aborted {
 			err := &ErrConnAborted{Conn: c}
 			for _, m := range cfg.Mounts {
 				if m.Minor == c {
@@ -221,7 +222,7 @@ func (b *mountBook) refresh() {
 	if err != nil {
 		return
 	}
-	live, _ := LiveConns()
+	live, _ := fusectl.Live()
 	b.present = map[uint32]bool{}
 	for _, m := range DescribeMounts(infos, b.named) {
 		if live[m.Conn] {
@@ -239,7 +240,7 @@ func (b *mountBook) refresh() {
 	for c := range live {
 		if m := b.known[c]; m.MountPoint == "" {
 			// Not in mountinfo (another namespace's): fusectl still counts.
-			b.known[c] = profile.Mount{Conn: c, Connection: ReadConn(c)}
+			b.known[c] = profile.Mount{Conn: c, Connection: fusectl.Read(c)}
 			b.present[c] = true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/fusectl"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -437,7 +438,7 @@ func (t *Tracer) abandoned() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	live, err := LiveConns()
+	live, err := fusectl.Live()
 	if err != nil {
 		return 0, err
 	}

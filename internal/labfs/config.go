@@ -6,6 +6,7 @@ package labfs
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -112,11 +113,44 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	if c.MDCacheTTL < 0 || c.ReadPipeline < 0 || c.ReadChunk < 0 || c.WriteBehind < 0 || c.MaxInodes < 0 {
-		return fmt.Errorf("user-space feature sizes must not be negative")
+	if c.MDCacheTTL < 0 {
+		return fmt.Errorf("--md-cache %v: give a positive time to live, or 0 for none", c.MDCacheTTL)
 	}
-	if c.MaxWrite < 0 || c.MaxRead < 0 || c.MaxReadahead < 0 || c.MaxBackground < 0 || c.Congestion < 0 || c.Threads < 0 {
-		return fmt.Errorf("sizes and counts must not be negative")
+	// The bounds are the kernel's (INIT carries the background limits in
+	// 16 bits, and raises max_read and max_write to 4 KiB) or the memory a
+	// feature may hold: read pipeline x chunk per open file, write-behind
+	// writes per file.
+	for _, r := range []struct {
+		flag     string
+		v        int
+		min, max int
+		why      string
+	}{
+		{"max-read", c.MaxRead, 4 << 10, math.MaxInt32, "the kernel reads at least 4KiB at a time"},
+		{"max-write", c.MaxWrite, 4 << 10, math.MaxInt32, "the kernel writes at least 4KiB at a time"},
+		{"max-readahead", c.MaxReadahead, 0, math.MaxInt32, ""},
+		{"max-background", c.MaxBackground, 1, math.MaxUint16, "the kernel takes 16 bits"},
+		{"congestion-threshold", c.Congestion, 1, math.MaxUint16, "the kernel takes 16 bits"},
+		{"threads", c.Threads, 0, math.MaxInt32, ""},
+		{"read-pipeline", c.ReadPipeline, 0, 256, "each holds a --read-chunk per open file"},
+		{"read-chunk", c.ReadChunk, 4 << 10, 256 << 20, "each pipelined read holds one in memory"},
+		{"write-behind", c.WriteBehind, 0, 4096, "each holds a write of up to --max-write per file"},
+		{"max-inodes", c.MaxInodes, 0, math.MaxInt32, ""},
+	} {
+		if r.v == 0 || (r.v >= r.min && r.v <= r.max) {
+			continue // 0: the default, or off
+		}
+		why := ""
+		if r.why != "" {
+			why = " (" + r.why + ")"
+		}
+		if r.min == 0 && r.max == math.MaxInt32 {
+			return fmt.Errorf("--%s %d: must not be negative", r.flag, r.v)
+		}
+		if r.max == math.MaxInt32 {
+			return fmt.Errorf("--%s %d: give 0 for the default or at least %d%s", r.flag, r.v, r.min, why)
+		}
+		return fmt.Errorf("--%s %d: give 0 for the default or %d to %d%s", r.flag, r.v, r.min, r.max, why)
 	}
 	if c.Congestion > 0 && c.MaxBackground > 0 && c.Congestion > c.MaxBackground {
 		return fmt.Errorf("--congestion-threshold %d exceeds --max-background %d: the kernel would cap it", c.Congestion, c.MaxBackground)

@@ -190,3 +190,33 @@ func TestSleeperRecoversFromABusyCalibration(t *testing.T) {
 	// Where it went depends on the machine's load while the test runs.
 	t.Logf("expected lateness %v after %d sleeps (measured at the start: %v)", time.Duration(s.late.Load()), n, quiet)
 }
+
+// Out-of-range sizes are refused with the flag named, where the kernel
+// would silently change them (16-bit background limits, 4 KiB minimum
+// requests) or a feature could hold unbounded memory.
+func TestValidateRanges(t *testing.T) {
+	for flag, set := range map[string]func(*Config){
+		"max-background":       func(c *Config) { c.MaxBackground = 70000 },
+		"congestion-threshold": func(c *Config) { c.Congestion = 1 << 16 },
+		"max-write":            func(c *Config) { c.MaxWrite = 1 },
+		"max-read":             func(c *Config) { c.MaxRead = 100 },
+		"max-readahead":        func(c *Config) { c.MaxReadahead = -1 },
+		"threads":              func(c *Config) { c.Threads = -1 },
+		"read-pipeline":        func(c *Config) { c.ReadPipeline = 100000 },
+		"read-chunk":           func(c *Config) { c.ReadChunk = 1 << 30 },
+		"write-behind":         func(c *Config) { c.WriteBehind = 5000 },
+		"max-inodes":           func(c *Config) { c.MaxInodes = -3 },
+		"md-cache":             func(c *Config) { c.MDCacheTTL = -time.Second },
+	} {
+		cfg, _ := Preset("default")
+		set(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "--"+flag+" ") {
+			t.Errorf("--%s out of range: %v, want an error naming it", flag, err)
+		}
+	}
+	cfg, _ := Preset("default")
+	cfg.MaxBackground, cfg.Congestion, cfg.MaxWrite, cfg.MaxRead, cfg.ReadPipeline, cfg.WriteBehind = 65535, 65535, 4096, 4096, 256, 4096
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the largest or smallest values allowed were refused: %v", err)
+	}
+}

@@ -8,10 +8,12 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fusectl"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -303,6 +305,10 @@ func (f *FS) Record() *profile.Record {
 	if f.Config.MaxReadahead > 0 && uint32(f.Config.MaxReadahead) < maxRA {
 		maxRA = uint32(f.Config.MaxReadahead)
 	}
+	// What the kernel applies of the INIT reply (fs/fuse/inode.c,
+	// process_init_reply): max_write raised to 4 KiB, max_pages capped by
+	// fs.fuse.max_pages_limit (32 without MAX_PAGES), and the background
+	// limits as fusectl shows them, which includes changes made there.
 	maxBg, cong := uint16(12), uint16(9)
 	if f.Config.MaxBackground > 0 {
 		maxBg = uint16(f.Config.MaxBackground)
@@ -311,9 +317,16 @@ func (f *FS) Record() *profile.Record {
 	if f.Config.Congestion > 0 {
 		cong = uint16(f.Config.Congestion)
 	}
+	if ci := fusectl.Read(f.Conn); ci != nil && !ci.Aborted {
+		maxBg, cong = uint16(ci.MaxBackground), uint16(ci.CongestionThreshold)
+	}
 	maxWrite := uint32(1 << 20)
 	if f.Config.MaxWrite > 0 {
-		maxWrite = uint32(f.Config.MaxWrite)
+		maxWrite = max(uint32(f.Config.MaxWrite), 4096)
+	}
+	maxPages := uint16(32)
+	if offered&requested&fuse.CAP_MAX_PAGES != 0 {
+		maxPages = uint16(min((maxWrite-1)/uint32(os.Getpagesize())+1, maxPagesLimit()))
 	}
 	return &profile.Record{
 		Schema: profile.Schema,
@@ -326,13 +339,27 @@ func (f *FS) Record() *profile.Record {
 				Source: f.Source, Config: cfgJSON, Flags: f.Config.Flags(),
 				Offered: fuseproto.InitFlagNames(offered), Requested: fuseproto.InitFlagNames(requested),
 				Negotiated: fuseproto.InitFlagNames(offered & requested),
-				MaxWrite:   maxWrite, MaxPages: uint16((maxWrite-1)/uint32(os.Getpagesize()) + 1), MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,
+				MaxWrite:   maxWrite, MaxPages: maxPages, MaxReadahead: maxRA, MaxBackground: maxBg, Congestion: cong,
 				TimerNs: f.timerNs, HeapBytes: memoryBytes(), Requests: n,
 				Counters: f.counters(),
 			},
 		},
 		Profile: p,
 	}
+}
+
+// maxPagesLimit is the kernel's cap on a request's pages
+// (fs.fuse.max_pages_limit, 256 before it could be set).
+func maxPagesLimit() uint32 {
+	b, err := os.ReadFile("/proc/sys/fs/fuse/max_pages_limit")
+	if err != nil {
+		return 256
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 16)
+	if err != nil || n == 0 {
+		return 256
+	}
+	return uint32(n)
 }
 
 // counters are the user-space features' counters and the number of inodes
