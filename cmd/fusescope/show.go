@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -21,16 +22,23 @@ func newShowCmd() *cobra.Command {
 		Short: "Render a saved record or syscalls report exactly as the live view did",
 		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json) or
 a syscalls report (fusescope syscalls --json) exactly as the live view did,
-or convert it to CSV.`,
+or convert it to CSV. "-" reads standard input.`,
 		Example: `  fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
   fusescope show run1.json            # histograms and table, in usecs
   fusescope show -m --no-hist run1.json
   fusescope show --csv run1.json > run1.csv
   fusescope syscalls --json -o app.json app.log
-  fusescope show --top 20 app.json`,
+  fusescope show --top 20 app.json
+  fusescope fs stats --json /mnt/lab | fusescope show -m -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := os.ReadFile(args[0])
+			var b []byte
+			var err error
+			if args[0] == "-" {
+				b, err = io.ReadAll(os.Stdin)
+			} else {
+				b, err = os.ReadFile(args[0])
+			}
 			if err != nil {
 				return err
 			}

@@ -387,6 +387,17 @@ func TestShowSyscallsReport(t *testing.T) {
 			t.Errorf("show %v differs from syscalls %v:\n--- syscalls\n%s\n--- show\n%s", flags, flags, want, got)
 		}
 	}
+	// "-" reads the report from standard input.
+	cmd := exec.Command(fusescopeBin, "show", "-")
+	f, err := os.Open(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd.Stdin = f
+	if got, err := cmd.Output(); err != nil || string(got) != string(mustRead(t, fusescopeBin, "show", saved)) {
+		t.Errorf("show - differs from show FILE (%v):\n%s", err, got)
+	}
 	live := filepath.Join(dir, "live.json")
 	run(t, fusescopeBin, "syscalls", "--json", "-o", live, "--", "ls", "/")
 	if out := mustRead(t, fusescopeBin, "show", live); !strings.Contains(string(out), `live trace of "ls /"`) || !strings.Contains(string(out), "getdents64") {
