@@ -18,7 +18,7 @@ func newShowCmd() *cobra.Command {
 		top int
 	)
 	c := &cobra.Command{
-		Use:   "show RECORD.json",
+		Use:   "show RECORD.json | -",
 		Short: "Render a saved record or syscalls report exactly as the live view did",
 		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json) or
 a syscalls report (fusescope syscalls --json) exactly as the live view did,
