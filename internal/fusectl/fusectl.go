@@ -35,8 +35,10 @@ func Ensure() error {
 }
 
 // Read reads /sys/fs/fuse/connections/N; nil if the connection is gone.
-func Read(conn uint32) *profile.ConnInfo {
-	dir := filepath.Join(Dir, strconv.FormatUint(uint64(conn), 10))
+func Read(conn uint32) *profile.ConnInfo { return readIn(Dir, conn) }
+
+func readIn(root string, conn uint32) *profile.ConnInfo {
+	dir := filepath.Join(root, strconv.FormatUint(uint64(conn), 10))
 	read := func(name string) (uint64, bool) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
