@@ -230,18 +230,18 @@ func (b *mountBook) refresh() {
 			b.known[m.Conn] = m
 		}
 	}
-	// A connection is aborted for good: its mount stays until unmounted,
-	// but nothing more will happen on it.
-	for _, c := range b.traced {
-		if b.present[c] && b.aborted(c) {
-			b.present[c] = false
-		}
-	}
 	for c := range live {
 		if m := b.known[c]; m.MountPoint == "" {
 			// Not in mountinfo (another namespace's): fusectl still counts.
 			b.known[c] = profile.Mount{Conn: c, Connection: fusectl.Read(c)}
 			b.present[c] = true
+		}
+	}
+	// A connection is aborted for good: its mount stays until unmounted,
+	// but nothing more will happen on it.
+	for _, c := range b.traced {
+		if b.present[c] && b.aborted(c) {
+			b.present[c] = false
 		}
 	}
 }
