@@ -150,8 +150,17 @@ func FuzzParseLatency(f *testing.F) {
 func FuzzParseBandwidth(f *testing.F) {
 	f.Add("100MiB/s")
 	f.Add("1e3KB")
+	f.Add("Inf/s")
+	f.Add("0.001B/s")
+	f.Add("0")
 	f.Fuzz(func(t *testing.T, s string) {
-		ParseBandwidth(s)
+		// A rate is a limit: an accepted one is at least a byte a second,
+		// never 0 (which means none) unless it was asked for ("0").
+		v, err := ParseBandwidth(s)
+		none := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "/s"))
+		if err == nil && (v > maxSize || v == 0 && none != "0" && none != "") {
+			t.Fatalf("ParseBandwidth(%q) = %d", s, v)
+		}
 	})
 }
 

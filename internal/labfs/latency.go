@@ -2,7 +2,7 @@ package labfs
 
 import (
 	"fmt"
-	"golang.org/x/sys/unix"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sort"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 )
@@ -132,11 +134,18 @@ func ParseSize(s string) (uint64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || v <= 0 {
+	// NaN and Inf parse as floats; a fraction of a byte would round to 0,
+	// which means "no limit" to the flags that take sizes.
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 		return 0, fmt.Errorf("%q is not a size like 32MiB", s)
+	}
+	if b := v * float64(mult); b < 1 || b > maxSize {
+		return 0, fmt.Errorf("%q is out of range: give 1 byte to 1TiB", s)
 	}
 	return uint64(v * float64(mult)), nil
 }
+
+const maxSize = 1 << 40
 
 // sleeper waits precise short delays. Go's timers wake at least ~1 ms late
 // on the kernels we run on, which would turn a 50 us emulated round trip
