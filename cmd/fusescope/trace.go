@@ -147,8 +147,10 @@ func parseIntervalCount(args []string) (time.Duration, int, error) {
 	count := 0
 	if len(args) > 0 {
 		secs, err := strconv.ParseFloat(args[0], 64)
-		if err != nil || secs <= 0 {
-			return 0, 0, fmt.Errorf("interval %q: give a positive number of seconds, e.g. fusescope trace 5", args[0])
+		// !(a && b) also refuses NaN; the bounds keep the ticker sane and
+		// the duration from overflowing (292 years).
+		if err != nil || !(secs >= 0.01 && secs <= 1e6) {
+			return 0, 0, fmt.Errorf("interval %q: give a number of seconds from 0.01 to 1000000, e.g. fusescope trace 5", args[0])
 		}
 		interval = time.Duration(secs * float64(time.Second))
 	}

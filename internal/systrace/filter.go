@@ -3,6 +3,7 @@ package systrace
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -21,17 +22,15 @@ func (f *Filter) Validate() error {
 			return fmt.Errorf("--file %q: %v", p, err)
 		}
 	}
-	if f.Category != "" {
-		known := map[string]bool{"other": true}
-		for _, c := range categories {
-			known[c] = true
-		}
-		if !known[f.Category] {
-			names := []string{}
-			for c := range known {
-				names = append(names, c)
-			}
-			return fmt.Errorf("--category %q: give one of %s", f.Category, strings.Join(names, ", "))
+	if f.Category != "" && !slices.Contains(CategoryNames, f.Category) {
+		return fmt.Errorf("--category %q: give one of %s", f.Category, strings.Join(CategoryNames, ", "))
+	}
+	for _, t := range []struct {
+		flag string
+		v    float64
+	}{{"since", f.From}, {"until", f.To}} {
+		if !(t.v >= 0 && t.v < 1e12) { // also NaN
+			return fmt.Errorf("--%s %v: give a number of seconds after the log's first timestamp", t.flag, t.v)
 		}
 	}
 	if f.To != 0 && f.To < f.From {

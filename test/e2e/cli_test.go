@@ -19,7 +19,9 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--mount", plain}, "not FUSE"},
 		{[]string{"trace", "--mount", "/nonexistent/x"}, "no such file"},
 		{[]string{"trace", "--op", "LOOKUPP"}, "unknown FUSE opcode"},
-		{[]string{"trace", "0"}, "positive number of seconds"},
+		{[]string{"trace", "0"}, "give a number of seconds from 0.01"},
+		{[]string{"trace", "NaN"}, "give a number of seconds from 0.01"},
+		{[]string{"trace", "1e12"}, "give a number of seconds from 0.01"}, // overflowed time.Duration: no interval at all
 		{[]string{"trace", "1", "x"}, "positive number of reports"},
 		{[]string{"trace", "--conn", "999999"}, "does not exist"},
 		{[]string{"trace", "-p", "999999999"}, "no such process"},
@@ -29,7 +31,7 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "-m", "--ns"}, "-m and --ns cannot be used together: give one of -m, -u, --ns"},
 		{[]string{"trace", "--json", "--csv"}, "give one of --json, --csv"},
 		{[]string{"trace", "1", "2", "3"}, "usage: fusescope trace [flags] [interval [count]]"},
-		{[]string{"show"}, "usage: fusescope show RECORD.json"},
+		{[]string{"show"}, "usage: fusescope show RECORD.json | -"},
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
 		{[]string{"show", "/etc/hostname"}, "not a fusescope record"},
