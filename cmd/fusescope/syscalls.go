@@ -70,6 +70,9 @@ calls that create, name or close fds and processes, and calls of at least
 			if err := filter.Validate(); err != nil {
 				return err
 			}
+			if top < 0 {
+				return fmt.Errorf("--top %d: give the rows to show in each list, or 0 for all", top)
+			}
 			// strace's timestamps have microseconds; !(a && b) refuses NaN.
 			if timeline != 0 && !(timeline >= 1e-6 && timeline <= 1e6) {
 				return fmt.Errorf("--timeline %v: give a bin width from 0.000001 to 1000000 seconds", timeline)

@@ -113,8 +113,13 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	if c.MDCacheTTL < 0 {
-		return fmt.Errorf("--md-cache %v: give a positive time to live, or 0 for none", c.MDCacheTTL)
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"entry-timeout", c.EntryTimeout}, {"attr-timeout", c.AttrTimeout}, {"negative-timeout", c.NegativeTimeout}, {"md-cache", c.MDCacheTTL}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %v: give a duration of 0 (no caching) or more", d.flag, d.v)
+		}
 	}
 	// The bounds are the kernel's (INIT carries the background limits in
 	// 16 bits, and raises max_read and max_write to 4 KiB) or the memory a

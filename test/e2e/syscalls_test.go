@@ -211,6 +211,7 @@ func TestSyscallsBadInput(t *testing.T) {
 		{[]string{"syscalls", "--json", "--csv", empty}, "give one of --json, --csv"},
 		{[]string{"syscalls", "-", "-"}, "standard input (-) is given twice"},
 		{[]string{"syscalls", "--timeline", "1e-12", empty}, "give a bin width from 0.000001"},
+		{[]string{"syscalls", "--top", "-5", empty}, "--top -5: give the rows"},
 		{[]string{"syscalls", "--since", "NaN", empty}, "--since NaN: give a number of seconds"},
 		{[]string{"syscalls", "--category", "disk", empty}, "give one of file I/O, network, IPC, memory, process, sleep and timers, other"},
 		{[]string{"syscalls", "--category", "network", "/etc/hostname"}, "is it an strace log?"},
