@@ -32,8 +32,8 @@ or convert it to CSV. "-" reads standard input.`,
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if top < 0 {
-				return fmt.Errorf("--top %d: give the rows to show in each list, or 0 for all", top)
+			if err := checkTop(top); err != nil {
+				return err
 			}
 			var b []byte
 			var err error

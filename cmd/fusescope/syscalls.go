@@ -70,8 +70,8 @@ calls that create, name or close fds and processes, and calls of at least
 			if err := filter.Validate(); err != nil {
 				return err
 			}
-			if top < 0 {
-				return fmt.Errorf("--top %d: give the rows to show in each list, or 0 for all", top)
+			if err := checkTop(top); err != nil {
+				return err
 			}
 			// strace's timestamps have microseconds; !(a && b) refuses NaN.
 			if timeline != 0 && !(timeline >= 1e-6 && timeline <= 1e6) {
@@ -330,6 +330,14 @@ func commandStatus(l *systrace.LiveInfo) error {
 			return &exitError{code: 128 + int(sig)}
 		}
 		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// checkTop refuses a negative --top (syscalls and show).
+func checkTop(top int) error {
+	if top < 0 {
+		return fmt.Errorf("--top %d: give the rows to show in each list, or 0 for all", top)
 	}
 	return nil
 }

@@ -306,9 +306,10 @@ func (f *FS) Record() *profile.Record {
 		maxRA = uint32(f.Config.MaxReadahead)
 	}
 	// What the kernel applies of the INIT reply (fs/fuse/inode.c,
-	// process_init_reply): max_write raised to 4 KiB, max_pages capped by
-	// fs.fuse.max_pages_limit (32 without MAX_PAGES), and the background
-	// limits as fusectl shows them, which includes changes made there.
+	// process_init_reply): max_pages capped by fs.fuse.max_pages_limit (32
+	// without MAX_PAGES), and the background limits as fusectl shows them,
+	// which includes changes made there. (It would raise max_write to 4 KiB;
+	// Validate refuses less.)
 	maxBg, cong := uint16(12), uint16(9)
 	if f.Config.MaxBackground > 0 {
 		maxBg = uint16(f.Config.MaxBackground)
@@ -322,7 +323,7 @@ func (f *FS) Record() *profile.Record {
 	}
 	maxWrite := uint32(1 << 20)
 	if f.Config.MaxWrite > 0 {
-		maxWrite = max(uint32(f.Config.MaxWrite), 4096)
+		maxWrite = uint32(f.Config.MaxWrite)
 	}
 	maxPages := uint16(32)
 	if offered&requested&fuse.CAP_MAX_PAGES != 0 {

@@ -136,7 +136,7 @@ func Parse(b []byte) (*Record, error) {
 			return nil, fmt.Errorf("record schema %q is not supported by this fusescope (it reads %q)", head.Schema, Schema)
 		}
 		if strings.HasPrefix(head.Schema, "fusescope.syscalls/") {
-			return nil, fmt.Errorf("a fusescope syscalls report (schema %q), not a record: show renders what trace -o and fs stats --json write; run fusescope syscalls on the log again for its tables", head.Schema)
+			return nil, fmt.Errorf("a fusescope syscalls report (schema %q), not a record of FUSE requests: render it with fusescope show", head.Schema)
 		}
 		return nil, fmt.Errorf("not a fusescope record (schema %q, want %q)", head.Schema, Schema)
 	}

@@ -26,7 +26,7 @@ func Logs(paths []string, p *Parser) func(emit func(*Event)) error {
 		ordered := append([]string(nil), paths...)
 		sort.SliceStable(ordered, func(i, j int) bool { return PIDSuffix(ordered[i]) < PIDSuffix(ordered[j]) })
 		for _, path := range ordered {
-			f, err := OpenLog(path)
+			f, err := openLog(path)
 			if err != nil {
 				return err
 			}
@@ -62,10 +62,10 @@ const Stdin = "-"
 // LOG.1234.gz is process 1234's file of a compressed -ff set.
 var compressedSuffixes = []string{".gz", ".bz2", ".zst"}
 
-// OpenLog opens an strace log for reading: "-" is standard input, and a
+// openLog opens an strace log for reading: "-" is standard input, and a
 // gzip, bzip2 or zstd log (logrotate's, or one kept compressed) is
 // decompressed as it is read, recognised by its first bytes, not its name.
-func OpenLog(path string) (io.ReadCloser, error) {
+func openLog(path string) (io.ReadCloser, error) {
 	var f *os.File
 	if path == Stdin {
 		f = os.Stdin
