@@ -72,6 +72,6 @@ or convert it to CSV. "-" reads standard input.`,
 		},
 	}
 	out.register(c)
-	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list (0: all)")
+	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
 	return c
 }

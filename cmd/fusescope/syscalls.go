@@ -146,7 +146,7 @@ calls that create, name or close fds and processes, and calls of at least
 	f := c.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON (docs/syscalls.md)")
 	f.BoolVar(&asCSV, "csv", false, "print one CSV row per system call (docs/syscalls.md)")
-	f.IntVar(&top, "top", 10, "rows in each list (0: all)")
+	f.IntVar(&top, "top", 10, "rows in each list and processes in the tree (0: all)")
 	f.IntSliceVarP(&pids, "pid", "p", nil, "with logs: keep only these processes (repeatable); without: trace this running process live")
 	f.StringVarP(&output, "output", "o", "", "write the report to `FILE` instead of standard output (a traced command keeps the terminal)")
 	f.DurationVar(&minWait, "min-wait", 0, "live: keep calls at least this long one by one, for the waits list (default 1ms)")

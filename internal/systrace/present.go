@@ -207,12 +207,18 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		}
 	}
 	if len(r.Processes) > 1 || (len(r.Processes) == 1 && r.Processes[0].Threads > 1) {
-		b.WriteString("\nProcess tree\n")
 		children := map[int][]Process{}
 		known := map[int]bool{}
 		for _, p := range r.Processes {
 			known[p.PID] = true
 		}
+		b.WriteString("\nProcess tree")
+		if top > 0 && len(known) > top {
+			// A build's trace has thousands: the first ones in tree order,
+			// as every other list shows its first --top rows.
+			fmt.Fprintf(&b, " (the first %d of %d processes)", top, len(known))
+		}
+		b.WriteString("\n")
 		var roots []Process
 		for _, p := range r.Processes {
 			if p.Parent != 0 && known[p.Parent] {
@@ -227,7 +233,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		printed := map[int]bool{}
 		var walk func(p Process, depth int)
 		walk = func(p Process, depth int) {
-			if printed[p.PID] {
+			if printed[p.PID] || (top > 0 && len(printed) >= top) {
 				return
 			}
 			printed[p.PID] = true
@@ -256,6 +262,13 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		}
 		for _, p := range roots {
 			walk(p, 0)
+		}
+		if hidden := len(known) - len(printed); top > 0 && hidden > 0 {
+			what := "processes"
+			if hidden == 1 {
+				what = "process"
+			}
+			fmt.Fprintf(&b, "... %d more %s (--top 0 shows all)\n", hidden, what)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -147,3 +147,38 @@ func FuzzReadJSON(f *testing.F) {
 		}
 	})
 }
+
+// The process tree is a list like the others: --top bounds it, in tree
+// order, and says how many it left out; 0 shows every process.
+func TestWriteTextProcessTreeTop(t *testing.T) {
+	r := &Report{Processes: []Process{
+		{PID: 1, Exec: "/usr/bin/make"},
+		{PID: 2, Parent: 1, Exec: "/bin/sh"},
+		{PID: 3, Parent: 2, Exec: "/usr/bin/cc"},
+		{PID: 4, Parent: 1, Exec: "/bin/sh"},
+		{PID: 5, Parent: 4, Exec: "/usr/bin/cc"},
+	}}
+	tree := func(top int) string {
+		var b bytes.Buffer
+		if err := WriteText(&b, r, top); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		return out[strings.Index(out, "Process tree"):]
+	}
+	want := "Process tree (the first 3 of 5 processes)\n" +
+		"1 /usr/bin/make (0 calls, 0.000 s, running at end of log)\n" +
+		"  2 /bin/sh (0 calls, 0.000 s, running at end of log)\n" +
+		"    3 /usr/bin/cc (0 calls, 0.000 s, running at end of log)\n" +
+		"... 2 more processes (--top 0 shows all)\n"
+	if got := tree(3); got != want {
+		t.Errorf("--top 3:\n%s\nwant:\n%s", got, want)
+	}
+	all := tree(0)
+	if strings.Contains(all, "more process") || strings.Count(all, "\n") != 6 || !strings.Contains(all, "    5 /usr/bin/cc") {
+		t.Errorf("--top 0:\n%s", all)
+	}
+	if got := tree(5); strings.Contains(got, "first") || strings.Contains(got, "more process") {
+		t.Errorf("--top 5 of 5:\n%s", got)
+	}
+}
