@@ -10,14 +10,32 @@ if [[ $(id -u) -ne 0 ]]; then
   echo "demo: tracing needs root (BPF) and mounting FUSE: run sudo make demo" >&2
   exit 1
 fi
+# A demo killed with SIGKILL (or a closed terminal) left its lab file
+# system mounted and its directory behind: clean those whose demo is gone.
+for old in /tmp/fusescope-demo.*/; do
+  old=${old%/}
+  [[ -d $old ]] || continue
+  # A finished demo removed its pid file and keeps its record; a running one is alive.
+  pid=$(cat "$old/demo.pid" 2>/dev/null) || continue
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid") != Z* ]]; then continue; fi
+  echo "== Cleaning up after an earlier demo that did not finish: $old"
+  # Its tracer outlived it: stop it first, or it writes into the directory as it goes.
+  pkill -TERM -f -- "trace --mount $old/mnt" 2>/dev/null || true
+  for _ in $(seq 1 30); do pgrep -f -- "trace --mount $old/mnt" >/dev/null || break; sleep 0.1; done
+  if grep -qF " $old/mnt " /proc/self/mountinfo; then
+    "$bin" fs umount "$old/mnt" 2>/dev/null || umount -l "$old/mnt" 2>/dev/null || true
+  fi
+  grep -qF " $old/mnt " /proc/self/mountinfo || rm -rf "$old" || true
+done
 work=$(mktemp -d /tmp/fusescope-demo.XXXXXX)
+echo $$ >"$work/demo.pid"
 src=$work/src mnt=$work/mnt out=$work/trace.txt rec=$work/record.json
 mkdir -p "$src" "$mnt"
 tracer=
 cleanup() {
   [[ -n $tracer ]] && kill "$tracer" 2>/dev/null && wait "$tracer" 2>/dev/null || true
   if mountpoint -q "$mnt"; then "$bin" fs umount "$mnt" 2>/dev/null || umount -l "$mnt"; fi
-  rm -rf "$src" "$mnt"
+  rm -rf "$src" "$mnt" "$work/demo.pid"
 }
 trap cleanup EXIT INT TERM
 
