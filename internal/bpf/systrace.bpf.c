@@ -35,6 +35,8 @@ volatile const __u64 t0_ns = 0;
 volatile const __u8 empty_programs = 0; /* benchmarks: the cost of attaching alone */
 volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole; RARE_IF_DUP, RARE_IF_COUNTED: see is_rare */
 volatile const __u8 io_kind[MAX_NR] = {};  /* 1 + index in fd_io counters; 0: none */
+volatile const __u8 peer_arg[MAX_NR] = {}; /* 1 + argument holding a transfer call's second fd (splice's fd_out); 0: none */
+volatile const __u8 peer_kind[MAX_NR] = {};/* 1 + index in fd_io counters of that second fd */
 volatile const __u8 category[MAX_NR] = {};
 volatile const __u8 str_arg[MAX_NR] = {};  /* 1 + argument holding a path; 0: none */
 volatile const __u8 addr_arg[MAX_NR] = {}; /* 1 + argument holding a sockaddr (length in the next) */
@@ -221,6 +223,20 @@ static __always_inline int is_rare(struct pt_regs *regs, __u32 nr, __u32 pslot)
 	return r;
 }
 
+/* Adds one call to the fd counters at key. */
+static __always_inline void count_io(__u32 key, __u64 dur, long ret)
+{
+	struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
+	if (!f)
+		return;
+	__sync_fetch_and_add(&f->calls, 1);
+	__sync_fetch_and_add(&f->ns, dur);
+	if (ret < 0)
+		__sync_fetch_and_add(&f->errors, 1);
+	else
+		__sync_fetch_and_add(&f->bytes, ret);
+}
+
 /* rare: is_rare's answer; a call sent only for its length creates no fd. */
 static __always_inline int send_call(struct pt_regs *regs, struct task_state *s, __u32 nr, __u64 start, __u64 dur, long ret, int rare)
 {
@@ -364,15 +380,16 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	__u8 k = io_kind[nr];
 	__s64 base = k && k <= IO_KINDS ? fd_key(s->pslot, (int)regs->di) : -1;
 	if (base >= 0) {
-		__u32 key = base + k - 1;
-		struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
-		if (f) {
-			__sync_fetch_and_add(&f->calls, 1);
-			__sync_fetch_and_add(&f->ns, dur);
-			if (ret < 0)
-				__sync_fetch_and_add(&f->errors, 1);
+		count_io(base + k - 1, dur, ret);
+		/* A transfer call (splice, sendfile...) moves the bytes to or
+		 * from a second fd, counted apart: not as calls of its own. */
+		__u8 pa = peer_arg[nr], pk = peer_kind[nr];
+		if (pa && pk && pk <= IO_KINDS) {
+			__s64 pbase = fd_key(s->pslot, (int)(pa == 2 ? regs->si : regs->dx));
+			if (pbase >= 0)
+				count_io(pbase + pk - 1, dur, ret);
 			else
-				__sync_fetch_and_add(&f->bytes, ret);
+				drop(SDROP_FD_RANGE);
 		}
 	} else {
 		if (k)

@@ -9,7 +9,7 @@
 #define MAX_TSLOTS 256   /* threads with their own per-call counters */
 #define MAX_PSLOTS 64    /* processes with per-fd counters */
 #define MAX_FDS 256      /* fds with per-fd counters */
-#define IO_KINDS 14      /* read, write, pread64... (io_kind in the loader) */
+#define IO_KINDS 22      /* read, write, pread64..., then the transfer calls' second fds (ioKinds, peerKinds in the loader) */
 #define MAX_BINS 4096    /* timeline bins */
 #define CATEGORIES 8
 #define STR_LEN 256

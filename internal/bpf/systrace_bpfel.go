@@ -45,7 +45,7 @@ type SysTraceSysEvent struct {
 	StrLen      uint32
 	FlushedFd   int32
 	FlushedMask uint32
-	Flushed     [14]SysTraceFdIo
+	Flushed     [22]SysTraceFdIo
 	Str         [256]int8
 }
 
@@ -91,6 +91,8 @@ const (
 	SysTraceVarIoKind            = "io_kind"
 	SysTraceVarNextPslot         = "next_pslot"
 	SysTraceVarNextTslot         = "next_tslot"
+	SysTraceVarPeerArg           = "peer_arg"
+	SysTraceVarPeerKind          = "peer_kind"
 	SysTraceVarRare              = "rare"
 	SysTraceVarStrArg            = "str_arg"
 	SysTraceVarT0Ns              = "t0_ns"
@@ -174,6 +176,8 @@ type SysTraceVariableSpecs struct {
 	IoKind         *ebpf.VariableSpec `ebpf:"io_kind"`
 	NextPslot      *ebpf.VariableSpec `ebpf:"next_pslot"`
 	NextTslot      *ebpf.VariableSpec `ebpf:"next_tslot"`
+	PeerArg        *ebpf.VariableSpec `ebpf:"peer_arg"`
+	PeerKind       *ebpf.VariableSpec `ebpf:"peer_kind"`
 	Rare           *ebpf.VariableSpec `ebpf:"rare"`
 	StrArg         *ebpf.VariableSpec `ebpf:"str_arg"`
 	T0Ns           *ebpf.VariableSpec `ebpf:"t0_ns"`
@@ -235,6 +239,8 @@ type SysTraceVariables struct {
 	IoKind         *ebpf.Variable `ebpf:"io_kind"`
 	NextPslot      *ebpf.Variable `ebpf:"next_pslot"`
 	NextTslot      *ebpf.Variable `ebpf:"next_tslot"`
+	PeerArg        *ebpf.Variable `ebpf:"peer_arg"`
+	PeerKind       *ebpf.Variable `ebpf:"peer_kind"`
 	Rare           *ebpf.Variable `ebpf:"rare"`
 	StrArg         *ebpf.Variable `ebpf:"str_arg"`
 	T0Ns           *ebpf.Variable `ebpf:"t0_ns"`

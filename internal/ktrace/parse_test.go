@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -197,8 +198,13 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 			t.Errorf("%s: %d (found %v) in systrace.h, %d in Go", name, g, ok, w)
 		}
 	}
-	if len(ioKinds) != sysIOKinds {
-		t.Errorf("%d I/O kinds named, IO_KINDS is %d", len(ioKinds), sysIOKinds)
+	if len(ioKinds)+len(peerKinds) != sysIOKinds {
+		t.Errorf("%d I/O kinds and %d peer kinds named, IO_KINDS is %d", len(ioKinds), len(peerKinds), sysIOKinds)
+	}
+	for _, name := range peerKinds {
+		if peerArgs[name] == 0 || !slices.Contains(ioKinds, name) {
+			t.Errorf("peer kind %s: no peer argument, or not an I/O kind", name)
+		}
 	}
 	if len(sysDropNames) != got["SDROP_REASONS"] {
 		t.Errorf("%d drop reasons named, SDROP_REASONS is %d", len(sysDropNames), got["SDROP_REASONS"])

@@ -38,7 +38,7 @@ const (
 	sysMaxTSlots  = 256
 	sysMaxPSlots  = 64
 	sysMaxFDs     = 256
-	sysIOKinds    = 14
+	sysIOKinds    = 22
 	sysMaxBins    = 4096
 	sysCats       = 8
 	rareIfDup     = 2 // RARE_IF_DUP: fcntl, sent whole when it duplicates an fd
@@ -66,7 +66,15 @@ var sysDropNames = []string{
 
 // ioKinds are the calls counted per fd, in the order of the fd_io counters.
 var ioKinds = []string{"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
-	"preadv2", "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg"}
+	"preadv2", "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg", "splice", "tee", "sendfile", "copy_file_range"}
+
+// peerKinds count the transfer calls' second fds (splice's fd_out,
+// sendfile's in_fd), in the fd_io counters after ioKinds'; peerArgs says
+// where that fd is (1 + argument index).
+var (
+	peerKinds = []string{"splice", "tee", "sendfile", "copy_file_range"}
+	peerArgs  = map[string]uint8{"splice": 3, "tee": 2, "sendfile": 2, "copy_file_range": 3}
+)
 
 // fdCreators return a new fd (its counters are flushed to the fd's old
 // name first, in case it was closed without a close call: exec, close_range).
@@ -183,14 +191,17 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded BPF object: %v", err)
 	}
-	var rare, io, cat, path, addr, word8, flush [sysMaxNR]uint8
+	var rare, io, peerArg, peerKind, cat, path, addr, word8, flush [sysMaxNR]uint8
 	catIndex := map[string]uint8{}
 	for i, c := range systrace.CategoryNames {
 		catIndex[c] = uint8(i)
 	}
-	ioIndex := map[string]uint8{}
+	ioIndex, peerIndex := map[string]uint8{}, map[string]uint8{}
 	for i, n := range ioKinds {
 		ioIndex[n] = uint8(i + 1)
+	}
+	for i, n := range peerKinds {
+		peerIndex[n] = uint8(len(ioKinds) + i + 1)
 	}
 	for nr, name := range bpf.SyscallNames {
 		if nr >= sysMaxNR {
@@ -200,6 +211,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 			rare[nr] = 1
 		}
 		io[nr] = ioIndex[name]
+		peerArg[nr], peerKind[nr] = peerArgs[name], peerIndex[name]
 		cat[nr] = catIndex[systrace.Category(name)]
 		path[nr], addr[nr], word8[nr], flush[nr] = pathArgs[name], addrArgs[name], word8Args[name], flushArgs[name]
 		if fdCreators[name] {
@@ -222,7 +234,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	t.began = time.Now()
 	consts := map[string]any{
 		"follow_tgid": uint32(opts.PID), "gate_pid": uint32(opts.GatePID), "detail_ns": uint64(minWait.Nanoseconds()),
-		"t0_ns": t.t0, "rare": rare, "io_kind": io, "category": cat, "str_arg": path, "addr_arg": addr,
+		"t0_ns": t.t0, "rare": rare, "io_kind": io, "peer_arg": peerArg, "peer_kind": peerKind, "category": cat, "str_arg": path, "addr_arg": addr,
 		"word8_arg": word8, "flush_arg": flush,
 	}
 	if opts.EmptyPrograms {
@@ -522,11 +534,17 @@ func syscallName(nr uint32) string {
 // the kinds in mask (the others were not written).
 func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target string, counters []bpf.SysTraceFdIo, mask uint32) {
 	for k, c := range counters {
-		if mask&(1<<k) == 0 || c.Calls == 0 || k >= len(ioKinds) {
+		if mask&(1<<k) == 0 || c.Calls == 0 || k >= len(ioKinds)+len(peerKinds) {
 			continue
 		}
+		kind, name := systrace.Syscall, ""
+		if k < len(ioKinds) {
+			name = ioKinds[k]
+		} else {
+			kind, name = systrace.PeerIO, peerKinds[k-len(ioKinds)]
+		}
 		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Syscall, Name: ioKinds[k], PID: int(tgid), TGID: int(tgid), Dur: float64(c.Ns) / 1e9,
+		*e = systrace.Event{Kind: kind, Name: name, PID: int(tgid), TGID: int(tgid), Dur: float64(c.Ns) / 1e9,
 			Calls: int(c.Calls), Errors: int(c.Errors), Bytes: int64(c.Bytes), Ret: "0"}
 		e.SetTarget(target)
 		emit(e)
@@ -662,6 +680,11 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 		}
 		if systrace.TakesFD(name) && fd >= 0 {
 			e.SetTarget(p.target(fd))
+		}
+		if a := peerArgs[name]; a > 0 {
+			if pfd := int(int32(ev.Args[a-1])); pfd >= 0 {
+				e.SetPeer(p.target(pfd))
+			}
 		}
 	}
 	emit(e)

@@ -150,7 +150,7 @@ var categories = func() map[string]string {
 		"truncate", "ftruncate", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir",
 		"chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "link", "linkat", "symlink", "symlinkat",
 		"getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "listxattr", "flistxattr",
-		"removexattr", "fremovexattr", "statfs", "fstatfs", "sendfile", "copy_file_range", "splice", "fallocate",
+		"removexattr", "fremovexattr", "statfs", "fstatfs", "sendfile", "copy_file_range", "splice", "tee", "fallocate",
 		"fadvise64", "sync", "syncfs", "dup", "dup2", "dup3", "fcntl", "ioctl", "flock", "getcwd", "chdir", "fchdir", "utimensat")
 	add("network", "socket", "connect", "accept", "accept4", "bind", "listen", "sendto", "recvfrom", "sendmsg", "recvmsg",
 		"sendmmsg", "recvmmsg", "shutdown", "getsockname", "getpeername", "setsockopt", "getsockopt", "socketpair")
@@ -182,6 +182,10 @@ type callInfo struct {
 	open, read, write, wait bool
 	spawn                   bool // clone, clone3, fork, vfork: returns the id of what it made
 	fdArgs                  int  // leading arguments nameFDs reads; -1: the call involves no fd
+	// peerArg: 1 + the argument holding a transfer call's second fd
+	// (splice's fd_out, sendfile's in_fd), which moves the bytes the other
+	// way: a call that reads its first fd writes its peer, and the reverse.
+	peerArg int
 }
 
 var (
@@ -218,6 +222,9 @@ func init() {
 	}
 	for name, n := range fdArgs {
 		get(name).fdArgs = n
+	}
+	for name, n := range peerArgs {
+		get(name).peerArg = n
 	}
 	for name, c := range callInfos {
 		knownCalls++
@@ -339,8 +346,12 @@ func (a *syscallCounter) Finish(r *Report) {
 }
 
 var (
-	readCalls  = set("read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg", "recv")
-	writeCalls = set("write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg", "send")
+	// The transfer calls are here by their first fd: splice, tee and
+	// copy_file_range read it, sendfile writes it (peerArgs: the other).
+	readCalls  = set("read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg", "recv", "splice", "tee", "copy_file_range")
+	writeCalls = set("write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg", "send", "sendfile")
+	// peerArgs: 1 + the argument holding a transfer call's second fd.
+	peerArgs   = map[string]int{"splice": 3, "tee": 2, "copy_file_range": 3, "sendfile": 2}
 	openCalls  = set("open", "openat", "openat2", "creat")
 	spawnCalls = set("clone", "clone3", "fork", "vfork")
 )
@@ -358,10 +369,22 @@ func set(names ...string) map[string]bool {
 type fileIO struct{ m map[string]*FileStat }
 
 func (a *fileIO) Observe(e *Event) {
-	if e.Kind != Syscall {
-		return
+	switch e.Kind {
+	case Syscall:
+		c := e.info()
+		a.count(e.fileTarget(), e, c.open, c.read, c.write)
+		if c.peerArg > 0 {
+			a.count(e.Peer(), e, false, c.write, c.read)
+		}
+	case PeerIO:
+		c := e.info()
+		a.count(e.Target(), e, false, c.write, c.read)
 	}
-	target := e.fileTarget()
+}
+
+// count adds e's calls to target's row: as opens, reads or writes. A
+// transfer call counts on both its fds, its calls and time on each.
+func (a *fileIO) count(target string, e *Event, open, read, write bool) {
 	if target == "" {
 		return
 	}
@@ -375,13 +398,13 @@ func (a *fileIO) Observe(e *Event) {
 	if e.Dur > 0 {
 		f.TimeS += e.Dur
 	}
-	switch c := e.info(); {
-	case c.open:
+	switch {
+	case open:
 		f.Opens += n
-	case c.read:
+	case read:
 		f.Reads += n
 		f.BytesRead += e.moved()
-	case c.write:
+	case write:
 		f.Writes += n
 		f.BytesWritten += e.moved()
 	}
@@ -575,7 +598,7 @@ func (a *procTree) get(pid int) *Process {
 }
 
 func (a *procTree) Observe(e *Event) {
-	if e.Kind == Sample {
+	if e.Kind == Sample || e.Kind == PeerIO {
 		return
 	}
 	p := a.get(e.PID)

@@ -107,6 +107,9 @@ var fdArgs = func() map[string]int {
 			}
 		}
 	}
+	for name, n := range peerArgs {
+		m[name] = n
+	}
 	return m
 }()
 
@@ -134,6 +137,13 @@ func (n *fdNamer) nameSocket(e *Event) {
 	}
 	if len(n.sockets) == 0 {
 		return
+	}
+	if peer := e.Peer(); strings.HasSuffix(peer, "]") {
+		if inode, ok := socketInode(peer); ok {
+			if s, ok := n.sockets[inode]; ok {
+				e.SetPeer(s.name(peer))
+			}
+		}
 	}
 	target := e.Target()
 	if !strings.HasSuffix(target, "]") {
@@ -383,6 +393,11 @@ func (n *fdNamer) observe(e *Event) {
 	}
 	if fd >= 0 { // fdFirst and atCalls
 		e.SetTarget(t.name(fd))
+	}
+	if i := c.peerArg; i > 0 {
+		if pfd, ok := atoi(args[i-1]); ok {
+			e.SetPeer(t.name(pfd))
+		}
 	}
 }
 

@@ -65,11 +65,12 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 			if e.Time > 0 && ((f.From > 0 && e.Time-first < f.From) || (f.To > 0 && e.Time-first > f.To)) {
 				return
 			}
-			if e.Kind == Syscall {
+			if e.Kind == Syscall || e.Kind == PeerIO {
 				if f.Category != "" && e.info().category != f.Category {
 					return
 				}
-				if len(f.Files) > 0 && !f.matchFile(e.fileTarget()) {
+				// A transfer call is kept when either of its fds matches.
+				if len(f.Files) > 0 && !f.matchFile(e.fileTarget()) && !f.matchFile(e.Peer()) {
 					return
 				}
 			} else if e.Kind == Sample {

@@ -23,6 +23,11 @@ const (
 	Exit                // +++ exited with 0 +++
 	Killed              // +++ killed by SIGKILL +++
 	Sample              // live source: Calls calls of category Name, Dur in total, in the timeline bin holding Time
+	// PeerIO, live source: the second fd (Target) of Calls transfer calls
+	// named Name (splice, tee, sendfile, copy_file_range), counted apart
+	// from the calls themselves, which come as Syscall events on the
+	// first fd. Only the files table counts them.
+	PeerIO
 )
 
 // Event is one parsed line (or a joined unfinished/resumed pair).
@@ -49,6 +54,8 @@ type Event struct {
 	polled     string // poll, ppoll in a log: the first fd waited on, named (fdNamer)
 	target     string // memo of Target
 	targetDone bool
+	peer       string // memo of Peer
+	peerDone   bool
 	call       *callInfo // memo of info
 }
 
@@ -88,6 +95,21 @@ func (e *Event) fileTarget() string {
 // SetTarget names what the call's fd refers to, for sources that know it
 // without strace -y text.
 func (e *Event) SetTarget(t string) { e.target, e.targetDone = t, true }
+
+// Peer is what a transfer call's second fd refers to (splice's fd_out,
+// sendfile's in_fd), as Target names the first; "" for other calls.
+func (e *Event) Peer() string {
+	if !e.peerDone {
+		if i := e.info().peerArg; i > 0 && e.Kind == Syscall {
+			e.peer = fdTarget(leadingArgs(e.Args, i)[i-1])
+		}
+		e.peerDone = true
+	}
+	return e.peer
+}
+
+// SetPeer names a transfer call's second fd, as SetTarget the first.
+func (e *Event) SetPeer(t string) { e.peer, e.peerDone = t, true }
 
 // N is how many calls the event stands for.
 func (e *Event) N() int {

@@ -191,6 +191,7 @@ func FuzzParseLine(f *testing.F) {
 		"5 pipe2([3, 4], 0) = 0\n5 clone(flags=SIGCHLD) = 6\n6 close_range(3, 9, 0) = 0\n6 dup2(4, 1) = 1",
 		`connect(3, {sa_family=AF_UNIX, sun_path=@"\"}, 5) = 0`,
 		`accept(3, {sa_family=AF_INET6, sin6_port=htons(1), inet_pton(AF_INET6, "::1", &sin6_addr)}, [28]) = 4`,
+		"1 splice(3</a>, [0], 5<pipe:[7]>, NULL, 30, 0) = 30\n1 sendfile(4, 3, [0] => [7], 7) = 7\n1 tee(8, 9<x>, 5, 0) = 5",
 	} {
 		f.Add(s)
 	}
@@ -348,5 +349,79 @@ func TestLookupCall(t *testing.T) {
 	}
 	if lookupCall("read").category != "file I/O" || !lookupCall("openat").open {
 		t.Error("read or openat lost what they are")
+	}
+}
+
+// The transfer calls move bytes between two fds: the one they read from
+// counts reads, the other writes, each the call's calls and time. The same
+// from a -y log and from one whose fds are followed.
+func TestTransferCallsCountOnBothFDs(t *testing.T) {
+	withY := `1 10:00:00.0 copy_file_range(3</d/src>, NULL, 4</d/cfr>, NULL, 100000, 0) = 100000 <0.000084>
+1 10:00:00.1 sendfile(4</d/sf>, 3</d/src>, [0] => [70000], 70000) = 70000 <0.000066>
+1 10:00:00.2 splice(3</d/src>, [0], 5<pipe:[77]>, NULL, 30000, 0) = 30000 <0.000043>
+1 10:00:00.3 splice(6<pipe:[77]>, NULL, 7<TCP:[99]>, NULL, 30000, 0) = 30000 <0.000063>
+1 10:00:00.4 tee(8<pipe:[78]>, 9<pipe:[79]>, 5, 0) = 5 <0.000040>
+1 10:00:00.5 splice(6<pipe:[77]>, NULL, 7<TCP:[99]>, NULL, 30000, SPLICE_F_NONBLOCK) = -1 EAGAIN (Resource temporarily unavailable) <0.000001>
+`
+	// TCP:[99] is named by its connect, as in any -y log.
+	withY = "1 10:00:00.0 connect(7<TCP:[99]>, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr(\"10.0.0.9\")}, 16) = 0 <0.000010>\n" + withY
+	withoutY := `1 openat(AT_FDCWD, "/d/src", O_RDONLY) = 3
+1 openat(AT_FDCWD, "/d/cfr", O_WRONLY|O_CREAT, 0644) = 4
+1 copy_file_range(3, NULL, 4, NULL, 100000, 0) = 100000
+1 close(4) = 0
+1 openat(AT_FDCWD, "/d/sf", O_WRONLY|O_CREAT, 0644) = 4
+1 sendfile(4, 3, [0] => [70000], 70000) = 70000
+1 pipe2([6, 5], 0) = 0
+1 splice(3, [0], 5, NULL, 30000, 0) = 30000
+1 socket(AF_INET, SOCK_STREAM, IPPROTO_TCP) = 7
+1 connect(7, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr("10.0.0.9")}, 16) = 0
+1 splice(6, NULL, 7, NULL, 30000, 0) = 30000
+1 pipe2([8, 10], 0) = 0
+1 pipe2([11, 9], 0) = 0
+1 tee(8, 9, 5, 0) = 5
+1 splice(6, NULL, 7, NULL, 30000, SPLICE_F_NONBLOCK) = -1 EAGAIN (Resource temporarily unavailable)
+`
+	type io struct {
+		reads, writes int
+		read, written int64
+	}
+	for _, c := range []struct {
+		name, log string
+		pipes     [3]string
+	}{
+		{"-y", withY, [3]string{"pipe:[77]", "pipe:[78]", "pipe:[79]"}},
+		{"without -y", withoutY, [3]string{"pipe:[#1]", "pipe:[#2]", "pipe:[#3]"}},
+	} {
+		p := NewParser()
+		r, err := Analyze(nameFDs(func(emit func(*Event)) error { return p.Parse(strings.NewReader(c.log), emit) }, newFDNamer()), p, Options{})
+		if err != nil || p.Bad != 0 {
+			t.Fatalf("%s: %v, malformed %+v", c.name, err, p.Malformed)
+		}
+		got := map[string]io{}
+		for _, f := range r.Files {
+			got[f.Target] = io{f.Reads, f.Writes, f.BytesRead, f.BytesWritten}
+		}
+		want := map[string]io{
+			"/d/src":            {3, 0, 200000, 0},
+			"/d/cfr":            {0, 1, 0, 100000},
+			"/d/sf":             {0, 1, 0, 70000},
+			c.pipes[0]:          {2, 1, 30000, 30000}, // the failed splice reads nothing
+			"TCP:[10.0.0.9:80]": {0, 2, 0, 30000},
+			c.pipes[1]:          {1, 0, 5, 0},
+			c.pipes[2]:          {0, 1, 0, 5},
+		}
+		for target, w := range want {
+			g := got[target]
+			if g.reads != w.reads || g.writes != w.writes || g.read != w.read || g.written != w.written {
+				t.Errorf("%s: %s: %+v, want %+v", c.name, target, g, w)
+			}
+		}
+		calls := map[string]int{}
+		for _, s := range r.Syscalls {
+			calls[s.Name] = s.Calls
+		}
+		if calls["splice"] != 3 || calls["tee"] != 1 || calls["sendfile"] != 1 || calls["copy_file_range"] != 1 {
+			t.Errorf("%s: calls %v: a transfer call counts once, not once per fd", c.name, calls)
+		}
 	}
 }

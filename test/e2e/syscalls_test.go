@@ -411,3 +411,99 @@ func TestShowSyscallsReport(t *testing.T) {
 		t.Errorf("show -m on a syscalls report: %v\n%s", err, out)
 	}
 }
+
+// transferWorkload moves known byte counts with the transfer calls:
+// copy_file_range, sendfile, splice through a pipe, and tee between pipes.
+const transferWorkload = `
+import ctypes, os, sys
+d = sys.argv[1]
+src = os.path.join(d, "src.bin")
+with open(src, "wb") as f:
+    f.write(b"s" * 100000)
+def create(name):
+    return os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+fi = os.open(src, os.O_RDONLY)
+fo = create("cfr.bin")
+n = 0
+while n < 100000:
+    n += os.copy_file_range(fi, fo, 100000 - n)
+os.close(fo)
+fo = create("sf.bin")
+n = 0
+while n < 70000:
+    n += os.sendfile(fo, fi, n, 70000 - n)
+os.close(fo)
+r, w = os.pipe()
+fo = create("sp.bin")
+n = 0
+while n < 30000:
+    k = os.splice(fi, w, 30000 - n, offset_src=n)
+    while k > 0:
+        m = os.splice(r, fo, k)
+        k -= m
+        n += m
+os.close(fo)
+os.close(fi)
+r1, w1 = os.pipe()
+r2, w2 = os.pipe()
+os.write(w1, b"hello")
+assert ctypes.CDLL(None, use_errno=True).tee(r1, w2, 5, 0) == 5
+os.read(r1, 5)
+os.read(r2, 5)
+`
+
+// The transfer calls count the bytes they move on both their fds, read
+// from one and written to the other, the same from a -y log, a log without
+// -y and the live source; each call counts once, as strace -c counts it.
+func TestSyscallsTransferCalls(t *testing.T) {
+	need(t, "strace", "python3")
+	dir := t.TempDir()
+	script, python, data := pythonScript(t, dir, transferWorkload)
+	withY, withoutY := filepath.Join(dir, "y.log"), filepath.Join(dir, "plain.log")
+	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", withY, python, script, data)
+	run(t, "strace", "-f", "-C", "-o", withoutY, python, script, data)
+	reports := map[string]*systrace.Report{"live": liveReport(t, "--", python, script, data)}
+	for name, log := range map[string]string{"-y log": withY, "log without -y": withoutY} {
+		out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
+		if err != nil {
+			t.Fatalf("%s: fusescope syscalls: %v", name, err)
+		}
+		var r systrace.Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		reports[name] = &r
+		assertCallsEqual(t, &r, straceSummary(t, log))
+	}
+	// The live run is another run of the same program: its transfer calls
+	// are the same.
+	summary := straceSummary(t, withY)
+	for _, s := range reports["live"].Syscalls {
+		if peerCall := s.Name == "splice" || s.Name == "tee" || s.Name == "sendfile" || s.Name == "copy_file_range"; peerCall && s.Calls != summary[s.Name] {
+			t.Errorf("live: %s: %d calls, strace -c %d", s.Name, s.Calls, summary[s.Name])
+		}
+	}
+	type moved struct{ read, written int64 }
+	for name, r := range reports {
+		files := map[string]moved{}
+		pipes := map[moved]int{}
+		for _, f := range r.Files {
+			files[f.Target] = moved{f.BytesRead, f.BytesWritten}
+			if f.Kind == "pipe" {
+				pipes[moved{f.BytesRead, f.BytesWritten}]++
+			}
+		}
+		for file, want := range map[string]moved{"src.bin": {200000, 100000}, "cfr.bin": {0, 100000}, "sf.bin": {0, 70000}, "sp.bin": {0, 30000}} {
+			if got := files[filepath.Join(data, file)]; got != want {
+				t.Errorf("%s: %s: read %d, written %d; want %d and %d", name, file, got.read, got.written, want.read, want.written)
+			}
+		}
+		// The splice's pipe, tee's source (written once, read by tee and
+		// by read) and tee's destination.
+		for _, want := range []moved{{30000, 30000}, {10, 5}, {5, 5}} {
+			if pipes[want] != 1 {
+				t.Errorf("%s: %d pipes read %d and written %d bytes, want 1: %+v", name, pipes[want], want.read, want.written, r.Files)
+			}
+		}
+	}
+}
