@@ -305,6 +305,7 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 	// process: ranked with the long ones, they would push out waits that
 	// were never seen.
 	o.Running = tr.Running()
+	o.Window = tr.Window
 	o.MinWaitS = ktrace.DefaultMinWait.Seconds()
 	if minWait > 0 {
 		o.MinWaitS = minWait.Seconds()

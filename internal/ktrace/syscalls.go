@@ -312,6 +312,15 @@ func (t *SyscallTracer) wall(ts uint64) float64 {
 	return t.wall0 + (float64(ts)-float64(t.t0))/1e9
 }
 
+// Window is the trace's start (the programs' load) and end (their
+// detach), in wall-clock seconds; the end is 0 while tracing goes on.
+func (t *SyscallTracer) Window() (start, end float64) {
+	if !t.ended.IsZero() {
+		end = float64(t.ended.UnixNano()) / 1e9
+	}
+	return t.wall0, end
+}
+
 // Detach stops tracing; the maps stay readable.
 func (t *SyscallTracer) Detach() {
 	for _, l := range t.links {

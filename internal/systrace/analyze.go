@@ -111,13 +111,18 @@ type Options struct {
 	MinWaitS  float64        // shortest call the waits list keeps (the live source sees shorter ones only by chance)
 	Running   map[int]string // programs of processes that ran before the trace began (-p), by PID
 	TimelineS float64        // timeline bin width in seconds; 0: no timeline
+	// Window gives a live trace's start and end (wall-clock seconds), known
+	// once its events have ended: a process still running at the end lived
+	// until then, and one running at the start (Running) from then on, not
+	// only between the calls that were seen whole.
+	Window func() (start, end float64)
 }
 
 // Analyze runs the analyzers over events and returns their report.
 func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*Report, error) {
 	r := &Report{}
 	as := []Analyzer{newSyscallCounter(), &fileIO{m: map[string]*FileStat{}},
-		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*Process{}, leader: map[int]int{}, running: o.Running}, &clock{r: r},
+		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*Process{}, leader: map[int]int{}, running: o.Running, window: o.Window}, &clock{r: r},
 		&timeline{width: o.TimelineS, bins: map[int]*TimelineBin{}, maxBins: MaxTimelineBins}}
 	err := events(func(e *Event) {
 		r.Events++
@@ -586,6 +591,7 @@ type procTree struct {
 	m       map[int]*Process
 	leader  map[int]int    // thread id -> the thread that made it with CLONE_THREAD, or its process
 	running map[int]string // Options.Running
+	window  func() (start, end float64)
 }
 
 func (a *procTree) get(pid int) *Process {
@@ -675,9 +681,19 @@ func (a *procTree) Finish(r *Report) {
 		p.Threads = max(p.Threads, 1) + 1
 		delete(a.m, tid)
 	}
+	var start, end float64
+	if a.window != nil {
+		start, end = a.window()
+	}
 	for _, p := range a.m {
 		if p.Exec == "" {
 			p.Exec = a.running[p.PID]
+		}
+		if _, ok := a.running[p.PID]; ok && start > 0 {
+			p.Start = start
+		}
+		if p.Exit == nil && p.Killed == "" && end > p.End {
+			p.End = end
 		}
 		if p.Parent != 0 {
 			p.Parent = a.process(p.Parent) // a process started by a thread is its process's child

@@ -425,3 +425,35 @@ func TestTransferCallsCountOnBothFDs(t *testing.T) {
 		}
 	}
 }
+
+// Live, a process is known between the trace's start and end, not only
+// between the calls seen whole: the -p process ran from before the start,
+// and one that has not exited runs until the end. One that exited ends
+// there, and a child starts at its clone.
+func TestProcessTreeLiveWindow(t *testing.T) {
+	events := []Event{
+		{Kind: Syscall, Name: "poll", PID: 10, TGID: 10, Time: 1000.5, Dur: 0.3, Ret: "0"},
+		{Kind: Syscall, Name: "clone", PID: 10, TGID: 10, Time: 1001, Ret: "20"},
+		{Kind: Syscall, Name: "clone", PID: 10, TGID: 10, Time: 1001.2, Ret: "30"},
+		{Kind: Syscall, Name: "read", PID: 20, TGID: 20, Time: 1001.1, Ret: "0"},
+		{Kind: Exit, PID: 30, TGID: 30, Time: 1001.4},
+	}
+	r, err := Analyze(func(emit func(*Event)) error {
+		for i := range events {
+			emit(&events[i])
+		}
+		return nil
+	}, nil, Options{Running: map[int]string{10: "/usr/bin/python3"}, Window: func() (float64, float64) { return 999, 1003 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][2]float64{10: {999, 1003}, 20: {1001, 1003}, 30: {1001.2, 1001.4}}
+	for _, p := range r.Processes {
+		if w := want[p.PID]; p.Start != w[0] || p.End != w[1] {
+			t.Errorf("process %d: %g to %g, want %g to %g", p.PID, p.Start, p.End, w[0], w[1])
+		}
+	}
+	if len(r.Processes) != len(want) {
+		t.Errorf("processes %+v", r.Processes)
+	}
+}
