@@ -246,15 +246,9 @@ func newFSUmountCmd() *cobra.Command {
 			mnt, _ := filepath.Abs(args[0])
 			// Only a lab file system: this command must not take down
 			// whatever else a mistyped path names.
-			infos, err := ktrace.ReadMountInfo()
+			m, err := topMount(mnt)
 			if err != nil {
 				return err
-			}
-			var m *ktrace.MountInfo
-			for i := range infos {
-				if infos[i].MountPoint == mnt {
-					m = &infos[i] // the last one is on top
-				}
 			}
 			if m == nil {
 				return fmt.Errorf("%s is not a mount point: nothing to unmount (findmnt -t %s lists lab file systems)", mnt, labfs.FSType)
@@ -293,7 +287,15 @@ prints them), the negotiated FUSE INIT flags and limits, and the cost of the
 daemon's timers. --json prints it as a record that "fusescope show" renders.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rec, err := labfs.Stats(args[0])
+			mnt, _ := filepath.Abs(args[0])
+			if m, err := topMount(mnt); err == nil && m != nil && m.FSType != labfs.FSType {
+				hint := "fusescope trace --mount " + mnt + " measures any file system's requests from the kernel"
+				if !strings.HasPrefix(m.FSType, "fuse") {
+					hint = "mount a lab file system with fusescope fs mount SRC MNT"
+				}
+				return fmt.Errorf("%s is a %s mount, not a fusescope lab file system, whose daemon keeps these statistics: %s", mnt, m.FSType, hint)
+			}
+			rec, err := labfs.Stats(mnt)
 			if err != nil {
 				return err
 			}
@@ -307,6 +309,22 @@ daemon's timers. --json prints it as a record that "fusescope show" renders.`,
 	}
 	out.register(c)
 	return c
+}
+
+// topMount is the mount on top at mnt, an absolute path; nil when mnt is
+// not a mount point.
+func topMount(mnt string) (*ktrace.MountInfo, error) {
+	infos, err := ktrace.ReadMountInfo()
+	if err != nil {
+		return nil, err
+	}
+	var m *ktrace.MountInfo
+	for i := range infos {
+		if infos[i].MountPoint == mnt {
+			m = &infos[i] // the last one is on top
+		}
+	}
+	return m, nil
 }
 
 // sizeFlag is a byte count given as a size: 128KiB, 1MiB, 4096.

@@ -536,6 +536,7 @@ func TestLabFSBadInput(t *testing.T) {
 		{[]string{"fs", "mount", src, mnt, "--preset", "passthrough", "--keep-cache"}, "fails opens"},       // EIO on every open
 		{[]string{"fs", "mount", src, mnt, "--preset", "writeback", "--passthrough"}, "exclude each other"}, // passthrough silently off
 		{[]string{"fs", "stats", mnt}, "no fusescope lab file system"},
+		{[]string{"fs", "stats", bindfsMnt}, "is a fuse mount, not a fusescope lab file system, whose daemon keeps these statistics: fusescope trace --mount " + bindfsMnt},
 		{[]string{"fs", "umount", mnt}, "not a mount point"},
 		{[]string{"fs", "umount", "/"}, "not a fusescope lab file system"}, // refused, whatever it is
 	}
