@@ -18,7 +18,9 @@ for old in "$tmp"/fusescope-demo.*/; do
   [[ -d $old ]] || continue
   # A finished demo removed its pid file and keeps its record; a running one is alive.
   pid=$(cat "$old/demo.pid" 2>/dev/null) || continue
-  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid") != Z* ]]; then continue; fi
+  # A zombie (a killed demo its parent has not reaped yet) is gone too.
+  state=$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$pid/stat" 2>/dev/null || true)
+  if [[ -n $pid && -n $state && $state != Z ]]; then continue; fi
   echo "== Cleaning up after an earlier demo that did not finish: $old"
   # Its tracer outlived it: stop it first, or it writes into the directory as it goes.
   pkill -TERM -f -- "trace --mount $old/mnt" 2>/dev/null || true
