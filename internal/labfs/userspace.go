@@ -124,7 +124,11 @@ type writeBehind struct {
 }
 
 type wbQueue struct {
-	jobs    chan func() fuse.Status
+	jobs chan func() fuse.Status
+	// slots holds one token per write acknowledged and not yet written:
+	// a write takes one before it is acknowledged, the writer gives it
+	// back once the write is done.
+	slots   chan struct{}
 	mu      sync.Mutex
 	pending int
 	idle    *sync.Cond
@@ -143,7 +147,7 @@ func (wb *writeBehind) queue(node uint64) *wbQueue {
 	defer wb.mu.Unlock()
 	q := wb.nodes[node]
 	if q == nil {
-		q = &wbQueue{jobs: make(chan func() fuse.Status, wb.depth)}
+		q = &wbQueue{jobs: make(chan func() fuse.Status, wb.depth), slots: make(chan struct{}, wb.depth)}
 		q.idle = sync.NewCond(&q.mu)
 		wb.nodes[node] = q
 		go q.run(wb.c)
@@ -154,6 +158,7 @@ func (wb *writeBehind) queue(node uint64) *wbQueue {
 func (q *wbQueue) run(c *counters) {
 	for job := range q.jobs {
 		st := job()
+		<-q.slots
 		q.mu.Lock()
 		if st != fuse.OK {
 			c.wbErrors.Add(1)
@@ -169,13 +174,15 @@ func (q *wbQueue) run(c *counters) {
 	}
 }
 
-// submit queues a write; it blocks while depth writes are already waiting.
+// submit queues a write; it blocks while depth writes are acknowledged
+// and not yet written.
 func (wb *writeBehind) submit(node uint64, job func() fuse.Status) {
 	q := wb.queue(node)
 	q.mu.Lock()
-	q.pending++
-	depth := uint64(q.pending)
+	q.pending++ // drain waits for a write blocked here too
 	q.mu.Unlock()
+	q.slots <- struct{}{}
+	depth := uint64(len(q.slots))
 	for {
 		old := wb.c.wbMaxDepth.Load()
 		if depth <= old || wb.c.wbMaxDepth.CompareAndSwap(old, depth) {
