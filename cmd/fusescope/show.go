@@ -14,8 +14,9 @@ import (
 
 func newShowCmd() *cobra.Command {
 	var (
-		out outputFlags
-		top int
+		out   outputFlags
+		top   int
+		table string
 	)
 	c := &cobra.Command{
 		Use:   "show RECORD.json | -",
@@ -32,9 +33,6 @@ or convert it to CSV. "-" reads standard input.`,
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkTop(top); err != nil {
-				return err
-			}
 			var b []byte
 			var err error
 			if args[0] == "-" {
@@ -54,14 +52,21 @@ or convert it to CSV. "-" reads standard input.`,
 						return fmt.Errorf("--%s applies to trace records; %s is a syscalls report (use --top, --json or --csv)", name, args[0])
 					}
 				}
+				view := reportView{json: out.json, csv: out.csv, table: table, top: top}
+				if err := view.check(); err != nil {
+					return err
+				}
 				r, err := systrace.ReadJSON(b)
 				if err != nil {
 					return fmt.Errorf("%s: %w", args[0], err)
 				}
-				return present(r, nil, out.json, out.csv, top)
+				return view.present(r, nil)
 			}
 			if cmd.Flags().Changed("top") {
 				return fmt.Errorf("--top applies to syscalls reports; %s is a record: every opcode is shown", args[0])
+			}
+			if cmd.Flags().Changed("table") {
+				return fmt.Errorf("--table applies to syscalls reports; %s is a record, whose CSV has one table", args[0])
 			}
 			rec, err := profile.Parse(b)
 			if err != nil {
@@ -73,5 +78,6 @@ or convert it to CSV. "-" reads standard input.`,
 	}
 	out.register(c)
 	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
+	c.Flags().StringVar(&table, "table", "", "syscalls reports, with --csv: the table to print: "+strings.Join(systrace.CSVTables, ", ")+" (default syscalls)")
 	return c
 }

@@ -21,13 +21,12 @@ import (
 
 func newSyscallsCmd() *cobra.Command {
 	var (
-		asJSON, asCSV bool
-		top           int
-		pids          []int
-		filter        systrace.Filter
-		timeline      float64
-		minWait       time.Duration
-		output        string
+		view     reportView
+		pids     []int
+		filter   systrace.Filter
+		timeline float64
+		minWait  time.Duration
+		output   string
 	)
 	c := &cobra.Command{
 		Use:   "syscalls [flags] LOG... | -- CMD [ARGS...] | -p PID",
@@ -56,6 +55,7 @@ calls that create, name or close fds and processes, and calls of at least
   fusescope syscalls --category network --since 2 --until 10 app.log
   fusescope syscalls --file '/cvmfs/*' -p 4242 --timeline 1 app.log
   fusescope syscalls --json app.log > app.json
+  fusescope syscalls --csv --table files app.log > files.csv
   fusescope syscalls -- make -j2                # live: a command and its children
   fusescope syscalls --min-wait 10ms -p 4242     # live: a running process`,
 		Args: cobra.ArbitraryArgs,
@@ -70,8 +70,11 @@ calls that create, name or close fds and processes, and calls of at least
 			if err := filter.Validate(); err != nil {
 				return err
 			}
-			if err := checkTop(top); err != nil {
+			if err := view.check(); err != nil {
 				return err
+			}
+			if view.table == "timeline" && timeline == 0 {
+				return fmt.Errorf("--table timeline needs --timeline SECONDS, the width of its bins")
 			}
 			// strace's timestamps have microseconds; !(a && b) refuses NaN.
 			if timeline != 0 && !(timeline >= 1e-6 && timeline <= 1e6) {
@@ -98,12 +101,12 @@ calls that create, name or close fds and processes, and calls of at least
 				if err != nil {
 					return err
 				}
-				r, err := runLive(command, pid, filter, systrace.Options{MaxWaits: top, TimelineS: timeline}, minWait)
+				r, err := runLive(command, pid, filter, systrace.Options{MaxWaits: view.top, TimelineS: timeline}, minWait)
 				if err != nil {
 					out.finish(nil)
 					return err
 				}
-				if err := present(r, out, asJSON, asCSV, top); err != nil {
+				if err := view.present(r, out); err != nil {
 					return err
 				}
 				return commandStatus(r.Live)
@@ -128,7 +131,7 @@ calls that create, name or close fds and processes, and calls of at least
 			for _, pid := range pids {
 				filter.PIDs[pid] = true
 			}
-			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: top, TimelineS: timeline})
+			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: view.top, TimelineS: timeline})
 			if err == nil && r.Events == 0 {
 				if p.Parsed > 0 {
 					err = fmt.Errorf("no system call in %s matches the filters (of %d events read)", strings.Join(args, ", "), p.Parsed)
@@ -140,13 +143,14 @@ calls that create, name or close fds and processes, and calls of at least
 				out.finish(nil)
 				return err
 			}
-			return present(r, out, asJSON, asCSV, top)
+			return view.present(r, out)
 		},
 	}
 	f := c.Flags()
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON (docs/syscalls.md)")
-	f.BoolVar(&asCSV, "csv", false, "print one CSV row per system call (docs/syscalls.md)")
-	f.IntVar(&top, "top", 10, "rows in each list and processes in the tree (0: all)")
+	f.BoolVar(&view.json, "json", false, "print the report as JSON (docs/syscalls.md)")
+	f.BoolVar(&view.csv, "csv", false, "print one of the report's tables as CSV, every row (--table; docs/syscalls.md)")
+	f.StringVar(&view.table, "table", "", "with --csv: the table to print: "+strings.Join(systrace.CSVTables, ", ")+" (default syscalls)")
+	f.IntVar(&view.top, "top", 10, "rows in each list and processes in the tree (0: all)")
 	f.IntSliceVarP(&pids, "pid", "p", nil, "with logs: keep only these processes (repeatable); without: trace this running process live")
 	f.StringVarP(&output, "output", "o", "", "write the report to `FILE` instead of standard output (a traced command keeps the terminal)")
 	f.DurationVar(&minWait, "min-wait", 0, "live: keep calls at least this long one by one, for the waits list (default 1ms)")
@@ -191,16 +195,41 @@ func checkLogs(logs []string) error {
 	return nil
 }
 
+// reportView is how a syscalls report is printed (syscalls and show): as
+// text with top rows per list, as JSON, or one table as CSV.
+type reportView struct {
+	json, csv bool
+	table     string
+	top       int
+}
+
+func (v reportView) check() error {
+	if v.top < 0 {
+		return fmt.Errorf("--top %d: give the rows to show in each list, or 0 for all", v.top)
+	}
+	if v.table != "" {
+		if !v.csv {
+			return fmt.Errorf("--table chooses the table --csv prints: add --csv")
+		}
+		if _, ok := systrace.CSVColumns[v.table]; !ok {
+			return fmt.Errorf("--table %q: give one of %s", v.table, strings.Join(systrace.CSVTables, ", "))
+		}
+	}
+	return nil
+}
+
 // present writes the report to out, or to standard output.
-func present(r *systrace.Report, out *outputFile, asJSON, asCSV bool, top int) error {
+func (v reportView) present(r *systrace.Report, out *outputFile) error {
 	write := func(w io.Writer) error {
 		switch {
-		case asJSON:
+		case v.json:
 			return systrace.WriteJSON(w, r)
-		case asCSV:
+		case v.csv && v.table != "":
+			return systrace.WriteCSVTable(w, r, v.table)
+		case v.csv:
 			return systrace.WriteCSV(w, r)
 		}
-		return systrace.WriteText(w, r, top)
+		return systrace.WriteText(w, r, v.top)
 	}
 	if out == nil {
 		return write(os.Stdout)
@@ -331,14 +360,6 @@ func commandStatus(l *systrace.LiveInfo) error {
 			return &exitError{code: 128 + int(sig)}
 		}
 		return &exitError{code: 1}
-	}
-	return nil
-}
-
-// checkTop refuses a negative --top (syscalls and show).
-func checkTop(top int) error {
-	if top < 0 {
-		return fmt.Errorf("--top %d: give the rows to show in each list, or 0 for all", top)
 	}
 	return nil
 }

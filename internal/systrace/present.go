@@ -53,16 +53,73 @@ func ReadJSON(b []byte) (*Report, error) {
 	return r.Report, nil
 }
 
-// SyscallCSVColumns are the columns of --csv (docs/syscalls.md).
-var SyscallCSVColumns = []string{"syscall", "category", "calls", "errors", "time_s", "pct_time"}
+// CSVColumns are the columns of each table --csv can write
+// (docs/syscalls.md), by table name; columns are only ever appended.
+var CSVColumns = map[string][]string{
+	"syscalls":   {"syscall", "category", "calls", "errors", "time_s", "pct_time"},
+	"files":      {"target", "kind", "opens", "reads", "bytes_read", "writes", "bytes_written", "calls", "time_s"},
+	"categories": {"category", "calls", "time_s", "pct_time"},
+	"waits":      {"pid", "line", "start", "syscall", "dur_s", "errno", "target"},
+	"processes":  {"pid", "parent", "exec", "start", "end", "exit", "killed_by", "calls", "threads"},
+	"timeline":   {"start_s", "category", "calls", "time_s"},
+}
+
+// CSVTables lists CSVColumns' tables, the default first.
+var CSVTables = []string{"syscalls", "files", "categories", "waits", "processes", "timeline"}
 
 // WriteCSV writes one row per system call.
-func WriteCSV(w io.Writer, r *Report) error {
+func WriteCSV(w io.Writer, r *Report) error { return WriteCSVTable(w, r, "syscalls") }
+
+// WriteCSVTable writes one of the report's tables as CSV, every row: the
+// text's --top does not apply.
+func WriteCSVTable(w io.Writer, r *Report, table string) error {
+	cols, ok := CSVColumns[table]
+	if !ok {
+		return fmt.Errorf("no CSV table %q: give one of %s", table, strings.Join(CSVTables, ", "))
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
+	n := strconv.Itoa
 	cw := csv.NewWriter(w)
-	cw.Write(SyscallCSVColumns)
-	for _, s := range r.Syscalls {
-		cw.Write([]string{s.Name, s.Category, strconv.Itoa(s.Calls), strconv.Itoa(s.Errors),
-			strconv.FormatFloat(s.TimeS, 'f', 6, 64), strconv.FormatFloat(pct(s.TimeS, r.TotalTime), 'f', 2, 64)})
+	cw.Write(cols)
+	switch table {
+	case "syscalls":
+		for _, s := range r.Syscalls {
+			cw.Write([]string{s.Name, s.Category, n(s.Calls), n(s.Errors), f(s.TimeS), strconv.FormatFloat(pct(s.TimeS, r.TotalTime), 'f', 2, 64)})
+		}
+	case "files":
+		for _, x := range r.Files {
+			cw.Write([]string{x.Target, x.Kind, n(x.Opens), n(x.Reads), strconv.FormatInt(x.BytesRead, 10), n(x.Writes),
+				strconv.FormatInt(x.BytesWritten, 10), n(x.Calls), f(x.TimeS)})
+		}
+	case "categories":
+		for _, c := range r.Categories {
+			cw.Write([]string{c.Category, n(c.Calls), f(c.TimeS), strconv.FormatFloat(pct(c.TimeS, r.TotalTime), 'f', 2, 64)})
+		}
+	case "waits":
+		for _, x := range r.Waits {
+			line := ""
+			if x.Line > 0 {
+				line = n(x.Line)
+			}
+			cw.Write([]string{n(x.PID), line, f(x.Start), x.Name, f(x.DurS), x.Errno, x.Target})
+		}
+	case "processes":
+		for _, p := range r.Processes {
+			parent, exit := "", ""
+			if p.Parent != 0 {
+				parent = n(p.Parent)
+			}
+			if p.Exit != nil {
+				exit = n(*p.Exit)
+			}
+			cw.Write([]string{n(p.PID), parent, p.Exec, f(p.Start), f(p.End), exit, p.Killed, n(p.Calls), n(max(p.Threads, 1))})
+		}
+	case "timeline":
+		for _, b := range r.Timeline {
+			for _, c := range CategoryNames { // every one, so that idle bins show
+				cw.Write([]string{f(b.Start), c, n(b.Calls[c]), f(b.TimeS[c])})
+			}
+		}
 	}
 	cw.Flush()
 	return cw.Error()

@@ -2,6 +2,7 @@ package systrace
 
 import (
 	"bytes"
+	csvpkg "encoding/csv"
 	"os"
 	"strings"
 	"testing"
@@ -44,6 +45,25 @@ func TestPresentersGolden(t *testing.T) {
 	golden.Check(t, "sample.txt.golden", text.Bytes())
 	golden.Check(t, "sample.json.golden", js.Bytes())
 	golden.Check(t, "sample.csv.golden", csv.Bytes())
+	for _, table := range CSVTables {
+		var b bytes.Buffer
+		if err := WriteCSVTable(&b, r, table); err != nil {
+			t.Fatal(err)
+		}
+		name := "sample." + table + ".csv.golden"
+		if table == "syscalls" {
+			name = "sample.csv.golden" // the default table: WriteCSV's
+		}
+		golden.Check(t, name, b.Bytes())
+		// Every row has the header's columns, and the header is CSVColumns'.
+		rows, err := csvpkg.NewReader(&b).ReadAll()
+		if err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != strings.Join(CSVColumns[table], ",") {
+			t.Errorf("%s: %v, %d rows, header %v", table, err, len(rows), rows[:min(1, len(rows))])
+		}
+	}
+	if err := WriteCSVTable(&csv, r, "bogus"); err == nil || !strings.Contains(err.Error(), "syscalls, files") {
+		t.Errorf("an unknown table: %v", err)
+	}
 }
 
 // A live trace has no line numbers (its waits are shown by time of day)

@@ -35,6 +35,7 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
 		{[]string{"show", "/etc/hostname"}, "not a fusescope record"},
+		{[]string{"show", "--csv", "--table", "files", "../../internal/report/testdata/record.json.golden"}, "--table applies to syscalls reports"},
 	}
 	for _, c := range cases {
 		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()

@@ -216,6 +216,9 @@ func TestSyscallsBadInput(t *testing.T) {
 		{[]string{"syscalls", "--category", "disk", empty}, "give one of file I/O, network, IPC, memory, process, sleep and timers, other"},
 		{[]string{"syscalls", "--category", "network", "/etc/hostname"}, "is it an strace log?"},
 		{[]string{"syscalls", "--file", "/nothing/*", "../../internal/systrace/testdata/sample.log"}, "matches the filters (of "},
+		{[]string{"syscalls", "--table", "files", empty}, "--table chooses the table --csv prints: add --csv"},
+		{[]string{"syscalls", "--csv", "--table", "fds", empty}, `--table "fds": give one of syscalls, files, categories, waits, processes, timeline`},
+		{[]string{"syscalls", "--csv", "--table", "timeline", empty}, "--table timeline needs --timeline SECONDS"},
 	}
 	for _, c := range cases {
 		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
@@ -384,7 +387,7 @@ func TestShowSyscallsReport(t *testing.T) {
 	log, saved := filepath.Join(dir, "app.log"), filepath.Join(dir, "app.json")
 	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, "sh", "-c", "cat /etc/hostname >/dev/null; ls / >/dev/null")
 	run(t, fusescopeBin, "syscalls", "--json", "-o", saved, log)
-	for _, flags := range [][]string{{}, {"--top", "0"}, {"--top", "2"}, {"--csv"}} {
+	for _, flags := range [][]string{{}, {"--top", "0"}, {"--top", "2"}, {"--csv"}, {"--csv", "--table", "files"}, {"--csv", "--table", "processes"}} {
 		want := mustRead(t, fusescopeBin, append(append([]string{"syscalls"}, flags...), log)...)
 		got := mustRead(t, fusescopeBin, append(append([]string{"show"}, flags...), saved)...)
 		if string(got) != string(want) {
