@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func newTraceCmd() *cobra.Command {
@@ -115,7 +117,33 @@ that "fusescope show" renders the same way.`,
 			cfg.Emit = func(rec *profile.Record, final bool) error { return r.render(rec) }
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
+			var exited atomic.Bool
+			if pid > 0 {
+				// The process's exit ends the trace, as strace -p's does:
+				// nothing it makes can follow, and its PID may be reused.
+				pidfd, err := unix.PidfdOpen(pid, 0)
+				if err != nil {
+					return fmt.Errorf("-p %d: %v", pid, err)
+				}
+				defer unix.Close(pidfd)
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				go func() {
+					fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+					for {
+						if n, err := unix.Poll(fds, -1); n > 0 || (err != nil && err != unix.EINTR) {
+							break
+						}
+					}
+					exited.Store(true)
+					cancel()
+				}()
+			}
 			whole, runErr := ktrace.RunSession(ctx, cfg)
+			if exited.Load() && runErr == nil {
+				fmt.Fprintf(os.Stderr, "Process %d exited: tracing ended.\n", pid)
+			}
 			var write func(io.Writer) error
 			if whole != nil {
 				write = whole.Write
@@ -131,7 +159,7 @@ that "fusescope show" renders the same way.`,
 	f.StringArrayVar(&mounts, "mount", nil, "trace only the FUSE file system mounted at `PATH` (repeatable)")
 	f.UintSliceVar(&conns, "conn", nil, "trace only FUSE connection `N` (/sys/fs/fuse/connections/N; repeatable)")
 	f.Lookup("conn").DefValue = "" // pflag would print "(default [])"
-	f.IntVarP(&pid, "pid", "p", 0, "trace only requests made by process `PID`")
+	f.IntVarP(&pid, "pid", "p", 0, "trace only requests made by process `PID`; its exit ends the trace")
 	f.StringVar(&comm, "comm", "", "trace only requests made by commands named `NAME`")
 	f.StringSliceVar(&ops, "op", nil, "trace only these opcodes, e.g. `LOOKUP,GETATTR`")
 	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")

@@ -195,7 +195,22 @@ func TestTraceFilters(t *testing.T) {
 	if err := child.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	tr.stop(t)
+	// The process's exit ends the trace, as strace -p's does.
+	select {
+	case err := <-tr.done:
+		if err != nil {
+			t.Fatalf("fusescope trace -p: %v\n%s", err, tr.stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("fusescope trace -p did not end within 10 s of its process's exit\n%s", tr.stderr.String())
+	}
+	want := fmt.Sprintf("Process %d exited: tracing ended.", child.Process.Pid)
+	for i := 0; i < 20 && !strings.Contains(tr.stderr.String(), want); i++ {
+		time.Sleep(50 * time.Millisecond) // the last line may still be on its way through the pipe
+	}
+	if !strings.Contains(tr.stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", tr.stderr.String(), want)
+	}
 	if got := counts(loadRecord(t, rec), conn)["LOOKUP"]; got != 3 {
 		t.Errorf("-p: LOOKUP = %d, want 3", got)
 	}
