@@ -293,8 +293,17 @@ func (t *Tracer) NextInterval() (profile.Profile, map[profile.Key]Extremes, erro
 		return profile.Profile{}, nil, fmt.Errorf("starting the next interval: %v", err)
 	}
 	t.epoch = ended + 1
+	// An end program that read the old epoch just before the change still
+	// writes its extremes into the ended interval's slots: programs on a
+	// tracepoint run with preemption off, in microseconds, so a short wait
+	// lets them finish before those slots are read.
+	time.Sleep(epochGrace)
 	return t.snapshot(ended)
 }
+
+// epochGrace is how long NextInterval waits for end programs still
+// running on the interval that ended.
+const epochGrace = time.Millisecond
 
 // snapshot reads the statistics, and the extremes of interval epoch (0:
 // none).
