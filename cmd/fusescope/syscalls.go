@@ -133,9 +133,12 @@ calls that create, name or close fds and processes, and calls of at least
 			}
 			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: view.top, TimelineS: timeline})
 			if err == nil && r.Events == 0 {
-				if p.Parsed > 0 {
+				switch {
+				case p.Parsed > 0:
 					err = fmt.Errorf("no system call in %s matches the filters (of %d events read)", strings.Join(args, ", "), p.Parsed)
-				} else {
+				case p.Summary > 0:
+					err = fmt.Errorf("%s holds an strace -c summary table, not a log of the calls: record one with strace -f -tt -T -y -o LOG CMD", strings.Join(args, ", "))
+				default:
 					err = fmt.Errorf("no system calls found in %s (%d lines, %d malformed): is it an strace log? Record one with strace -f -tt -T -y -o LOG CMD", strings.Join(args, ", "), r.Lines, r.Malformed)
 				}
 			}

@@ -201,6 +201,13 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 func TestSyscallsBadInput(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "empty.log")
 	os.WriteFile(empty, []byte("not an strace log\n"), 0o644)
+	// What strace -c writes instead of a log.
+	summary := filepath.Join(filepath.Dir(empty), "summary.txt")
+	os.WriteFile(summary, []byte("% time     seconds  usecs/call     calls    errors syscall\n"+
+		"------ ----------- ----------- --------- --------- ----------------\n"+
+		" 61.37    0.000463          18        25           mmap\n"+
+		"------ ----------- ----------- --------- --------- ----------------\n"+
+		"100.00    0.000754           7       101        13 total\n"), 0o644)
 	cases := []struct {
 		args []string
 		want string
@@ -217,6 +224,7 @@ func TestSyscallsBadInput(t *testing.T) {
 		{[]string{"syscalls", "--category", "network", "/etc/hostname"}, "is it an strace log?"},
 		{[]string{"syscalls", "--file", "/nothing/*", "../../internal/systrace/testdata/sample.log"}, "matches the filters (of "},
 		{[]string{"syscalls", "--table", "files", empty}, "--table chooses the table --csv prints: add --csv"},
+		{[]string{"syscalls", summary}, "holds an strace -c summary table, not a log of the calls"},
 		{[]string{"syscalls", "--csv", "--table", "fds", empty}, `--table "fds": give one of syscalls, files, categories, waits, processes, timeline`},
 		{[]string{"syscalls", "--csv", "--table", "timeline", empty}, "--table timeline needs --timeline SECONDS"},
 	}
