@@ -1,6 +1,7 @@
 package systrace
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,22 @@ func TestTimelineShowsIdleBins(t *testing.T) {
 	}
 	if len(starts) != 4 || starts[1] != 1 || r.Timeline[1].Calls["file I/O"] != 0 || r.Timeline[3].Calls["file I/O"] != 1 {
 		t.Errorf("bins start at %v: %+v; want 0, 1, 2, 3, the middle two empty", starts, r.Timeline)
+	}
+}
+
+// Live, the empty sample sent as tracing starts anchors the bins to the
+// kernel's, but the time spent loading and attaching before the command's
+// first call is not shown as idle bins of the command.
+func TestTimelineLiveStartsAtTheFirstCall(t *testing.T) {
+	a := &timeline{width: 0.1, bins: map[int]*TimelineBin{}, maxBins: 100}
+	a.Observe(&Event{Kind: Sample, Time: 100})                                           // tracing starts
+	a.Observe(&Event{Kind: Sample, Name: "file I/O", Calls: 3, Dur: 0.01, Time: 100.25}) // kernel bin 2
+	a.Observe(&Event{Kind: Sample, Name: "memory", Calls: 1, Dur: 0.01, Time: 100.45})   // kernel bin 4
+	var r Report
+	a.Finish(&r)
+	if len(r.Timeline) != 3 || math.Abs(r.Timeline[0].Start-0.2) > 1e-9 || r.Timeline[0].Calls["file I/O"] != 3 ||
+		r.Timeline[1].Calls["memory"] != 0 || r.Timeline[2].Calls["memory"] != 1 {
+		t.Errorf("%+v: want bins from 0.2 s (the first with calls) to 0.4 s", r.Timeline)
 	}
 }
 

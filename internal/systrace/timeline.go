@@ -31,7 +31,10 @@ func (a *timeline) Observe(e *Event) {
 	if !a.seen {
 		a.first, a.seen = e.Time, true
 	}
-	if e.Kind != Syscall && e.Kind != Sample {
+	// The live source's empty sample at the start only anchors the bins:
+	// loading and attaching before the command's first call are not idle
+	// time of the command.
+	if (e.Kind != Syscall && e.Kind != Sample) || (e.Kind == Sample && e.Calls == 0) {
 		return
 	}
 	i := int((e.Time - a.first) / a.width)
@@ -52,9 +55,6 @@ func (a *timeline) Observe(e *Event) {
 	c := e.info().category
 	if e.Kind == Sample {
 		c = e.Name
-		if e.Calls == 0 {
-			return
-		}
 	}
 	b.Calls[c] += e.N()
 	if e.Dur > 0 {
