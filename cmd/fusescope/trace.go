@@ -15,6 +15,7 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,7 @@ func newTraceCmd() *cobra.Command {
 		recordTo string
 		reapAge  time.Duration
 		attach   string
+		slower   time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "trace [flags] [interval [count]]",
@@ -43,12 +45,17 @@ log2 histogram per mount and opcode.
 
 On Ctrl-C, or every interval seconds (count times), it prints a histogram per
 opcode and a table sorted by total time. -o saves the whole run as a record
-that "fusescope show" renders the same way.`,
+that "fusescope show" renders the same way.
+
+--slower D also prints each request that took at least D, one line as it
+ends, as bcc's ext4slower does: its time, requesting command and thread,
+opcode, latency, error, bytes, inode and mount.`,
 		Example: `  fusescope trace                        # every FUSE mount, until Ctrl-C
   fusescope trace --mount /mnt/sshfs 5   # one mount, a report every 5 s
   fusescope trace -p 1234 --op LOOKUP,GETATTR -m 1 10
   fusescope trace --counts --csv 1       # counters only, as CSV every second
-  fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json`,
+  fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
+  fusescope trace --slower 10ms -m       # each request of 10 ms or more, as it ends`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			interval, count, err := parseIntervalCount(args)
@@ -56,8 +63,18 @@ that "fusescope show" renders the same way.`,
 				return err
 			}
 			cfg := ktrace.SessionConfig{
-				Options:  ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach},
+				Options:  ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower},
 				Interval: interval, Count: count, Command: os.Args, Tool: version,
+			}
+			if cmd.Flags().Changed("slower") {
+				switch {
+				case slower <= 0:
+					return fmt.Errorf("--slower %v: give a positive duration, e.g. --slower 10ms", slower)
+				case out.json || out.csv:
+					return fmt.Errorf("--slower prints lines of text as requests end: leave out --json and --csv (-o saves the aggregates as a record)")
+				case out.counts:
+					return fmt.Errorf("--slower measures each request's latency: leave out --counts")
+				}
 			}
 			if pid < 0 {
 				return fmt.Errorf("-p %d: give a positive process id", pid)
@@ -113,6 +130,15 @@ that "fusescope show" renders the same way.`,
 				} else {
 					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
 				}
+				if slower > 0 {
+					report.WriteSlowHeader(os.Stdout, out.unit())
+				}
+			}
+			if slower > 0 {
+				cfg.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit()) }
+				cfg.SlowLost = func(n uint64) {
+					fmt.Fprintf(os.Stderr, "%d requests of %v or more were not shown: they came faster than they could be printed\n", n, slower)
+				}
 			}
 			cfg.Emit = func(rec *profile.Record, final bool) error { return r.render(rec) }
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -165,6 +191,7 @@ that "fusescope show" renders the same way.`,
 	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
 	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
 	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "give up on requests in flight longer than this (counted, and their table slots reused)")
+	f.DurationVar(&slower, "slower", 0, "also print each request that took at least this long (e.g. 10ms), one line as it ends")
 	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint), tp_btf (raw tracepoints with BTF: cheaper) or tracepoint (classic)")
 	return c
 }

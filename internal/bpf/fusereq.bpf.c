@@ -36,6 +36,7 @@ struct fuse_in_header {
 	__u32 len;
 	__u32 opcode;
 	__u64 unique;
+	__u64 nodeid;
 	__u32 pid;
 } __attribute__((preserve_access_index));
 
@@ -69,6 +70,10 @@ volatile const char filter_comm[16] = {};
 volatile const __u8 filter_conn_on = 0;
 volatile const __u64 filter_op_mask = 0; /* bit n keeps opcode n; 0 keeps all */
 volatile const __u64 reap_age_ns = 600000000000ULL;
+/* --slower: requests at least this long are sent whole, by the *_slow
+ * programs; the others are compiled without that code (a constant tested
+ * at run time still cost loads and registers on the hot path). */
+volatile const __u64 slower_ns = 0;
 
 /* The interval being measured: user space moves it on at each interval
  * (struct op_stats's epoch). Starts at 1, so that a zeroed slot matches no
@@ -116,6 +121,34 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } drops SEC(".maps");
+
+/* --slower only: the requests that took at least slower_ns, and the
+ * command of each request in flight (by in-flight slot), taken at its send. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} slow_reqs SEC(".maps");
+
+struct slow_comm {
+	char comm[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, INFLIGHT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct slow_comm);
+} inflight_comm SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} slow_lost SEC(".maps");
+
+/* Keeps the event type in BTF for bpf2go (ring buffers name no value type). */
+const struct slow_req *unused_slow_req __attribute__((unused));
 
 /* Connections to trace, as a bitmap: an inlined array lookup, where a hash
  * lookup would cost more than everything else the send does. */
@@ -179,7 +212,7 @@ static __always_inline __u32 slot_index(__u32 conn, __u64 unique, __u32 tag, __u
 	return (h + probe * (INFLIGHT_SLOTS / 2)) & (INFLIGHT_SLOTS - 1);
 }
 
-static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique, __u32 tag, __u64 now)
+static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique, __u32 tag, __u64 now, __u32 *at)
 {
 #pragma unroll
 	for (__u32 probe = 0; probe < 2; probe++) {
@@ -187,6 +220,7 @@ static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique
 		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
 		if (!s)
 			return 0;
+		*at = idx;
 		__u64 old = s->unique;
 		if (old == 0) {
 			if (__sync_val_compare_and_swap(&s->unique, 0, unique) == 0)
@@ -210,7 +244,7 @@ static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique
 /* A request queued for the daemon, by thread pid. The current task's ids
  * are asked for only under -p: the helper call costs ~15 ns here, a tenth
  * of the send. */
-static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32 len, __u32 tag, __u32 pid)
+static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32 len, __u32 tag, __u32 pid, const int slow)
 {
 	if (filter_op_mask && (opcode >= 64 || !(filter_op_mask & (1ULL << opcode))))
 		return 0;
@@ -226,10 +260,16 @@ static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32
 	}
 
 	__u64 now = bpf_ktime_get_ns();
-	struct inflight_slot *s = claim_slot(conn, unique, tag, now);
+	__u32 idx = 0;
+	struct inflight_slot *s = claim_slot(conn, unique, tag, now, &idx);
 	if (!s) {
 		count_drop(DROP_INFLIGHT_FULL);
 		return 0;
+	}
+	if (slow) {
+		struct slow_comm *c = bpf_map_lookup_elem(&inflight_comm, &idx);
+		if (c)
+			bpf_get_current_comm(c->comm, sizeof(c->comm));
 	}
 	s->conn = conn;
 	s->opcode = opcode;
@@ -243,7 +283,13 @@ static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32
 SEC("tracepoint/fuse/fuse_request_send")
 int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
 {
-	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len, 0, (__u32)bpf_get_current_pid_tgid());
+	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len, 0, (__u32)bpf_get_current_pid_tgid(), 0);
+}
+
+SEC("tracepoint/fuse/fuse_request_send")
+int fuse_send_slow(struct trace_event_raw_fuse_request_send *ctx)
+{
+	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len, 0, (__u32)bpf_get_current_pid_tgid(), 1);
 }
 
 /* The low bits of a request's address, never 0: what tp_btf finds a
@@ -261,7 +307,13 @@ static __always_inline __u32 req_tag(struct fuse_req *req)
 SEC("tp_btf/fuse_request_send")
 int BPF_PROG(fuse_send_btf, struct fuse_req *req)
 {
-	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len, req_tag(req), req->in.h.pid);
+	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len, req_tag(req), req->in.h.pid, 0);
+}
+
+SEC("tp_btf/fuse_request_send")
+int BPF_PROG(fuse_send_btf_slow, struct fuse_req *req)
+{
+	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len, req_tag(req), req->in.h.pid, 1);
 }
 
 static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
@@ -292,9 +344,42 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
  * conn is unknown and read from the slot: the connection's dev shares a
  * cache line with the counter of requests waiting, which the sending CPU
  * writes per request, so reading it on the daemon's CPU cost a transfer. */
-static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag)
+/* Sends a request that took at least slower_ns. Its command is read from
+ * its slot's entry after the slot was freed: only a request claiming the
+ * same slot within that instant could have written another there. */
+static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 opcode, __u64 start,
+				      __u64 delta, __u32 req_len, __u32 reply_len, __s32 err, __u64 nodeid)
+{
+	struct slow_req *e = bpf_ringbuf_reserve(&slow_reqs, sizeof(*e), 0);
+	if (!e) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&slow_lost, &zero);
+		if (n)
+			(*n)++;
+		return;
+	}
+	e->end_ns = start + delta;
+	e->lat_ns = delta;
+	e->nodeid = nodeid;
+	e->conn = conn;
+	e->opcode = opcode;
+	e->pid = pid;
+	e->req_len = req_len;
+	e->reply_len = reply_len;
+	e->error = err;
+	struct slow_comm *c = bpf_map_lookup_elem(&inflight_comm, &idx);
+	if (c)
+		__builtin_memcpy(e->comm, c->comm, sizeof(e->comm));
+	else
+		e->comm[0] = 0;
+	/* User space reads on a timer: no wakeup (an interrupt) per request. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid, const int slow)
 {
 	struct inflight_slot *slot = 0;
+	__u32 slot_idx = 0;
 
 #pragma unroll
 	for (__u32 probe = 0; probe < 2; probe++) {
@@ -302,6 +387,7 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
 		if (s && s->unique == unique && (tag ? s->req_tag == tag : s->conn == conn)) {
 			slot = s;
+			slot_idx = idx;
 			break;
 		}
 	}
@@ -315,11 +401,14 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	__u32 opcode = slot->opcode;
 	conn = slot->conn;
 	__u32 req_len = slot->req_len;
+	__u32 pid = slow ? slot->pid : 0;
 	slot->start_ns = 0;
 	__sync_val_compare_and_swap(&slot->unique, unique, 0);
 	if (!start)
 		return 0;
 	__u64 delta = bpf_ktime_get_ns() - start;
+	if (slow && delta >= slower_ns)
+		send_slow(slot_idx, pid, conn, opcode, start, delta, req_len, reply_len, err, nodeid);
 
 	struct op_stats *s = stats_for(conn, opcode);
 	if (!s) {
@@ -369,13 +458,25 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 SEC("tracepoint/fuse/fuse_request_end")
 int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
 {
-	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0);
+	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, 0);
+}
+
+SEC("tracepoint/fuse/fuse_request_end")
+int fuse_end_slow(struct trace_event_raw_fuse_request_end *ctx)
+{
+	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, 1);
 }
 
 SEC("tp_btf/fuse_request_end")
 int BPF_PROG(fuse_end_btf, struct fuse_req *req)
 {
-	return on_end(0, req->in.h.unique, req->out.h.len, req->out.h.error, req_tag(req));
+	return on_end(0, req->in.h.unique, req->out.h.len, req->out.h.error, req_tag(req), 0, 0);
+}
+
+SEC("tp_btf/fuse_request_end")
+int BPF_PROG(fuse_end_btf_slow, struct fuse_req *req)
+{
+	return on_end(0, req->in.h.unique, req->out.h.len, req->out.h.error, req_tag(req), req->in.h.nodeid, 1);
 }
 
 char LICENSE[] SEC("license") = "GPL";

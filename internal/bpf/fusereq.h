@@ -37,6 +37,21 @@ struct inflight_slot {
 	__u32 req_tag; /* tp_btf: the low bits of the request's address; 0 on the classic tracepoints */
 };
 
+/* A request that took at least slower_ns (--slower): sent whole, as bcc's
+ * *slower tools send theirs. */
+struct slow_req {
+	__u64 end_ns;  /* CLOCK_MONOTONIC */
+	__u64 lat_ns;
+	__u64 nodeid;  /* tp_btf only; 0 on the classic tracepoints */
+	__u32 conn;
+	__u32 opcode;
+	__u32 pid;     /* the requesting thread, as inflight_slot's */
+	__u32 req_len;
+	__u32 reply_len;
+	__s32 error;
+	char comm[16]; /* the requesting thread's, taken at the send */
+};
+
 struct stats_key {
 	__u32 conn;
 	__u32 opcode;

@@ -50,6 +50,25 @@ type FuseReqOpStats struct {
 	Slots         [64]uint64
 }
 
+type FuseReqSlowComm struct {
+	_    structs.HostLayout
+	Comm [16]int8
+}
+
+type FuseReqSlowReq struct {
+	_        structs.HostLayout
+	EndNs    uint64
+	LatNs    uint64
+	Nodeid   uint64
+	Conn     uint32
+	Opcode   uint32
+	Pid      uint32
+	ReqLen   uint32
+	ReplyLen uint32
+	Error    int32
+	Comm     [16]int8
+}
+
 type FuseReqStatsKey struct {
 	_      structs.HostLayout
 	Conn   uint32
@@ -60,23 +79,32 @@ type FuseReqStatsKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FuseReqMapDrops         = "drops"
-	FuseReqMapErrnos        = "errnos"
-	FuseReqMapFilterConns   = "filter_conns"
-	FuseReqMapInflight      = "inflight"
-	FuseReqMapStats         = "stats"
-	FuseReqMapStatsFast     = "stats_fast"
-	FuseReqProgFuseEnd      = "fuse_end"
-	FuseReqProgFuseEndBtf   = "fuse_end_btf"
-	FuseReqProgFuseSend     = "fuse_send"
-	FuseReqProgFuseSendBtf  = "fuse_send_btf"
-	FuseReqVarFilterComm    = "filter_comm"
-	FuseReqVarFilterCommOn  = "filter_comm_on"
-	FuseReqVarFilterConnOn  = "filter_conn_on"
-	FuseReqVarFilterOpMask  = "filter_op_mask"
-	FuseReqVarFilterTgid    = "filter_tgid"
-	FuseReqVarIntervalEpoch = "interval_epoch"
-	FuseReqVarReapAgeNs     = "reap_age_ns"
+	FuseReqMapDrops            = "drops"
+	FuseReqMapErrnos           = "errnos"
+	FuseReqMapFilterConns      = "filter_conns"
+	FuseReqMapInflight         = "inflight"
+	FuseReqMapInflightComm     = "inflight_comm"
+	FuseReqMapSlowLost         = "slow_lost"
+	FuseReqMapSlowReqs         = "slow_reqs"
+	FuseReqMapStats            = "stats"
+	FuseReqMapStatsFast        = "stats_fast"
+	FuseReqProgFuseEnd         = "fuse_end"
+	FuseReqProgFuseEndBtf      = "fuse_end_btf"
+	FuseReqProgFuseEndBtfSlow  = "fuse_end_btf_slow"
+	FuseReqProgFuseEndSlow     = "fuse_end_slow"
+	FuseReqProgFuseSend        = "fuse_send"
+	FuseReqProgFuseSendBtf     = "fuse_send_btf"
+	FuseReqProgFuseSendBtfSlow = "fuse_send_btf_slow"
+	FuseReqProgFuseSendSlow    = "fuse_send_slow"
+	FuseReqVarFilterComm       = "filter_comm"
+	FuseReqVarFilterCommOn     = "filter_comm_on"
+	FuseReqVarFilterConnOn     = "filter_conn_on"
+	FuseReqVarFilterOpMask     = "filter_op_mask"
+	FuseReqVarFilterTgid       = "filter_tgid"
+	FuseReqVarIntervalEpoch    = "interval_epoch"
+	FuseReqVarReapAgeNs        = "reap_age_ns"
+	FuseReqVarSlowerNs         = "slower_ns"
+	FuseReqVarUnusedSlowReq    = "unused_slow_req"
 )
 
 // LoadFuseReq returns the embedded CollectionSpec for FuseReq.
@@ -121,22 +149,29 @@ type FuseReqSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqProgramSpecs struct {
-	FuseEnd     *ebpf.ProgramSpec `ebpf:"fuse_end"`
-	FuseEndBtf  *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
-	FuseSend    *ebpf.ProgramSpec `ebpf:"fuse_send"`
-	FuseSendBtf *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
+	FuseEnd         *ebpf.ProgramSpec `ebpf:"fuse_end"`
+	FuseEndBtf      *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
+	FuseEndBtfSlow  *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow"`
+	FuseEndSlow     *ebpf.ProgramSpec `ebpf:"fuse_end_slow"`
+	FuseSend        *ebpf.ProgramSpec `ebpf:"fuse_send"`
+	FuseSendBtf     *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow"`
+	FuseSendSlow    *ebpf.ProgramSpec `ebpf:"fuse_send_slow"`
 }
 
 // FuseReqMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqMapSpecs struct {
-	Drops       *ebpf.MapSpec `ebpf:"drops"`
-	Errnos      *ebpf.MapSpec `ebpf:"errnos"`
-	FilterConns *ebpf.MapSpec `ebpf:"filter_conns"`
-	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
-	Stats       *ebpf.MapSpec `ebpf:"stats"`
-	StatsFast   *ebpf.MapSpec `ebpf:"stats_fast"`
+	Drops        *ebpf.MapSpec `ebpf:"drops"`
+	Errnos       *ebpf.MapSpec `ebpf:"errnos"`
+	FilterConns  *ebpf.MapSpec `ebpf:"filter_conns"`
+	Inflight     *ebpf.MapSpec `ebpf:"inflight"`
+	InflightComm *ebpf.MapSpec `ebpf:"inflight_comm"`
+	SlowLost     *ebpf.MapSpec `ebpf:"slow_lost"`
+	SlowReqs     *ebpf.MapSpec `ebpf:"slow_reqs"`
+	Stats        *ebpf.MapSpec `ebpf:"stats"`
+	StatsFast    *ebpf.MapSpec `ebpf:"stats_fast"`
 }
 
 // FuseReqVariableSpecs contains global variables before they are loaded into the kernel.
@@ -150,6 +185,8 @@ type FuseReqVariableSpecs struct {
 	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
 	IntervalEpoch *ebpf.VariableSpec `ebpf:"interval_epoch"`
 	ReapAgeNs     *ebpf.VariableSpec `ebpf:"reap_age_ns"`
+	SlowerNs      *ebpf.VariableSpec `ebpf:"slower_ns"`
+	UnusedSlowReq *ebpf.VariableSpec `ebpf:"unused_slow_req"`
 }
 
 // FuseReqObjects contains all objects after they have been loaded into the kernel.
@@ -172,12 +209,15 @@ func (o *FuseReqObjects) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqMaps struct {
-	Drops       *ebpf.Map `ebpf:"drops"`
-	Errnos      *ebpf.Map `ebpf:"errnos"`
-	FilterConns *ebpf.Map `ebpf:"filter_conns"`
-	Inflight    *ebpf.Map `ebpf:"inflight"`
-	Stats       *ebpf.Map `ebpf:"stats"`
-	StatsFast   *ebpf.Map `ebpf:"stats_fast"`
+	Drops        *ebpf.Map `ebpf:"drops"`
+	Errnos       *ebpf.Map `ebpf:"errnos"`
+	FilterConns  *ebpf.Map `ebpf:"filter_conns"`
+	Inflight     *ebpf.Map `ebpf:"inflight"`
+	InflightComm *ebpf.Map `ebpf:"inflight_comm"`
+	SlowLost     *ebpf.Map `ebpf:"slow_lost"`
+	SlowReqs     *ebpf.Map `ebpf:"slow_reqs"`
+	Stats        *ebpf.Map `ebpf:"stats"`
+	StatsFast    *ebpf.Map `ebpf:"stats_fast"`
 }
 
 func (m *FuseReqMaps) Close() error {
@@ -186,6 +226,9 @@ func (m *FuseReqMaps) Close() error {
 		m.Errnos,
 		m.FilterConns,
 		m.Inflight,
+		m.InflightComm,
+		m.SlowLost,
+		m.SlowReqs,
 		m.Stats,
 		m.StatsFast,
 	)
@@ -202,24 +245,34 @@ type FuseReqVariables struct {
 	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
 	IntervalEpoch *ebpf.Variable `ebpf:"interval_epoch"`
 	ReapAgeNs     *ebpf.Variable `ebpf:"reap_age_ns"`
+	SlowerNs      *ebpf.Variable `ebpf:"slower_ns"`
+	UnusedSlowReq *ebpf.Variable `ebpf:"unused_slow_req"`
 }
 
 // FuseReqPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqPrograms struct {
-	FuseEnd     *ebpf.Program `ebpf:"fuse_end"`
-	FuseEndBtf  *ebpf.Program `ebpf:"fuse_end_btf"`
-	FuseSend    *ebpf.Program `ebpf:"fuse_send"`
-	FuseSendBtf *ebpf.Program `ebpf:"fuse_send_btf"`
+	FuseEnd         *ebpf.Program `ebpf:"fuse_end"`
+	FuseEndBtf      *ebpf.Program `ebpf:"fuse_end_btf"`
+	FuseEndBtfSlow  *ebpf.Program `ebpf:"fuse_end_btf_slow"`
+	FuseEndSlow     *ebpf.Program `ebpf:"fuse_end_slow"`
+	FuseSend        *ebpf.Program `ebpf:"fuse_send"`
+	FuseSendBtf     *ebpf.Program `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow *ebpf.Program `ebpf:"fuse_send_btf_slow"`
+	FuseSendSlow    *ebpf.Program `ebpf:"fuse_send_slow"`
 }
 
 func (p *FuseReqPrograms) Close() error {
 	return _FuseReqClose(
 		p.FuseEnd,
 		p.FuseEndBtf,
+		p.FuseEndBtfSlow,
+		p.FuseEndSlow,
 		p.FuseSend,
 		p.FuseSendBtf,
+		p.FuseSendBtfSlow,
+		p.FuseSendSlow,
 	)
 }
 

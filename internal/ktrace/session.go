@@ -29,7 +29,15 @@ type SessionConfig struct {
 	// Emit receives each interval's record (interval mode) or the whole
 	// run's record (at the end); final is true for the last call.
 	Emit func(r *profile.Record, final bool) error
+	// Slow receives each request that took at least Options.Slower, a
+	// few times a second, and SlowLost how many the kernel could not
+	// send (at the end, when any).
+	Slow     func(profile.SlowRequest)
+	SlowLost func(n uint64)
 }
+
+// slowPoll is how often the slow requests are read.
+const slowPoll = 100 * time.Millisecond
 
 // ErrMountGone reports a traced mount that went away while being traced,
 // or whose connection was aborted (Aborted: its daemon died).
@@ -151,12 +159,32 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 		emitted++
 		return cfg.Emit(record(d, from, now), false)
 	}
+	var slowC <-chan time.Time
+	if t.Slow() {
+		st := time.NewTicker(slowPoll)
+		defer st.Stop()
+		slowC = st.C
+	}
+	readSlow := func() error {
+		return t.ReadSlow(func(r profile.SlowRequest) {
+			if m, ok := labels.known[r.Conn]; ok {
+				r.Mount = m.MountPoint
+			}
+			if cfg.Slow != nil {
+				cfg.Slow(r)
+			}
+		})
+	}
 	var stopErr error
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
+		case <-slowC:
+			if err := readSlow(); err != nil {
+				return nil, err
+			}
 		case <-housekeeping.C:
 			labels.refresh()
 			if gone, aborted := labels.gone(); gone != "" {
@@ -173,6 +201,18 @@ loop:
 		}
 	}
 	end := time.Now()
+	if t.Slow() {
+		// The requests that ended before the stop, then the count of any
+		// the kernel could not send.
+		if err := readSlow(); err != nil {
+			return nil, err
+		}
+		if n, err := t.SlowLost(); err != nil {
+			return nil, err
+		} else if n > 0 && cfg.SlowLost != nil {
+			cfg.SlowLost(n)
+		}
+	}
 	if cfg.Interval > 0 {
 		d, whole, err := nextInterval()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/fusectl"
@@ -60,6 +61,10 @@ type Options struct {
 	Ops     []fuseproto.Opcode // opcodes; empty for all
 	ReapAge time.Duration      // 0 means DefaultReapAge
 	Attach  string             // AttachAuto (or ""), AttachBTF or AttachTracepoint
+	// Slower sends every request that took at least this long to user
+	// space whole (ReadSlow); 0 sends none, and costs nothing: the code
+	// is removed from the programs at load.
+	Slower time.Duration
 }
 
 // Tracer holds the loaded programs, their links and maps.
@@ -72,6 +77,9 @@ type Tracer struct {
 	inflight  *ebpf.Memory
 	epochVar  *ebpf.Variable // interval_epoch: the interval being measured
 	epoch     uint32         // its value
+	slow      *ringbuf.Reader
+	mono0     uint64    // CLOCK_MONOTONIC ns at start, for SlowRequest.End
+	wall0     time.Time // the wall clock then
 }
 
 // Extremes are the exact fastest and slowest request of one interval, in ns.
@@ -175,7 +183,22 @@ func Start(opts Options) (*Tracer, error) {
 		reapAge = DefaultReapAge
 	}
 	consts["reap_age_ns"] = uint64(reapAge.Nanoseconds())
-	t := &Tracer{}
+	if opts.Slower < 0 {
+		return nil, fmt.Errorf("--slower %v: give a positive duration, e.g. 10ms", opts.Slower)
+	}
+	if opts.Slower > 0 {
+		consts["slower_ns"] = uint64(opts.Slower.Nanoseconds())
+		// The programs that send slow requests stand in for those that
+		// do not (compiled without that code: no cost when it is off).
+		for _, name := range []string{"fuse_send", "fuse_end", "fuse_send_btf", "fuse_end_btf"} {
+			spec.Programs[name] = spec.Programs[name+"_slow"]
+		}
+	} else {
+		// Unused: the smallest the kernel allows.
+		spec.Maps["inflight_comm"].MaxEntries = 1
+		spec.Maps["slow_reqs"].MaxEntries = uint32(os.Getpagesize())
+	}
+	t := &Tracer{mono0: monotonicNow(), wall0: time.Now()}
 	switch opts.Attach {
 	case "", AttachAuto:
 		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil {
@@ -190,6 +213,12 @@ func Start(opts Options) (*Tracer, error) {
 	if t.inflight, err = t.maps.Inflight.Memory(); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("mapping the in-flight table: %v", err)
+	}
+	if opts.Slower > 0 {
+		if t.slow, err = ringbuf.NewReader(t.maps.SlowReqs); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("reading the slow requests: %v", err)
+		}
 	}
 	words := map[uint32]uint64{}
 	for _, c := range opts.Conns {
@@ -249,7 +278,66 @@ func (t *Tracer) Resume() error {
 // Close detaches the programs and frees the maps. It is safe to call twice.
 func (t *Tracer) Close() error {
 	t.Pause()
-	return errors.Join(t.send.Close(), t.end.Close(), t.maps.Close())
+	var err error
+	if t.slow != nil {
+		err = t.slow.Close()
+	}
+	return errors.Join(err, t.send.Close(), t.end.Close(), t.maps.Close())
+}
+
+// Slow says whether the tracer sends slow requests (Options.Slower).
+func (t *Tracer) Slow() bool { return t.slow != nil }
+
+// ReadSlow calls fn with each slow request sent since the last call, and
+// returns without waiting for more.
+func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
+	if t.slow == nil {
+		return nil
+	}
+	var rec ringbuf.Record
+	for {
+		t.slow.SetDeadline(time.Now())
+		if err := t.slow.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+			return fmt.Errorf("reading the slow requests: %v", err)
+		}
+		var e bpf.FuseReqSlowReq
+		if len(rec.RawSample) < int(unsafe.Sizeof(e)) {
+			continue
+		}
+		e = *(*bpf.FuseReqSlowReq)(unsafe.Pointer(&rec.RawSample[0]))
+		comm := make([]byte, 0, len(e.Comm))
+		for _, c := range e.Comm {
+			if c == 0 {
+				break
+			}
+			comm = append(comm, byte(c))
+		}
+		var errno syscall.Errno
+		if e.Error < 0 {
+			errno = syscall.Errno(-e.Error)
+		}
+		fn(profile.SlowRequest{
+			End:     t.wall0.Add(time.Duration(int64(e.EndNs) - int64(t.mono0))),
+			Latency: time.Duration(e.LatNs), Conn: e.Conn, Op: fuseproto.Opcode(e.Opcode), NodeID: e.Nodeid,
+			PID: e.Pid, Comm: string(comm), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
+		})
+	}
+}
+
+// SlowLost is how many slow requests found the ring buffer full.
+func (t *Tracer) SlowLost() (uint64, error) {
+	var per []uint64
+	if err := t.maps.SlowLost.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading the slow requests lost: %v", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
 }
 
 // ProgramStat is what the kernel accounted to one of the tracer's programs.

@@ -30,6 +30,11 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--bogus"}, "unknown flag"},
 		{[]string{"trace", "-m", "--ns"}, "-m and --ns cannot be used together: give one of -m, -u, --ns"},
 		{[]string{"trace", "--json", "--csv"}, "give one of --json, --csv"},
+		{[]string{"trace", "--slower", "0"}, "--slower 0s: give a positive duration"},
+		{[]string{"trace", "--slower", "-5ms"}, "--slower -5ms: give a positive duration"},
+		{[]string{"trace", "--slower", "10ms", "--json"}, "--slower prints lines of text as requests end: leave out --json and --csv"},
+		{[]string{"trace", "--slower", "10ms", "--counts"}, "leave out --counts"},
+		{[]string{"trace", "--slower", "soon"}, "invalid argument"},
 		{[]string{"trace", "1", "2", "3"}, "usage: fusescope trace [flags] [interval [count]]"},
 		{[]string{"show"}, "usage: fusescope show RECORD.json | -"},
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s

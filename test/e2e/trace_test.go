@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -243,5 +244,59 @@ func traceAbortedConnection(t *testing.T, attach string) {
 	}
 	if d := r.Profile.Drops; d.Lost() != 0 {
 		t.Errorf("drops %+v: the aborted requests must end, not be lost", d)
+	}
+}
+
+// --slower prints each request that took at least the threshold, as it
+// ends: every GETATTR of a daemon that takes 2.2 ms over each (as many as
+// the daemon served), with the latency the kernel saw, the command and
+// process that asked, and the inode; on both ways of attaching.
+func TestTraceSlower(t *testing.T) {
+	need(t, "stat")
+	const injected = 2200 * time.Microsecond
+	for _, attach := range []string{"tp_btf", "tracepoint"} {
+		mnt, cfs := mountLab(t, 4, 1, injected)
+		tr := startTrace(t, "--mount", mnt, "--slower", "1ms", "--no-hist", "--attach", attach)
+		before := cfs.snapshot()[fuseproto.Getattr]
+		pids := map[string]bool{}
+		for range 10 {
+			cmd := exec.Command("stat", "-c", "%i", mnt)
+			if out, err := cmd.Output(); err != nil {
+				t.Fatalf("stat: %v %s", err, out)
+			}
+			pids[strconv.Itoa(cmd.Process.Pid)] = true
+		}
+		served := cfs.snapshot()[fuseproto.Getattr] - before
+		out := tr.stop(t)
+		lines := strings.Split(out, "\n")
+		header := strings.Fields(lines[0])
+		if strings.Join(header, " ") != "TIME COMM PID OP LAT(us) ERRNO REQ REPLY NODEID MOUNT" {
+			t.Fatalf("%s: header %q", attach, lines[0])
+		}
+		getattrs := 0
+		for _, line := range lines[1:] {
+			f := strings.Fields(line)
+			if len(f) != len(header) {
+				break // the table that follows
+			}
+			if f[3] != "GETATTR" {
+				t.Logf("%s: another slow request: %s", attach, line) // this VM stalls now and then
+				continue
+			}
+			getattrs++
+			lat, err := strconv.ParseFloat(f[4], 64)
+			if err != nil || lat < 2200 || lat > 1e6 {
+				t.Errorf("%s: latency %q us, want at least the injected 2200 us: %s", attach, f[4], line)
+			}
+			if f[1] != "stat" || !pids[f[2]] || f[5] != "-" || f[9] != mnt {
+				t.Errorf("%s: %q: want stat, one of the stat processes %v, no error, %s", attach, line, pids, mnt)
+			}
+			if wantNode := map[string]string{"tp_btf": "1", "tracepoint": "0"}[attach]; f[8] != wantNode {
+				t.Errorf("%s: node id %s, want %s (the root; the classic tracepoint carries none)", attach, f[8], wantNode)
+			}
+		}
+		if served < 10 || uint64(getattrs) != served {
+			t.Errorf("%s: %d GETATTR lines, the daemon served %d (at least 10)\n%s", attach, getattrs, served, out)
+		}
 	}
 }
