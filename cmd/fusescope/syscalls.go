@@ -307,23 +307,18 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 			}
 		}()
 	} else {
-		pidfd, err := unix.PidfdOpen(pid, 0)
+		exit, err := watchExit(pid)
 		if err != nil {
-			return nil, fmt.Errorf("-p %d: %v: give the PID of a running process", pid, err)
+			return nil, err
 		}
-		defer unix.Close(pidfd)
+		defer exit.close()
 		tr, err = ktrace.StartSyscalls(ktrace.SyscallOptions{PID: pid, MinWait: minWait, TimelineS: o.TimelineS})
 		if err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "Tracing the system calls of process %d and of the processes it starts... Hit Ctrl-C to end.\n", pid)
 		go func() {
-			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-			for {
-				if n, err := unix.Poll(fds, -1); n > 0 || (err != nil && err != unix.EINTR) {
-					break
-				}
-			}
+			exit.wait()
 			closeStop()
 		}()
 		go func() {

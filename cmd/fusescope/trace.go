@@ -17,7 +17,6 @@ import (
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 func newTraceCmd() *cobra.Command {
@@ -147,21 +146,16 @@ opcode, latency, error, bytes, inode and mount.`,
 			if pid > 0 {
 				// The process's exit ends the trace, as strace -p's does:
 				// nothing it makes can follow, and its PID may be reused.
-				pidfd, err := unix.PidfdOpen(pid, 0)
+				exit, err := watchExit(pid)
 				if err != nil {
-					return fmt.Errorf("-p %d: %v", pid, err)
+					return err
 				}
-				defer unix.Close(pidfd)
+				defer exit.close()
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithCancel(ctx)
 				defer cancel()
 				go func() {
-					fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-					for {
-						if n, err := unix.Poll(fds, -1); n > 0 || (err != nil && err != unix.EINTR) {
-							break
-						}
-					}
+					exit.wait()
 					exited.Store(true)
 					cancel()
 				}()
