@@ -53,6 +53,7 @@ type renderer struct {
 	o       *outputFlags
 	w       io.Writer
 	stamp   bool // -T: a time line before each text report
+	slow    bool // show: a record's slow requests are printed (live, they were as they ended)
 	csvDone bool
 	lines   bool // JSON: one compact object per line (interval mode)
 }
@@ -77,7 +78,7 @@ func (r *renderer) render(rec *profile.Record) error {
 	if r.stamp {
 		fmt.Fprintf(r.w, "%s\n", rec.Meta.End.Format("15:04:05"))
 	}
-	if err := report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists}); err != nil {
+	if err := report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists, SlowLines: r.slow}); err != nil {
 		return err
 	}
 	report.WriteConnections(r.w, rec)

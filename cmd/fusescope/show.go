@@ -72,7 +72,7 @@ or convert it to CSV. "-" reads standard input.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			r := &renderer{o: &out, w: os.Stdout}
+			r := &renderer{o: &out, w: os.Stdout, slow: true}
 			return r.render(rec)
 		},
 	}

@@ -48,7 +48,8 @@ that "fusescope show" renders the same way.
 
 --slower D also prints each request that took at least D, one line as it
 ends, as bcc's ext4slower does: its time, requesting command and thread,
-opcode, latency, error, bytes, inode and mount.`,
+opcode, latency, error, bytes, inode and mount. Records (-o, --json) hold
+them too.`,
 		Example: `  fusescope trace                        # every FUSE mount, until Ctrl-C
   fusescope trace --mount /mnt/sshfs 5   # one mount, a report every 5 s
   fusescope trace -p 1234 --op LOOKUP,GETATTR -m 1 10
@@ -69,8 +70,8 @@ opcode, latency, error, bytes, inode and mount.`,
 				switch {
 				case slower <= 0:
 					return fmt.Errorf("--slower %v: give a positive duration, e.g. --slower 10ms", slower)
-				case out.json || out.csv:
-					return fmt.Errorf("--slower prints lines of text as requests end: leave out --json and --csv (-o saves the aggregates as a record)")
+				case out.csv:
+					return fmt.Errorf("--slower lists requests one by one, which CSV's row per mount and opcode cannot hold: use --json, or text")
 				case out.counts:
 					return fmt.Errorf("--slower measures each request's latency: leave out --counts")
 				}
@@ -129,15 +130,13 @@ opcode, latency, error, bytes, inode and mount.`,
 				} else {
 					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
 				}
-				if slower > 0 {
+				if slower > 0 && !out.json {
 					report.WriteSlowHeader(os.Stdout, out.unit())
 				}
 			}
-			if slower > 0 {
+			if slower > 0 && !out.json {
+				// Text: each as it ends; JSON records hold them.
 				cfg.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit()) }
-				cfg.SlowLost = func(n uint64) {
-					fmt.Fprintf(os.Stderr, "%d requests of %v or more were not shown: they came faster than they could be printed\n", n, slower)
-				}
 			}
 			cfg.Emit = func(rec *profile.Record, final bool) error { return r.render(rec) }
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)

@@ -30,10 +30,8 @@ type SessionConfig struct {
 	// run's record (at the end); final is true for the last call.
 	Emit func(r *profile.Record, final bool) error
 	// Slow receives each request that took at least Options.Slower, a
-	// few times a second, and SlowLost how many the kernel could not
-	// send (at the end, when any).
-	Slow     func(profile.SlowRequest)
-	SlowLost func(n uint64)
+	// few times a second, as it is read; the records hold them too.
+	Slow func(profile.SlowRequest)
 }
 
 // slowPoll is how often the slow requests are read.
@@ -105,8 +103,10 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 		cfg.Ready(conns, t.Attach(), t.Fallback())
 	}
 
-	record := func(p profile.Profile, from, to time.Time) *profile.Record {
-		r := &profile.Record{Schema: profile.Schema, Profile: p}
+	// The slow requests of the interval being measured, and of the run.
+	var slowInterval, slowRun slowList
+	record := func(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
+		r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
 		r.Meta = profile.Meta{
 			Tool: cfg.Tool, Source: Source, Kernel: KernelRelease(), Host: Hostname(),
 			Start: from, End: to, Command: cfg.Command, Mounts: labels.mounts(p),
@@ -157,23 +157,40 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 		from := prevTime
 		prevTime = now
 		emitted++
-		return cfg.Emit(record(d, from, now), false)
+		rec := record(d, from, now, &slowInterval)
+		slowInterval = slowList{}
+		return cfg.Emit(rec, false)
 	}
 	var slowC <-chan time.Time
+	var slowLostSeen uint64
 	if t.Slow() {
 		st := time.NewTicker(slowPoll)
 		defer st.Stop()
 		slowC = st.C
 	}
 	readSlow := func() error {
-		return t.ReadSlow(func(r profile.SlowRequest) {
+		err := t.ReadSlow(func(r profile.SlowRequest) {
 			if m, ok := labels.known[r.Conn]; ok {
 				r.Mount = m.MountPoint
 			}
 			if cfg.Slow != nil {
 				cfg.Slow(r)
 			}
+			slowInterval.add(r)
+			slowRun.add(r)
 		})
+		if err != nil {
+			return err
+		}
+		// The kernel's count of requests it could not send, as it grows.
+		lost, err := t.SlowLost()
+		if err != nil {
+			return err
+		}
+		slowInterval.lost += lost - slowLostSeen
+		slowRun.lost += lost - slowLostSeen
+		slowLostSeen = lost
+		return nil
 	}
 	var stopErr error
 loop:
@@ -202,15 +219,9 @@ loop:
 	}
 	end := time.Now()
 	if t.Slow() {
-		// The requests that ended before the stop, then the count of any
-		// the kernel could not send.
+		// The requests that ended before the stop.
 		if err := readSlow(); err != nil {
 			return nil, err
-		}
-		if n, err := t.SlowLost(); err != nil {
-			return nil, err
-		} else if n > 0 && cfg.SlowLost != nil {
-			cfg.SlowLost(n)
 		}
 	}
 	if cfg.Interval > 0 {
@@ -218,19 +229,34 @@ loop:
 		if err != nil {
 			return nil, err
 		}
-		if err := cfg.Emit(record(d, prevTime, end), true); err != nil {
+		if err := cfg.Emit(record(d, prevTime, end, &slowInterval), true); err != nil {
 			return nil, err
 		}
-		return record(whole, start, end), stopErr
+		return record(whole, start, end, &slowRun), stopErr
 	}
 	whole, err := t.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Emit(record(whole, start, end), true); err != nil {
+	if err := cfg.Emit(record(whole, start, end, &slowRun), true); err != nil {
 		return nil, err
 	}
-	return record(whole, start, end), stopErr
+	return record(whole, start, end, &slowRun), stopErr
+}
+
+// slowList is the slow requests a record holds: at most profile.MaxSlow,
+// and the count of those it does not.
+type slowList struct {
+	reqs []profile.SlowRequest
+	lost uint64
+}
+
+func (l *slowList) add(r profile.SlowRequest) {
+	if len(l.reqs) >= profile.MaxSlow {
+		l.lost++
+		return
+	}
+	l.reqs = append(l.reqs, r)
 }
 
 func dedup(v []uint32) []uint32 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
@@ -315,14 +316,16 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 			}
 			comm = append(comm, byte(c))
 		}
-		var errno syscall.Errno
+		errno := ""
 		if e.Error < 0 {
-			errno = syscall.Errno(-e.Error)
+			if errno = unix.ErrnoName(syscall.Errno(-e.Error)); errno == "" {
+				errno = "E" + strconv.Itoa(int(-e.Error))
+			}
 		}
 		fn(profile.SlowRequest{
 			End:     t.wall0.Add(time.Duration(int64(e.EndNs) - int64(t.mono0))),
-			Latency: time.Duration(e.LatNs), Conn: e.Conn, Op: fuseproto.Opcode(e.Opcode), NodeID: e.Nodeid,
-			PID: e.Pid, Comm: string(comm), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
+			Latency: time.Duration(e.LatNs), Conn: e.Conn, Op: fuseproto.Opcode(e.Opcode).String(), Opcode: e.Opcode,
+			NodeID: e.Nodeid, PID: e.Pid, Comm: string(comm), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
 		})
 	}
 }

@@ -7,8 +7,6 @@ package profile
 import (
 	"encoding/json"
 	"sort"
-	"syscall"
-	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
@@ -156,20 +154,4 @@ func subDrops(a, b Drops) Drops {
 		ReapedConnGone: a.ReapedConnGone - b.ReapedConnGone,
 		ReapedStale:    a.ReapedStale - b.ReapedStale,
 	}
-}
-
-// SlowRequest is one request that took at least trace --slower: sent whole
-// by the kernel, not aggregated.
-type SlowRequest struct {
-	End        time.Time // when its reply was complete
-	Latency    time.Duration
-	Conn       uint32
-	Op         fuseproto.Opcode
-	NodeID     uint64 // the inode it was about (0 on the classic tracepoints, and for requests about none)
-	PID        uint32 // the requesting thread
-	Comm       string // its command
-	ReqBytes   uint32
-	ReplyBytes uint32
-	Errno      syscall.Errno // 0: the request succeeded
-	Mount      string        // the connection's mount point, when known (RunSession)
 }

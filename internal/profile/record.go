@@ -22,6 +22,32 @@ type Record struct {
 	Schema  string  `json:"schema"`
 	Meta    Meta    `json:"meta"`
 	Profile Profile `json:"profile"`
+	// Slow holds the requests that took at least trace --slower, in the
+	// order they ended (the interval's, in an interval record); SlowLost
+	// counts those it does not hold: the kernel's ring buffer was full, or
+	// the record already held MaxSlow.
+	Slow     []SlowRequest `json:"slow,omitempty"`
+	SlowLost uint64        `json:"slow_lost,omitempty"`
+}
+
+// MaxSlow is the most slow requests one record holds.
+const MaxSlow = 100000
+
+// SlowRequest is one request that took at least trace --slower: sent whole
+// by the kernel, not aggregated.
+type SlowRequest struct {
+	End        time.Time     `json:"end"` // when its reply was complete
+	Latency    time.Duration `json:"latency_ns"`
+	Conn       uint32        `json:"conn"`
+	Op         string        `json:"op"`
+	Opcode     uint32        `json:"opcode"`
+	NodeID     uint64        `json:"node_id"`         // the inode it was about (0 on the classic tracepoints, and for requests about none)
+	PID        uint32        `json:"pid"`             // the requesting thread, as the daemon sees it
+	Comm       string        `json:"comm"`            // its command, when the request was sent
+	ReqBytes   uint32        `json:"req_bytes"`       // FUSE headers included, as in the profile
+	ReplyBytes uint32        `json:"reply_bytes"`     //
+	Errno      string        `json:"errno,omitempty"` // "ENOENT"; empty when the request succeeded
+	Mount      string        `json:"mount_point,omitempty"`
 }
 
 // Meta says where, when and how a profile was measured.

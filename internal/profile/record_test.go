@@ -54,6 +54,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"schema":"fusescope.record/v1","meta":{},"profile":{"ops":[],"drops":{}}}`))
 	f.Add([]byte(`{"schema":"fusescope.record/v1","profile":{"ops":[{"conn":1,"op":"LOOKUP","opcode":1,"count":1,"latency":{"unit":"ns","count":1,"sum":5,"min":5,"max":5,"buckets":[0,0,1]}}]}}`))
+	f.Add([]byte(`{"schema":"fusescope.record/v1","profile":{"ops":[]},"slow":[{"end":"2026-11-22T22:35:27.2234Z","latency_ns":2200000,"conn":39,"op":"GETATTR","opcode":3,"node_id":1,"pid":8671,"comm":"stat","req_bytes":56,"reply_bytes":120,"errno":"ENOENT","mount_point":"/tmp/b"}],"slow_lost":2}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Parse(b)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
-	"golang.org/x/sys/unix"
 )
 
 // The columns of trace --slower's lines: fixed widths, since the lines are
@@ -25,11 +24,9 @@ func WriteSlowHeader(w io.Writer, u hist.Unit) error {
 // spaces or control characters, so that they neither split a column nor
 // reach the terminal raw.
 func WriteSlow(w io.Writer, r profile.SlowRequest, u hist.Unit) error {
-	errno := "-"
-	if r.Errno != 0 {
-		if errno = unix.ErrnoName(r.Errno); errno == "" {
-			errno = strconv.Itoa(int(r.Errno))
-		}
+	errno := r.Errno
+	if errno == "" {
+		errno = "-"
 	}
 	comm, mount := Name(r.Comm), Name(r.Mount)
 	if comm == "" {
@@ -38,8 +35,8 @@ func WriteSlow(w io.Writer, r profile.SlowRequest, u hist.Unit) error {
 	if mount == "" {
 		mount = "conn:" + strconv.FormatUint(uint64(r.Conn), 10) // one column, as the rest
 	}
-	_, err := fmt.Fprintf(w, slowFormat, r.End.Format("15:04:05.000"), comm, strconv.FormatUint(uint64(r.PID), 10), r.Op.String(),
-		inUnit(float64(r.Latency.Nanoseconds()), u), errno, Bytes(uint64(r.ReqBytes)), Bytes(uint64(r.ReplyBytes)),
+	_, err := fmt.Fprintf(w, slowFormat, r.End.Format("15:04:05.000"), comm, strconv.FormatUint(uint64(r.PID), 10), Name(r.Op),
+		inUnit(float64(r.Latency.Nanoseconds()), u), Name(errno), Bytes(uint64(r.ReqBytes)), Bytes(uint64(r.ReplyBytes)),
 		strconv.FormatUint(r.NodeID, 10), mount)
 	return err
 }

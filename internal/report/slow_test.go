@@ -3,11 +3,9 @@ package report
 import (
 	"bytes"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/golden"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -19,11 +17,11 @@ import (
 func TestWriteSlowGolden(t *testing.T) {
 	at := time.Date(2026, 11, 22, 22, 35, 27, 223_400_000, time.Local)
 	reqs := []profile.SlowRequest{
-		{End: at, Latency: 41 * time.Microsecond, Conn: 39, Op: fuseproto.Getattr, NodeID: 1, PID: 8671, Comm: "stat",
+		{End: at, Latency: 41 * time.Microsecond, Conn: 39, Op: "GETATTR", Opcode: 3, NodeID: 1, PID: 8671, Comm: "stat",
 			ReqBytes: 56, ReplyBytes: 120, Mount: "/tmp/bmnt"},
-		{End: at.Add(time.Second), Latency: 2200 * time.Millisecond, Conn: 39, Op: fuseproto.Lookup, NodeID: 1, PID: 12,
-			Comm: "evil\x1b[31m", ReqBytes: 43, ReplyBytes: 16, Errno: syscall.ENOENT, Mount: "/mnt/a b"},
-		{End: at.Add(2 * time.Second), Latency: 3 * time.Millisecond, Conn: 7, Op: fuseproto.Read, ReqBytes: 80, ReplyBytes: 131088},
+		{End: at.Add(time.Second), Latency: 2200 * time.Millisecond, Conn: 39, Op: "LOOKUP", Opcode: 1, NodeID: 1, PID: 12,
+			Comm: "evil\x1b[31m", ReqBytes: 43, ReplyBytes: 16, Errno: "ENOENT", Mount: "/mnt/a b"},
+		{End: at.Add(2 * time.Second), Latency: 3 * time.Millisecond, Conn: 7, Op: "READ", Opcode: 15, ReqBytes: 80, ReplyBytes: 131088},
 	}
 	var b bytes.Buffer
 	for _, u := range []hist.Unit{hist.Usecs, hist.Msecs} {

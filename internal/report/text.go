@@ -20,6 +20,9 @@ type TextOptions struct {
 	Unit       hist.Unit
 	CountsOnly bool // counters only: no histograms, no latency columns
 	NoHists    bool // the table without the histograms
+	// SlowLines prints the record's slow requests (trace --slower) first,
+	// as the live trace printed them when they ended (show).
+	SlowLines bool
 }
 
 // WriteText renders a record: a log2 histogram per (mount, opcode), then the
@@ -32,6 +35,12 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 	p.Ops = append([]profile.OpStats(nil), p.Ops...)
 	p.SortByTime()
 	var b strings.Builder
+	if o.SlowLines && len(r.Slow) > 0 {
+		WriteSlowHeader(&b, o.Unit)
+		for _, s := range r.Slow {
+			WriteSlow(&b, s, o.Unit)
+		}
+	}
 	if len(p.Ops) == 0 {
 		b.WriteString("No FUSE requests were traced.\n")
 	}
@@ -51,6 +60,9 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 		writeTable(&b, r, &p, o)
 	}
 	writeDrops(&b, p.Drops)
+	if r.SlowLost > 0 {
+		fmt.Fprintf(&b, "\n%d slow requests not listed: the kernel's ring buffer was full, or the record held %d already.\n", r.SlowLost, profile.MaxSlow)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -32,7 +32,7 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--json", "--csv"}, "give one of --json, --csv"},
 		{[]string{"trace", "--slower", "0"}, "--slower 0s: give a positive duration"},
 		{[]string{"trace", "--slower", "-5ms"}, "--slower -5ms: give a positive duration"},
-		{[]string{"trace", "--slower", "10ms", "--json"}, "--slower prints lines of text as requests end: leave out --json and --csv"},
+		{[]string{"trace", "--slower", "10ms", "--csv"}, "--slower lists requests one by one, which CSV's row per mount and opcode cannot hold"},
 		{[]string{"trace", "--slower", "10ms", "--counts"}, "leave out --counts"},
 		{[]string{"trace", "--slower", "soon"}, "invalid argument"},
 		{[]string{"trace", "1", "2", "3"}, "usage: fusescope trace [flags] [interval [count]]"},

@@ -256,7 +256,8 @@ func TestTraceSlower(t *testing.T) {
 	const injected = 2200 * time.Microsecond
 	for _, attach := range []string{"tp_btf", "tracepoint"} {
 		mnt, cfs := mountLab(t, 4, 1, injected)
-		tr := startTrace(t, "--mount", mnt, "--slower", "1ms", "--no-hist", "--attach", attach)
+		rec := filepath.Join(t.TempDir(), "rec.json")
+		tr := startTrace(t, "--mount", mnt, "--slower", "1ms", "--no-hist", "--attach", attach, "-o", rec)
 		before := cfs.snapshot()[fuseproto.Getattr]
 		pids := map[string]bool{}
 		for range 10 {
@@ -297,6 +298,23 @@ func TestTraceSlower(t *testing.T) {
 		}
 		if served < 10 || uint64(getattrs) != served {
 			t.Errorf("%s: %d GETATTR lines, the daemon served %d (at least 10)\n%s", attach, getattrs, served, out)
+		}
+		// The record holds them, and show prints them as the trace did.
+		r := loadRecord(t, rec)
+		n := 0
+		for _, s := range r.Slow {
+			if s.Op == "GETATTR" {
+				n++
+				if s.Latency < injected || s.Comm != "stat" || !pids[strconv.Itoa(int(s.PID))] || s.Mount != mnt {
+					t.Errorf("%s: recorded %+v", attach, s)
+				}
+			}
+		}
+		if n != getattrs || r.SlowLost != 0 {
+			t.Errorf("%s: the record holds %d GETATTRs (%d lost), the trace printed %d", attach, n, r.SlowLost, getattrs)
+		}
+		if shown := mustRead(t, fusescopeBin, "show", "--no-hist", rec); string(shown) != out {
+			t.Errorf("%s: show differs from the live trace:\n--- live\n%s\n--- show\n%s", attach, out, shown)
 		}
 	}
 }
