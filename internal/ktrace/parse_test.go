@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 func TestParseMountInfo(t *testing.T) {
@@ -231,5 +234,36 @@ func TestDescribeMountsPrefersTheNamedMount(t *testing.T) {
 		if s := got[0].MountPoint + " " + got[0].Options; s != c.want {
 			t.Errorf("prefer %v: connection 40 at %q, want %q", c.prefer, s, c.want)
 		}
+	}
+}
+
+// An interval's record holds the slow requests that ended by the time its
+// counts were read; the later ones go to the next, in their order.
+func TestSlowListSplitAt(t *testing.T) {
+	at := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
+	var l slowList
+	for _, ms := range []int{900, 1100, 950, 1000, 1200} {
+		l.add(profile.SlowRequest{End: at.Add(time.Duration(ms-1000) * time.Millisecond), Op: strconv.Itoa(ms)})
+	}
+	l.lost = 3
+	later := l.splitAt(at)
+	ops := func(l slowList) (s []string) {
+		for _, r := range l.reqs {
+			s = append(s, r.Op)
+		}
+		return s
+	}
+	if got := strings.Join(ops(l), " "); got != "900 950 1000" || l.lost != 3 {
+		t.Errorf("kept %q (lost %d), want 900 950 1000 (lost 3)", got, l.lost)
+	}
+	if got := strings.Join(ops(later), " "); got != "1100 1200" || later.lost != 0 {
+		t.Errorf("later %q (lost %d), want 1100 1200 (lost 0)", got, later.lost)
+	}
+	var full slowList
+	for range profile.MaxSlow + 2 {
+		full.add(profile.SlowRequest{})
+	}
+	if len(full.reqs) != profile.MaxSlow || full.lost != 2 {
+		t.Errorf("a full list holds %d and lost %d, want %d and 2", len(full.reqs), full.lost, profile.MaxSlow)
 	}
 }

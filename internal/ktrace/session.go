@@ -148,19 +148,6 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 		prev = cum
 		return interval, cum, nil
 	}
-	emitInterval := func() error {
-		now := time.Now()
-		d, _, err := nextInterval()
-		if err != nil {
-			return err
-		}
-		from := prevTime
-		prevTime = now
-		emitted++
-		rec := record(d, from, now, &slowInterval)
-		slowInterval = slowList{}
-		return cfg.Emit(rec, false)
-	}
 	var slowC <-chan time.Time
 	var slowLostSeen uint64
 	if t.Slow() {
@@ -191,6 +178,29 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 		slowRun.lost += lost - slowLostSeen
 		slowLostSeen = lost
 		return nil
+	}
+	emitInterval := func() error {
+		now := time.Now()
+		d, _, err := nextInterval()
+		if err != nil {
+			return err
+		}
+		var later slowList
+		if t.Slow() {
+			// The interval's slow requests, read now: those that ended
+			// after its counts were read belong to the next.
+			counted := time.Now()
+			if err := readSlow(); err != nil {
+				return err
+			}
+			later = slowInterval.splitAt(counted)
+		}
+		from := prevTime
+		prevTime = now
+		emitted++
+		rec := record(d, from, now, &slowInterval)
+		slowInterval = later
+		return cfg.Emit(rec, false)
 	}
 	var stopErr error
 loop:
@@ -249,6 +259,21 @@ loop:
 type slowList struct {
 	reqs []profile.SlowRequest
 	lost uint64
+}
+
+// splitAt keeps the requests that ended by at and returns the others.
+func (l *slowList) splitAt(at time.Time) slowList {
+	var later slowList
+	kept := l.reqs[:0]
+	for _, r := range l.reqs {
+		if r.End.After(at) {
+			later.reqs = append(later.reqs, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	l.reqs = kept
+	return later
 }
 
 func (l *slowList) add(r profile.SlowRequest) {
