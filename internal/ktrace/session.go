@@ -163,7 +163,9 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 			if cfg.Slow != nil {
 				cfg.Slow(r)
 			}
-			slowInterval.add(r)
+			if cfg.Interval > 0 { // else the run's list is the only record's
+				slowInterval.add(r)
+			}
 			slowRun.add(r)
 		})
 		if err != nil {
