@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -28,6 +30,7 @@ or convert it to CSV. "-" reads standard input.`,
   fusescope show run1.json            # histograms and table, in usecs
   fusescope show -m --no-hist run1.json
   fusescope show --csv run1.json > run1.csv
+  fusescope show --csv --table slow run1.json   # trace --slower's requests
   fusescope syscalls --json -o app.json app.log
   fusescope show --top 20 app.json
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
@@ -41,7 +44,11 @@ or convert it to CSV. "-" reads standard input.`,
 				b, err = os.ReadFile(args[0])
 			}
 			if err != nil {
-				return err
+				var pe *fs.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				return fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", args[0], err)
 			}
 			var head struct {
 				Schema string `json:"schema"`
@@ -65,12 +72,26 @@ or convert it to CSV. "-" reads standard input.`,
 			if cmd.Flags().Changed("top") {
 				return fmt.Errorf("--top applies to syscalls reports; %s is a record: every opcode is shown", args[0])
 			}
-			if cmd.Flags().Changed("table") {
-				return fmt.Errorf("--table applies to syscalls reports; %s is a record, whose CSV has one table", args[0])
+			slowCSV := false
+			switch table {
+			case "", "opcodes":
+			case "slow":
+				slowCSV = true
+			default:
+				return fmt.Errorf("--table %q: %s is a record: give opcodes or slow (its trace --slower requests)", table, args[0])
+			}
+			if table != "" && !out.csv {
+				return fmt.Errorf("--table chooses the table --csv prints: add --csv")
+			}
+			if slowCSV && out.counts {
+				return fmt.Errorf("--table slow lists requests with their latency: leave out --counts")
 			}
 			rec, err := profile.Parse(b)
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			if slowCSV {
+				return profile.WriteSlowCSV(os.Stdout, true, rec.Slow...)
 			}
 			r := &renderer{o: &out, w: os.Stdout, slow: true}
 			return r.render(rec)
@@ -78,6 +99,6 @@ or convert it to CSV. "-" reads standard input.`,
 	}
 	out.register(c)
 	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
-	c.Flags().StringVar(&table, "table", "", "syscalls reports, with --csv: the table to print: "+strings.Join(systrace.CSVTables, ", ")+" (default syscalls)")
+	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default) or slow (trace --slower's requests); for syscalls reports "+strings.Join(systrace.CSVTables, ", ")+" (default syscalls)")
 	return c
 }

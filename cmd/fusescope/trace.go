@@ -49,7 +49,8 @@ that "fusescope show" renders the same way.
 --slower D also prints each request that took at least D, one line as it
 ends, as bcc's ext4slower does: its time, requesting command and thread,
 opcode, latency, error, bytes, inode and mount. Records (-o, --json) hold
-them too.`,
+them too. With --csv, those lines are CSV rows and nothing else is printed,
+as ext4slower -j does (docs/record.md); -o still saves the statistics.`,
 		Example: `  fusescope trace                        # every FUSE mount, until Ctrl-C
   fusescope trace --mount /mnt/sshfs 5   # one mount, a report every 5 s
   fusescope trace -p 1234 --op LOOKUP,GETATTR -m 1 10
@@ -70,8 +71,6 @@ them too.`,
 				switch {
 				case slower <= 0:
 					return fmt.Errorf("--slower %v: give a positive duration, e.g. --slower 10ms", slower)
-				case out.csv:
-					return fmt.Errorf("--slower lists requests one by one, which CSV's row per mount and opcode cannot hold: use --json, or text")
 				case out.counts:
 					return fmt.Errorf("--slower measures each request's latency: leave out --counts")
 				}
@@ -130,15 +129,27 @@ them too.`,
 				} else {
 					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
 				}
-				if slower > 0 && !out.json {
+				switch {
+				case slower > 0 && out.csv:
+					profile.WriteSlowCSV(os.Stdout, true)
+				case slower > 0 && !out.json:
 					report.WriteSlowHeader(os.Stdout, out.unit())
 				}
 			}
-			if slower > 0 && !out.json {
-				// Text: each as it ends; JSON records hold them.
+			// Text and CSV: each slow request as it ends; JSON records hold them.
+			slowCSV := slower > 0 && out.csv
+			switch {
+			case slowCSV:
+				cfg.Slow = func(r profile.SlowRequest) { profile.WriteSlowCSV(os.Stdout, false, r) }
+			case slower > 0 && !out.json:
 				cfg.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit()) }
 			}
-			cfg.Emit = func(rec *profile.Record, final bool) error { return r.render(rec) }
+			cfg.Emit = func(rec *profile.Record, final bool) error {
+				if slowCSV {
+					return nil // CSV holds one table: the requests' rows went out as they ended; -o keeps the statistics
+				}
+				return r.render(rec)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			var exited atomic.Bool

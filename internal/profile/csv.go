@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // CSVColumns are the columns of the per-opcode CSV export, documented in
@@ -44,7 +46,7 @@ func (r *Record) WriteCSV(w io.Writer, countsOnly, header bool) error {
 		if m := r.Mount(s.Conn); m != nil {
 			fsType = m.FSType
 		}
-		row := []string{end, r.Label(s.Conn), fsType, u(uint64(s.Conn)), s.Op, u(s.Count), u(s.Errors)}
+		row := []string{end, csvName(r.Label(s.Conn)), fsType, u(uint64(s.Conn)), s.Op, u(s.Count), u(s.Errors)}
 		if !countsOnly {
 			h := &s.Latency
 			pct := 0.0
@@ -63,6 +65,19 @@ func (r *Record) WriteCSV(w io.Writer, countsOnly, header bool) error {
 	return cw.Error()
 }
 
+// csvName writes a name that came from the trace (a command, a mount
+// point) as it is, or Go-quoted when it holds a character that is not
+// printable: CSV is often printed to a terminal, which such a character
+// could drive.
+func csvName(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
 func u(v uint64) string  { return strconv.FormatUint(v, 10) }
 func f(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 
@@ -78,4 +93,35 @@ func errnoList(m map[string]uint64) string {
 		parts[i] = k + ":" + u(m[k])
 	}
 	return strings.Join(parts, ";")
+}
+
+// SlowCSVColumns are the columns of trace --slower --csv, one row per slow
+// request (bcc's ext4slower -j), documented in docs/record.md.
+var SlowCSVColumns = []string{
+	"end_time", "mount", "conn", "op", "latency_ns", "errno", "req_bytes", "reply_bytes", "node_id", "pid", "comm",
+}
+
+// WriteSlowCSV writes slow requests, one row each in the order given, after
+// a header line if header is true.
+func WriteSlowCSV(w io.Writer, header bool, reqs ...SlowRequest) error {
+	cw := csv.NewWriter(w)
+	if header {
+		if err := cw.Write(SlowCSVColumns); err != nil {
+			return err
+		}
+	}
+	for _, s := range reqs {
+		mount := s.Mount
+		if mount == "" {
+			mount = "conn " + u(uint64(s.Conn)) // as the per-opcode CSV labels it
+		}
+		row := []string{s.End.UTC().Format(time.RFC3339Nano), csvName(mount), u(uint64(s.Conn)), s.Op,
+			u(uint64(s.Latency.Nanoseconds())), s.Errno, u(uint64(s.ReqBytes)), u(uint64(s.ReplyBytes)),
+			u(s.NodeID), u(uint64(s.PID)), csvName(s.Comm)}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
 }

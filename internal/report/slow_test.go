@@ -2,6 +2,8 @@ package report
 
 import (
 	"bytes"
+	"encoding/csv"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,24 +13,27 @@ import (
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
-// trace --slower's lines: fixed columns, the unit of -m/-u/--ns, errno
-// names, and names from the trace quoted where they would split a column
-// or reach the terminal raw.
-func TestWriteSlowGolden(t *testing.T) {
+func slowSample() []profile.SlowRequest {
 	at := time.Date(2026, 11, 22, 22, 35, 27, 223_400_000, time.Local)
-	reqs := []profile.SlowRequest{
+	return []profile.SlowRequest{
 		{End: at, Latency: 41 * time.Microsecond, Conn: 39, Op: "GETATTR", Opcode: 3, NodeID: 1, PID: 8671, Comm: "stat",
 			ReqBytes: 56, ReplyBytes: 120, Mount: "/tmp/bmnt"},
 		{End: at.Add(time.Second), Latency: 2200 * time.Millisecond, Conn: 39, Op: "LOOKUP", Opcode: 1, NodeID: 1, PID: 12,
 			Comm: "evil\x1b[31m", ReqBytes: 43, ReplyBytes: 16, Errno: "ENOENT", Mount: "/mnt/a b"},
 		{End: at.Add(2 * time.Second), Latency: 3 * time.Millisecond, Conn: 7, Op: "READ", Opcode: 15, ReqBytes: 80, ReplyBytes: 131088},
 	}
+}
+
+// trace --slower's lines: fixed columns, the unit of -m/-u/--ns, errno
+// names, and names from the trace quoted where they would split a column
+// or reach the terminal raw.
+func TestWriteSlowGolden(t *testing.T) {
 	var b bytes.Buffer
 	for _, u := range []hist.Unit{hist.Usecs, hist.Msecs} {
 		if err := WriteSlowHeader(&b, u); err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range reqs {
+		for _, r := range slowSample() {
 			if err := WriteSlow(&b, r, u); err != nil {
 				t.Fatal(err)
 			}
@@ -39,5 +44,42 @@ func TestWriteSlowGolden(t *testing.T) {
 		if strings.ContainsRune(line, '\x1b') || (!strings.Contains(line, `"`) && len(strings.Fields(line)) != 10) {
 			t.Errorf("line %q: a raw control character, or not 10 columns", line)
 		}
+	}
+}
+
+// trace --slower --csv: rows written one at a time as the requests end
+// (the live trace) equal the rows of one call (show --csv --table slow),
+// and every row has the header's columns.
+func TestWriteSlowCSVGolden(t *testing.T) {
+	reqs := slowSample()
+	var whole, oneByOne bytes.Buffer
+	if err := profile.WriteSlowCSV(&whole, true, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "slow.csv.golden", whole.Bytes())
+	if err := profile.WriteSlowCSV(&oneByOne, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reqs {
+		if err := profile.WriteSlowCSV(&oneByOne, false, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if whole.String() != oneByOne.String() {
+		t.Errorf("one by one:\n%s\nat once:\n%s", oneByOne.String(), whole.String())
+	}
+	rows, err := csv.NewReader(bytes.NewReader(whole.Bytes())).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(reqs)+1 || strings.Join(rows[0], ",") != strings.Join(profile.SlowCSVColumns, ",") {
+		t.Fatalf("rows %q", rows)
+	}
+	// A name with a control character is Go-quoted, never written raw.
+	if strings.ContainsRune(whole.String(), '\x1b') {
+		t.Errorf("a raw control character:\n%s", whole.String())
+	}
+	if got, err := strconv.Unquote(rows[2][len(rows[2])-1]); err != nil || got != reqs[1].Comm {
+		t.Errorf("comm %q does not unquote to %q", rows[2][len(rows[2])-1], reqs[1].Comm)
 	}
 }

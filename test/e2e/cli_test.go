@@ -32,7 +32,6 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--json", "--csv"}, "give one of --json, --csv"},
 		{[]string{"trace", "--slower", "0"}, "--slower 0s: give a positive duration"},
 		{[]string{"trace", "--slower", "-5ms"}, "--slower -5ms: give a positive duration"},
-		{[]string{"trace", "--slower", "10ms", "--csv"}, "--slower lists requests one by one, which CSV's row per mount and opcode cannot hold"},
 		{[]string{"trace", "--slower", "10ms", "--counts"}, "leave out --counts"},
 		{[]string{"trace", "--slower", "soon"}, "invalid argument"},
 		{[]string{"trace", "1", "2", "3"}, "usage: fusescope trace [flags] [interval [count]]"},
@@ -40,7 +39,9 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
 		{[]string{"show", "/etc/hostname"}, "not a fusescope record"},
-		{[]string{"show", "--csv", "--table", "files", "../../internal/report/testdata/record.json.golden"}, "--table applies to syscalls reports"},
+		{[]string{"show", "--csv", "--table", "files", "../../internal/report/testdata/record.json.golden"}, `--table "files": ../../internal/report/testdata/record.json.golden is a record: give opcodes or slow`},
+		{[]string{"show", "--table", "slow", "../../internal/report/testdata/record.json.golden"}, "--table chooses the table --csv prints: add --csv"},
+		{[]string{"show", "--csv", "--counts", "--table", "slow", "../../internal/report/testdata/record.json.golden"}, "leave out --counts"},
 	}
 	for _, c := range cases {
 		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()

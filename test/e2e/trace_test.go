@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -254,10 +255,21 @@ func traceAbortedConnection(t *testing.T, attach string) {
 func TestTraceSlower(t *testing.T) {
 	need(t, "stat")
 	const injected = 2200 * time.Microsecond
-	for _, attach := range []string{"tp_btf", "tracepoint"} {
+	for _, v := range []struct {
+		attach string
+		csv    bool // --csv: CSV rows, as ext4slower -j prints them
+	}{{"tp_btf", false}, {"tracepoint", false}, {"tp_btf", true}} {
+		name := v.attach
+		if v.csv {
+			name += " --csv"
+		}
 		mnt, cfs := mountLab(t, 4, 1, injected)
 		rec := filepath.Join(t.TempDir(), "rec.json")
-		tr := startTrace(t, "--mount", mnt, "--slower", "1ms", "--no-hist", "--attach", attach, "-o", rec)
+		args := []string{"--mount", mnt, "--slower", "1ms", "--no-hist", "--attach", v.attach, "-o", rec}
+		if v.csv {
+			args = append(args, "--csv")
+		}
+		tr := startTrace(t, args...)
 		before := cfs.snapshot()[fuseproto.Getattr]
 		pids := map[string]bool{}
 		for range 10 {
@@ -269,35 +281,55 @@ func TestTraceSlower(t *testing.T) {
 		}
 		served := cfs.snapshot()[fuseproto.Getattr] - before
 		out := tr.stop(t)
-		lines := strings.Split(out, "\n")
-		header := strings.Fields(lines[0])
-		if strings.Join(header, " ") != "TIME COMM PID OP LAT(us) ERRNO REQ REPLY NODEID MOUNT" {
-			t.Fatalf("%s: header %q", attach, lines[0])
+		// Each line as (op, latency in us, comm, pid, errno, node id, mount).
+		var rows [][7]string
+		if v.csv {
+			all, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+			if err != nil || len(all) == 0 || strings.Join(all[0], ",") != "end_time,mount,conn,op,latency_ns,errno,req_bytes,reply_bytes,node_id,pid,comm" {
+				t.Fatalf("%s: not the slow requests' CSV (%v):\n%s", name, err, out)
+			}
+			for _, r := range all[1:] {
+				ns, _ := strconv.ParseFloat(r[4], 64)
+				errno := r[5]
+				if errno == "" {
+					errno = "-"
+				}
+				rows = append(rows, [7]string{r[3], strconv.FormatFloat(ns/1e3, 'f', 1, 64), r[10], r[9], errno, r[8], r[1]})
+			}
+		} else {
+			lines := strings.Split(out, "\n")
+			header := strings.Fields(lines[0])
+			if strings.Join(header, " ") != "TIME COMM PID OP LAT(us) ERRNO REQ REPLY NODEID MOUNT" {
+				t.Fatalf("%s: header %q", name, lines[0])
+			}
+			for _, line := range lines[1:] {
+				f := strings.Fields(line)
+				if len(f) != len(header) {
+					break // the table that follows
+				}
+				rows = append(rows, [7]string{f[3], f[4], f[1], f[2], f[5], f[8], f[9]})
+			}
 		}
 		getattrs := 0
-		for _, line := range lines[1:] {
-			f := strings.Fields(line)
-			if len(f) != len(header) {
-				break // the table that follows
-			}
-			if f[3] != "GETATTR" {
-				t.Logf("%s: another slow request: %s", attach, line) // this VM stalls now and then
+		for _, r := range rows {
+			if r[0] != "GETATTR" {
+				t.Logf("%s: another slow request: %v", name, r) // this VM stalls now and then
 				continue
 			}
 			getattrs++
-			lat, err := strconv.ParseFloat(f[4], 64)
+			lat, err := strconv.ParseFloat(r[1], 64)
 			if err != nil || lat < 2200 || lat > 1e6 {
-				t.Errorf("%s: latency %q us, want at least the injected 2200 us: %s", attach, f[4], line)
+				t.Errorf("%s: latency %q us, want at least the injected 2200 us: %v", name, r[1], r)
 			}
-			if f[1] != "stat" || !pids[f[2]] || f[5] != "-" || f[9] != mnt {
-				t.Errorf("%s: %q: want stat, one of the stat processes %v, no error, %s", attach, line, pids, mnt)
+			if r[2] != "stat" || !pids[r[3]] || r[4] != "-" || r[6] != mnt {
+				t.Errorf("%s: %v: want stat, one of the stat processes %v, no error, %s", name, r, pids, mnt)
 			}
-			if wantNode := map[string]string{"tp_btf": "1", "tracepoint": "0"}[attach]; f[8] != wantNode {
-				t.Errorf("%s: node id %s, want %s (the root; the classic tracepoint carries none)", attach, f[8], wantNode)
+			if wantNode := map[string]string{"tp_btf": "1", "tracepoint": "0"}[v.attach]; r[5] != wantNode {
+				t.Errorf("%s: node id %s, want %s (the root; the classic tracepoint carries none)", name, r[5], wantNode)
 			}
 		}
 		if served < 10 || uint64(getattrs) != served {
-			t.Errorf("%s: %d GETATTR lines, the daemon served %d (at least 10)\n%s", attach, getattrs, served, out)
+			t.Errorf("%s: %d GETATTR lines, the daemon served %d (at least 10)\n%s", name, getattrs, served, out)
 		}
 		// The record holds them, and show prints them as the trace did.
 		r := loadRecord(t, rec)
@@ -306,15 +338,22 @@ func TestTraceSlower(t *testing.T) {
 			if s.Op == "GETATTR" {
 				n++
 				if s.Latency < injected || s.Comm != "stat" || !pids[strconv.Itoa(int(s.PID))] || s.Mount != mnt {
-					t.Errorf("%s: recorded %+v", attach, s)
+					t.Errorf("%s: recorded %+v", name, s)
 				}
 			}
 		}
 		if n != getattrs || r.SlowLost != 0 {
-			t.Errorf("%s: the record holds %d GETATTRs (%d lost), the trace printed %d", attach, n, r.SlowLost, getattrs)
+			t.Errorf("%s: the record holds %d GETATTRs (%d lost), the trace printed %d", name, n, r.SlowLost, getattrs)
 		}
-		if shown := mustRead(t, fusescopeBin, "show", "--no-hist", rec); string(shown) != out {
-			t.Errorf("%s: show differs from the live trace:\n--- live\n%s\n--- show\n%s", attach, out, shown)
+		if len(r.Profile.Ops) == 0 {
+			t.Errorf("%s: the record holds no statistics", name)
+		}
+		show := []string{"show", "--no-hist", rec}
+		if v.csv {
+			show = []string{"show", "--csv", "--table", "slow", rec}
+		}
+		if shown := mustRead(t, fusescopeBin, show...); string(shown) != out {
+			t.Errorf("%s: show differs from the live trace:\n--- live\n%s\n--- show\n%s", name, out, shown)
 		}
 	}
 }
