@@ -667,7 +667,9 @@ func (w *labRaw) listing(fh uint64, remote backend) {
 func (w *labRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	return w.serve(fuseproto.Readdir, func(remote backend) (fuse.Status, int, int) {
 		w.listing(in.Fh, remote)
-		return w.RawFileSystem.ReadDir(c, in, out), 0, 0
+		before := len(out.Bytes())
+		st := w.RawFileSystem.ReadDir(c, in, out)
+		return st, 0, len(out.Bytes()) - before
 	})
 }
 
@@ -679,7 +681,7 @@ func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 		if st == fuse.OK {
 			w.lookedPlus(in.NodeId, out.Bytes()[before:])
 		}
-		return st, 0, 0
+		return st, 0, len(out.Bytes()) - before
 	})
 }
 

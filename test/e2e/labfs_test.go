@@ -386,6 +386,36 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 	}
 }
 
+// The daemon counts the listing its READDIR and READDIRPLUS replies carried:
+// the kernel's reply bytes less a 16-byte header per reply.
+func TestLabFSListingBytesAgreeWithTrace(t *testing.T) {
+	for _, plus := range []string{"off", "on"} {
+		cfg := preset(t, "nocache")
+		cfg.Readdirplus = plus
+		src, mnt, f := mountLabFS(t, cfg)
+		for i := 0; i < 300; i++ { // more than one reply's worth (4 KiB) of entries
+			os.WriteFile(filepath.Join(src, fmt.Sprintf("a-longer-file-name-%03d", i)), nil, 0o644)
+		}
+		op := map[string]fuseproto.Opcode{"off": fuseproto.Readdir, "on": fuseproto.Readdirplus}[plus]
+		before := f.Record()
+		rec := filepath.Join(t.TempDir(), "rec.json")
+		tr := startTrace(t, "--mount", mnt, "--op", op.String(), "-o", rec)
+		if ents, err := os.ReadDir(mnt); err != nil || len(ents) != 300 {
+			t.Fatalf("readdirplus=%s: %d entries, %v", plus, len(ents), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		tr.stop(t)
+		diff, err := f.Record().Profile.Sub(&before.Profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, d := loadRecord(t, rec).Profile.Find(f.Conn, op), diff.Find(f.Conn, op)
+		if k == nil || d == nil || k.Count < 2 || d.Count != k.Count || d.ReplyBytes == 0 || k.ReplyBytes != d.ReplyBytes+16*k.Count {
+			t.Errorf("readdirplus=%s: %s kernel %+v, daemon %+v; want the same replies, the daemon's bytes the kernel's less 16 each", plus, op, k, d)
+		}
+	}
+}
+
 // After SIGKILL of the daemon, the next mount finds the dead mount, cleans it
 // and says so; SIGTERM unmounts cleanly.
 func TestLabFSKilledDaemon(t *testing.T) {
