@@ -184,5 +184,10 @@ func (c *Config) passthroughConflict() error {
 	case c.Bandwidth > 0:
 		return fmt.Errorf("--bandwidth throttles READ and WRITE data, which passthrough files never send to the daemon: leave out one of them")
 	}
+	for _, op := range []string{"READ", "WRITE"} {
+		if d, ok := c.Latency[op]; ok && d.Base > 0 {
+			return fmt.Errorf("--latency %s=%v delays %s requests, which passthrough files never send to the daemon: leave it out, or leave out --passthrough", strings.ToLower(op), d.Base, op)
+		}
+	}
 	return nil
 }

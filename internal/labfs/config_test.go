@@ -102,6 +102,8 @@ func TestPresetsAndCapabilities(t *testing.T) {
 		"read-pipeline":   func(c *Config) { c.ReadPipeline = 4 },
 		"write-behind":    func(c *Config) { c.WriteBehind = 4 },
 		"bandwidth":       func(c *Config) { c.Bandwidth = 1 << 20 },
+		"latency read":    func(c *Config) { c.Latency = LatencySpec{"READ": {Base: time.Millisecond}} },
+		"latency write":   func(c *Config) { c.Latency = LatencySpec{"*": {Base: time.Millisecond}, "WRITE": {Base: time.Millisecond}} },
 	} {
 		cfg, _ := Preset("passthrough")
 		conflict(&cfg)
@@ -112,6 +114,12 @@ func TestPresetsAndCapabilities(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("--%s without passthrough refused: %v", flag, err)
 		}
+	}
+	// Delays of the requests passthrough still sends are its to study.
+	pt, _ := Preset("passthrough")
+	pt.Latency = LatencySpec{"*": {Base: time.Millisecond}, "LOOKUP": {Base: time.Millisecond}, "READ": {}}
+	if err := pt.Validate(); err != nil {
+		t.Errorf("passthrough with --latency '*=1ms,lookup=1ms,read=0': %v", err)
 	}
 	off := Config{Readdirplus: "off"}
 	if _, disabled := off.capabilities(); disabled&fuse.CAP_READDIRPLUS == 0 {
