@@ -565,6 +565,7 @@ func TestLabFSBadInput(t *testing.T) {
 		{[]string{"fs", "mount", src, mnt, "--readdirplus", "maybe"}, "auto, on or off"},
 		{[]string{"fs", "mount", src, mnt, "--preset", "passthrough", "--keep-cache"}, "fails opens"},       // EIO on every open
 		{[]string{"fs", "mount", src, mnt, "--preset", "writeback", "--passthrough"}, "exclude each other"}, // passthrough silently off
+		{[]string{"fs", "mount", src, mnt, "--passthrough", "--latency", "*=1ms,read=2ms"}, "--latency read=2ms delays READ requests, which passthrough files never send"},
 		{[]string{"fs", "stats", mnt}, "no fusescope lab file system"},
 		{[]string{"fs", "stats", bindfsMnt}, "is a fuse mount, not a fusescope lab file system, whose daemon keeps these statistics: fusescope trace --mount " + bindfsMnt},
 		{[]string{"fs", "umount", mnt}, "not a mount point"},
