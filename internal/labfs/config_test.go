@@ -103,7 +103,9 @@ func TestPresetsAndCapabilities(t *testing.T) {
 		"write-behind":    func(c *Config) { c.WriteBehind = 4 },
 		"bandwidth":       func(c *Config) { c.Bandwidth = 1 << 20 },
 		"latency read":    func(c *Config) { c.Latency = LatencySpec{"READ": {Base: time.Millisecond}} },
-		"latency write":   func(c *Config) { c.Latency = LatencySpec{"*": {Base: time.Millisecond}, "WRITE": {Base: time.Millisecond}} },
+		"latency write": func(c *Config) {
+			c.Latency = LatencySpec{"*": {Base: time.Millisecond}, "WRITE": {Base: time.Millisecond}}
+		},
 	} {
 		cfg, _ := Preset("passthrough")
 		conflict(&cfg)
