@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,6 +110,20 @@ func CleanStale(mnt string) (string, error) {
 	return "", nil
 }
 
+// canMountAsUser says in one line why a user who is not root cannot mount:
+// go-fuse would report only fusermount's exit code.
+func canMountAsUser() error {
+	if err := unix.Access("/dev/fuse", unix.R_OK|unix.W_OK); err != nil {
+		return fmt.Errorf("/dev/fuse: %v: mount as root, or give this user read and write access to /dev/fuse (Debian makes it 0666)", err)
+	}
+	for _, name := range []string{"fusermount3", "fusermount"} {
+		if _, err := exec.LookPath(name); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("fusermount3 not found: install fuse3 (apt-get install fuse3), or mount as root")
+}
+
 // Mount mounts a lab file system of src at mnt and serves it in the
 // background; Wait blocks until it is unmounted.
 func Mount(src, mnt string, cfg Config) (*FS, error) {
@@ -131,6 +146,11 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	root := os.Geteuid() == 0
 	if cfg.Passthrough && !root {
 		return nil, fmt.Errorf("--passthrough needs root (the kernel requires CAP_SYS_ADMIN to register backing files)")
+	}
+	if !root {
+		if err := canMountAsUser(); err != nil {
+			return nil, err
+		}
 	}
 	killed, err := CleanStale(mnt)
 	if err != nil {

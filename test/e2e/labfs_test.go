@@ -725,3 +725,73 @@ func snapshot(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// A user who is not root mounts through fusermount3, asks for stats and
+// unmounts; where /dev/fuse is not theirs to open (mode 0600 here, 0666 on
+// a stock Debian), one line says so instead of fusermount's exit code.
+func TestLabFSNotRoot(t *testing.T) {
+	need(t, "setpriv")
+	dir := t.TempDir()
+	// nobody must reach it: the daemon of a --background mount is this
+	// binary run again by path.
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	bin := filepath.Join(dir, "fusescope")
+	data, err := os.ReadFile(fusescopeBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	for _, d := range []string{src, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(d, 65534, 65534)
+	}
+	os.WriteFile(filepath.Join(src, "hello"), []byte("hello\n"), 0o644)
+	t.Cleanup(func() {
+		if mounted(mnt) {
+			exec.Command("fusermount3", "-u", "-z", mnt).Run()
+		}
+	})
+	asNobody := func(args ...string) (string, error) {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin}, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR=") // root's is not nobody's
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := asNobody("fs", "mount", "--background", src, mnt)
+	if fi.Mode().Perm()&0o006 != 0o006 {
+		if err == nil || strings.Contains(out, "\n") || !strings.Contains(out, "/dev/fuse: permission denied: mount as root") {
+			t.Errorf("/dev/fuse is %v: want one line about it and a non-zero exit, got %v:\n%s", fi.Mode().Perm(), err, out)
+		}
+		if mounted(mnt) {
+			t.Error("a refused mount left a mount behind")
+		}
+		return
+	}
+	if err != nil || !mounted(mnt) {
+		t.Fatalf("mount as nobody (/dev/fuse %v): %v\n%s", fi.Mode().Perm(), err, out)
+	}
+	// Without allow_other only the mounting user may enter, root included.
+	if _, err := os.ReadFile(filepath.Join(mnt, "hello")); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("root read through nobody's mount: %v, want permission denied (no allow_other)", err)
+	}
+	cat := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "cat", filepath.Join(mnt, "hello"))
+	if b, err := cat.Output(); err != nil || string(b) != "hello\n" {
+		t.Errorf("nobody's read through nobody's mount: %q, %v", b, err)
+	}
+	if out, err := asNobody("fs", "stats", "--no-hist", mnt); err != nil || !strings.Contains(out, "requests served") {
+		t.Errorf("fs stats as nobody: %v\n%s", err, out)
+	}
+	if out, err := asNobody("fs", "umount", mnt); err != nil || mounted(mnt) {
+		t.Errorf("fs umount as nobody: %v, still mounted %v\n%s", err, mounted(mnt), out)
+	}
+}
