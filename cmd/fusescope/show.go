@@ -19,18 +19,22 @@ func newShowCmd() *cobra.Command {
 		out   outputFlags
 		top   int
 		table string
+		stamp bool
 	)
 	c := &cobra.Command{
 		Use:   "show RECORD.json | -",
 		Short: "Render a saved record or syscalls report exactly as the live view did",
 		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json) or
 a syscalls report (fusescope syscalls --json) exactly as the live view did,
-or convert it to CSV. "-" reads standard input.`,
+or convert it to CSV. "-" reads standard input. The records of an interval
+trace's --json output (one per line) render one after another, as its
+reports did.`,
 		Example: `  fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
   fusescope show run1.json            # histograms and table, in usecs
   fusescope show -m --no-hist run1.json
   fusescope show --csv run1.json > run1.csv
   fusescope show --csv --table slow run1.json   # trace --slower's requests
+  fusescope trace --json 5 > run2.jsonl; fusescope show -m run2.jsonl
   fusescope syscalls --json -o app.json app.log
   fusescope show --top 20 app.json
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
@@ -54,7 +58,7 @@ or convert it to CSV. "-" reads standard input.`,
 				Schema string `json:"schema"`
 			}
 			if json.Unmarshal(b, &head) == nil && strings.HasPrefix(head.Schema, "fusescope.syscalls/") {
-				for _, name := range []string{"milliseconds", "microseconds", "ns", "counts", "no-hist"} {
+				for _, name := range []string{"milliseconds", "microseconds", "ns", "counts", "no-hist", "timestamp"} {
 					if cmd.Flags().Changed(name) {
 						return fmt.Errorf("--%s applies to trace records; %s is a syscalls report (use --top, --json or --csv)", name, args[0])
 					}
@@ -86,18 +90,28 @@ or convert it to CSV. "-" reads standard input.`,
 			if slowCSV && out.counts {
 				return fmt.Errorf("--table slow lists requests with their latency: leave out --counts")
 			}
-			rec, err := profile.Parse(b)
+			recs, err := profile.ParseAll(b)
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			if slowCSV {
-				return profile.WriteSlowCSV(os.Stdout, true, rec.Slow...)
+			// Several records are an interval trace's --json lines: each
+			// renders as that interval's report did.
+			r := &renderer{o: &out, w: os.Stdout, slow: true, lines: len(recs) > 1, stamp: stamp}
+			for i, rec := range recs {
+				if slowCSV {
+					err = profile.WriteSlowCSV(os.Stdout, i == 0, rec.Slow...)
+				} else {
+					err = r.render(rec)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			r := &renderer{o: &out, w: os.Stdout, slow: true}
-			return r.render(rec)
+			return nil
 		},
 	}
 	out.register(c)
+	c.Flags().BoolVarP(&stamp, "timestamp", "T", false, "records: print the time each report ended before it, as trace -T did")
 	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
 	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default) or slow (trace --slower's requests); for syscalls reports "+strings.Join(systrace.CSVTables, ", ")+" (default syscalls)")
 	return c

@@ -150,6 +150,40 @@ func Load(path string) (*Record, error) {
 }
 
 // Parse decodes and validates a record.
+// ParseAll loads one record, or the records of an interval trace's --json
+// output (one per line, or any JSON whitespace between them), in order.
+func ParseAll(b []byte) ([]*Record, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var raws []json.RawMessage
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err == io.EOF {
+			break
+		} else if err != nil {
+			if len(raws) == 0 {
+				return nil, fmt.Errorf("not a fusescope record: %v", err)
+			}
+			return nil, fmt.Errorf("record %d: not a fusescope record: %v", len(raws)+1, err)
+		}
+		raws = append(raws, raw)
+	}
+	if len(raws) == 0 {
+		return nil, fmt.Errorf("not a fusescope record: it is empty")
+	}
+	recs := make([]*Record, len(raws))
+	for i, raw := range raws {
+		r, err := Parse(raw)
+		if err != nil {
+			if len(raws) > 1 {
+				err = fmt.Errorf("record %d of %d: %w", i+1, len(raws), err)
+			}
+			return nil, err
+		}
+		recs[i] = r
+	}
+	return recs, nil
+}
+
 func Parse(b []byte) (*Record, error) {
 	var head struct {
 		Schema string `json:"schema"`

@@ -77,6 +77,36 @@ func FuzzParse(f *testing.F) {
 		if err := r.WriteCSV(&csv, false, true); err != nil {
 			t.Fatal(err)
 		}
+		// Any record is a stream of one, and twice over a stream of two.
+		all, err := ParseAll(append(append(buf.Bytes(), '\n'), buf.Bytes()...))
+		if err != nil || len(all) != 2 {
+			t.Fatalf("two records in a stream: %d, %v", len(all), err)
+		}
+	})
+}
+
+// FuzzParseAll: a stream of records loads whole, or not at all, without a
+// crash; each record it yields loads alone too.
+func FuzzParseAll(f *testing.F) {
+	one := `{"schema":"fusescope.record/v1","profile":{"ops":[]}}`
+	f.Add([]byte(one + "\n" + one + "\n"))
+	f.Add([]byte(one + one))
+	f.Add([]byte(one + "\n{"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, err := ParseAll(b)
+		if err != nil {
+			return
+		}
+		for _, r := range recs {
+			var buf bytes.Buffer
+			if err := r.Write(&buf); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Parse(buf.Bytes()); err != nil {
+				t.Fatalf("a record of a stream does not load alone: %v", err)
+			}
+		}
 	})
 }
 
@@ -92,5 +122,25 @@ func TestEmptyProfileJSON(t *testing.T) {
 	}
 	if _, err := Parse(b.Bytes()); err != nil {
 		t.Errorf("the empty record does not read back: %v", err)
+	}
+}
+
+func TestParseAll(t *testing.T) {
+	one := `{"schema":"fusescope.record/v1","meta":{"end":"2026-11-22T10:00:01Z"},"profile":{"ops":[]}}`
+	two := strings.Replace(one, "10:00:01", "10:00:02", 1)
+	recs, err := ParseAll([]byte(one + "\n" + two + "\n"))
+	if err != nil || len(recs) != 2 || recs[0].Meta.End.Second() != 1 || recs[1].Meta.End.Second() != 2 {
+		t.Fatalf("two lines: %v, %v", recs, err)
+	}
+	for in, want := range map[string]string{
+		"":                       "not a fusescope record: it is empty",
+		"  \n":                   "not a fusescope record: it is empty",
+		one + "\n{":              "record 2: not a fusescope record: unexpected EOF",
+		one + "\n" + `{"a":1}`:   `record 2 of 2: not a fusescope record (schema "", want "fusescope.record/v1")`,
+		`{"schema":"fusescope.x`: "not a fusescope record: unexpected EOF",
+	} {
+		if _, err := ParseAll([]byte(in)); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
 	}
 }

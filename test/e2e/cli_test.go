@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +75,59 @@ func TestShowMatchesLive(t *testing.T) {
 		if !strings.Contains(live, "LOOKUP") && !strings.Contains(live, "READDIR") {
 			t.Errorf("%v: no requests in output:\n%s", flags, live)
 		}
+	}
+}
+
+// An interval trace's --json lines render as its reports did: show --json
+// gives the lines back, --csv writes one header and every interval's rows,
+// and text (with -T) is each interval's report in turn.
+func TestShowIntervalRecords(t *testing.T) {
+	_, mnt := mountBindfs(t, 5)
+	tr := startTrace(t, "--mount", mnt, "--json", "0.3", "3")
+	for range 6 {
+		run(t, "ls", "-l", mnt)
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case err := <-tr.done:
+		if err != nil {
+			t.Fatalf("trace: %v\n%s", err, tr.stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("trace 0.3 3 did not end by itself")
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(tr.stdout.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d JSON lines, want 3:\n%s", len(lines), tr.stdout.String())
+	}
+	dir := t.TempDir()
+	all := filepath.Join(dir, "run.jsonl")
+	os.WriteFile(all, tr.stdout.Bytes(), 0o644)
+	if got := mustRead(t, fusescopeBin, "show", "--json", all); string(got) != tr.stdout.String() {
+		t.Errorf("show --json changed the lines:\n%s\nwant\n%s", got, tr.stdout.String())
+	}
+	var wantText, wantCSV strings.Builder
+	for i, line := range lines {
+		one := filepath.Join(dir, fmt.Sprintf("%d.json", i))
+		os.WriteFile(one, []byte(line), 0o644)
+		wantText.Write(mustRead(t, fusescopeBin, "show", "-T", "--no-hist", one))
+		csv := string(mustRead(t, fusescopeBin, "show", "--csv", one))
+		if i > 0 {
+			_, csv, _ = strings.Cut(csv, "\n")
+		}
+		wantCSV.WriteString(csv)
+	}
+	text := string(mustRead(t, fusescopeBin, "show", "-T", "--no-hist", all))
+	if text != wantText.String() || !strings.Contains(text, "LOOKUP") {
+		t.Errorf("show -T of the three records:\n%s\nwant each one's report in turn:\n%s", text, wantText.String())
+	}
+	if got := string(mustRead(t, fusescopeBin, "show", "--csv", all)); got != wantCSV.String() || strings.Count(got, "end_time,") != 1 {
+		t.Errorf("show --csv of the three records:\n%s\nwant one header and each one's rows:\n%s", got, wantCSV.String())
+	}
+	os.WriteFile(all, append(tr.stdout.Bytes(), "{"...), 0o644)
+	out, err := exec.Command(fusescopeBin, "show", all).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "record 4: not a fusescope record") {
+		t.Errorf("a truncated fourth record: %v %s", err, out)
 	}
 }
 
