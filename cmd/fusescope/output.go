@@ -100,6 +100,16 @@ type outputFile struct {
 	direct *os.File // path itself, when it is not a regular file
 }
 
+// withoutPath is err without the operation and path a *fs.PathError adds,
+// for messages that name the path themselves.
+func withoutPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // createOutput prepares path; "" gives a nil outputFile, whose finish does
 // nothing.
 func createOutput(path string) (*outputFile, error) {
@@ -107,11 +117,7 @@ func createOutput(path string) (*outputFile, error) {
 		return nil, nil
 	}
 	fail := func(err error) (*outputFile, error) {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("-o %s: %v: give a path in a writable directory", path, err)
+		return nil, fmt.Errorf("-o %s: %v: give a path in a writable directory", path, withoutPath(err))
 	}
 	target := path
 	if fi, err := os.Stat(path); err == nil {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
 
@@ -48,11 +46,7 @@ reports did.`,
 				b, err = os.ReadFile(args[0])
 			}
 			if err != nil {
-				var pe *fs.PathError
-				if errors.As(err, &pe) {
-					err = pe.Err
-				}
-				return fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", args[0], err)
+				return fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", args[0], withoutPath(err))
 			}
 			var head struct {
 				Schema string `json:"schema"`

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"strings"
@@ -188,11 +186,7 @@ func checkLogs(logs []string) error {
 			}
 		}
 		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return fmt.Errorf("%s: %v: give strace logs, as written by strace -f -tt -T -y -o LOG CMD", path, err)
+			return fmt.Errorf("%s: %v: give strace logs, as written by strace -f -tt -T -y -o LOG CMD", path, withoutPath(err))
 		}
 	}
 	return nil

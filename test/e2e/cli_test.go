@@ -221,10 +221,16 @@ func assertNoProbesLeft(t *testing.T) {
 	}
 }
 
-// Without privileges, one line says what is needed.
-func TestTraceNotRoot(t *testing.T) {
+// binaryForNobody copies fusescope where user nobody can run it, in a new
+// directory it may enter (the daemon of a --background mount is the binary
+// run again by its path).
+func binaryForNobody(t *testing.T) string {
+	t.Helper()
 	need(t, "setpriv")
-	bin := filepath.Join(t.TempDir(), "fusescope")
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	bin := filepath.Join(dir, "fusescope")
 	data, err := os.ReadFile(fusescopeBin)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +238,12 @@ func TestTraceNotRoot(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(filepath.Dir(bin), 0o755)
+	return bin
+}
+
+// Without privileges, one line says what is needed.
+func TestTraceNotRoot(t *testing.T) {
+	bin := binaryForNobody(t)
 	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "trace").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
 		t.Fatalf("want a non-zero exit as nobody, got %v: %s", err, out)

@@ -730,20 +730,8 @@ func snapshot(t *testing.T, dir string) string {
 // unmounts; where /dev/fuse is not theirs to open (mode 0600 here, 0666 on
 // a stock Debian), one line says so instead of fusermount's exit code.
 func TestLabFSNotRoot(t *testing.T) {
-	need(t, "setpriv")
-	dir := t.TempDir()
-	// nobody must reach it: the daemon of a --background mount is this
-	// binary run again by path.
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	bin := filepath.Join(dir, "fusescope")
-	data, err := os.ReadFile(fusescopeBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := binaryForNobody(t)
+	dir := filepath.Dir(bin)
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
 	for _, d := range []string{src, mnt} {
 		if err := os.Mkdir(d, 0o755); err != nil {
