@@ -14,7 +14,6 @@ import (
 
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/labfs"
-	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -298,10 +297,6 @@ daemon's timers. --json prints it as a record that "fusescope show" renders.`,
 			rec, err := labfs.Stats(mnt)
 			if err != nil {
 				return err
-			}
-			if !out.json && !out.csv {
-				report.WriteFSInfo(os.Stdout, rec)
-				fmt.Println()
 			}
 			r := &renderer{o: &out, w: os.Stdout}
 			return r.render(rec)

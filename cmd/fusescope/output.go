@@ -78,6 +78,11 @@ func (r *renderer) render(rec *profile.Record) error {
 	if r.stamp {
 		fmt.Fprintf(r.w, "%s\n", rec.Meta.End.Format("15:04:05"))
 	}
+	if rec.Meta.FS != nil {
+		// The lab daemon's own record (fs stats): its configuration first.
+		report.WriteFSInfo(r.w, rec)
+		fmt.Fprintln(r.w)
+	}
 	if err := report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists, SlowLines: r.slow}); err != nil {
 		return err
 	}

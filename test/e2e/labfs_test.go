@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -383,6 +384,15 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 	}
 	if !strings.Contains(out, "negotiated INIT flags") || !strings.Contains(out, "READ") || !strings.Contains(out, "timer overhead") {
 		t.Errorf("fs stats output:\n%s", out)
+	}
+	// show renders the stats' record as fs stats printed it (nothing
+	// reached the mount in between; the daemon's heap may have moved).
+	saved := filepath.Join(t.TempDir(), "stats.json")
+	os.WriteFile(saved, mustRead(t, fusescopeBin, "fs", "stats", "--json", mnt), 0o644)
+	heap := regexp.MustCompile(`heap [0-9.]+[KMG]?`)
+	shown := string(mustRead(t, fusescopeBin, "show", "--no-hist", saved))
+	if heap.ReplaceAllString(shown, "heap N") != heap.ReplaceAllString(out, "heap N") {
+		t.Errorf("show of fs stats --json:\n%s\nwant what fs stats printed:\n%s", shown, out)
 	}
 }
 
