@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -276,17 +277,34 @@ func newFSUmountCmd() *cobra.Command {
 }
 
 func newFSStatsCmd() *cobra.Command {
-	var out outputFlags
+	var (
+		out   outputFlags
+		stamp bool
+	)
 	c := &cobra.Command{
-		Use:   "stats MNT",
+		Use:   "stats MNT [interval [count]]",
 		Short: "The lab file system daemon's own per-operation statistics",
 		Long: `Print the daemon's own view of a mounted lab file system: per-operation
 latency from request receipt to reply (histograms and table, as trace
 prints them), the negotiated FUSE INIT flags and limits, and the cost of the
-daemon's timers. --json prints it as a record that "fusescope show" renders.`,
-		Args: cobra.ExactArgs(1),
+daemon's timers. --json prints it as a record that "fusescope show" renders.
+
+With an interval, it reports every interval seconds (count times, or until
+Ctrl-C) what the daemon served in that interval alone, as gluster's "volume
+profile info incremental" does: requests, histograms and the user-space
+features' counters of the interval; inodes, the write-behind's deepest
+queue and the heap as they stand at its end. The configuration is printed
+with the first report.`,
+		Example: `  fusescope fs stats /mnt/lab
+  fusescope fs stats --no-hist -m /mnt/lab 5      # what the daemon served, every 5 s
+  fusescope fs stats --json /mnt/lab 1 60 > lab.jsonl`,
+		Args: cobra.RangeArgs(1, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mnt, _ := filepath.Abs(args[0])
+			interval, count, err := parseIntervalCount(args[1:], "fusescope fs stats "+args[0])
+			if err != nil {
+				return err
+			}
 			if m, err := topMount(mnt); err == nil && m != nil && m.FSType != labfs.FSType {
 				hint := "fusescope trace --mount " + mnt + " measures any file system's requests from the kernel"
 				if !strings.HasPrefix(m.FSType, "fuse") {
@@ -298,11 +316,41 @@ daemon's timers. --json prints it as a record that "fusescope show" renders.`,
 			if err != nil {
 				return err
 			}
-			r := &renderer{o: &out, w: os.Stdout}
-			return r.render(rec)
+			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
+			if interval == 0 {
+				return r.render(rec)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			fmt.Fprintf(os.Stderr, "Reporting what the daemon of %s serves every %s... Hit Ctrl-C to end.\n", mnt, interval)
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for n := 0; count == 0 || n < count; n++ {
+				select {
+				case <-tick.C:
+				case <-ctx.Done(): // the partial interval is the last report
+				}
+				cur, err := labfs.Stats(mnt)
+				if err != nil {
+					return err
+				}
+				in, err := labfs.Interval(rec, cur)
+				if err != nil {
+					return err
+				}
+				if err := r.render(in); err != nil {
+					return err
+				}
+				rec = cur
+				if ctx.Err() != nil {
+					return nil
+				}
+			}
+			return nil
 		},
 	}
 	out.register(c)
+	c.Flags().BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
 	return c
 }
 

@@ -55,6 +55,7 @@ type renderer struct {
 	stamp   bool // -T: a time line before each text report
 	slow    bool // show: a record's slow requests are printed (live, they were as they ended)
 	csvDone bool
+	fsDone  bool // text: a lab daemon's configuration was printed
 	lines   bool // JSON: one compact object per line (interval mode)
 }
 
@@ -79,8 +80,14 @@ func (r *renderer) render(rec *profile.Record) error {
 		fmt.Fprintf(r.w, "%s\n", rec.Meta.End.Format("15:04:05"))
 	}
 	if rec.Meta.FS != nil {
-		// The lab daemon's own record (fs stats): its configuration first.
-		report.WriteFSInfo(r.w, rec)
+		// The lab daemon's own record (fs stats): its configuration first,
+		// then, in later intervals, what changed.
+		if r.fsDone {
+			report.WriteFSCounters(r.w, rec)
+		} else {
+			report.WriteFSInfo(r.w, rec)
+		}
+		r.fsDone = true
 		fmt.Fprintln(r.w)
 	}
 	if err := report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists, SlowLines: r.slow}); err != nil {

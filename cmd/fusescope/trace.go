@@ -59,7 +59,7 @@ as ext4slower -j does (docs/record.md); -o still saves the statistics.`,
   fusescope trace --slower 10ms -m       # each request of 10 ms or more, as it ends`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			interval, count, err := parseIntervalCount(args)
+			interval, count, err := parseIntervalCount(args, "fusescope trace")
 			if err != nil {
 				return err
 			}
@@ -201,7 +201,8 @@ as ext4slower -j does (docs/record.md); -o still saves the statistics.`,
 }
 
 // parseIntervalCount reads bcc's [interval [count]] arguments.
-func parseIntervalCount(args []string) (time.Duration, int, error) {
+// example is the command the messages show, e.g. "fusescope trace".
+func parseIntervalCount(args []string, example string) (time.Duration, int, error) {
 	var interval time.Duration
 	count := 0
 	if len(args) > 0 {
@@ -209,14 +210,14 @@ func parseIntervalCount(args []string) (time.Duration, int, error) {
 		// !(a && b) also refuses NaN; the bounds keep the ticker sane and
 		// the duration from overflowing (292 years).
 		if err != nil || !(secs >= 0.01 && secs <= 1e6) {
-			return 0, 0, fmt.Errorf("interval %q: give a number of seconds from 0.01 to 1000000, e.g. fusescope trace 5", args[0])
+			return 0, 0, fmt.Errorf("interval %q: give a number of seconds from 0.01 to 1000000, e.g. %s 5", args[0], example)
 		}
 		interval = time.Duration(secs * float64(time.Second))
 	}
 	if len(args) > 1 {
 		n, err := strconv.Atoi(args[1])
 		if err != nil || n <= 0 {
-			return 0, 0, fmt.Errorf("count %q: give a positive number of reports, e.g. fusescope trace 5 10", args[1])
+			return 0, 0, fmt.Errorf("count %q: give a positive number of reports, e.g. %s 5 10", args[1], example)
 		}
 		count = n
 	}

@@ -114,6 +114,27 @@ func (h *Hist) Sub(earlier *Hist) (Hist, error) {
 		return d, nil
 	}
 	d.Min, d.Max = max(BucketLow(lo), h.Min), min(BucketHigh(hi), h.Max)
+	// The sum narrows them too: the largest value is at most the sum less
+	// the least the others can be, the smallest at least the sum less the
+	// most they can be. A lone value is the sum.
+	var lowSum, highSum uint64
+	highOK := true
+	for i, n := range d.Buckets {
+		if n == 0 {
+			continue
+		}
+		lowSum += n * BucketLow(i) // <= Sum in a consistent histogram
+		hiHi, hiLo := bits.Mul64(n, BucketHigh(i))
+		var carry uint64
+		highSum, carry = bits.Add64(highSum, hiLo, 0)
+		highOK = highOK && hiHi == 0 && carry == 0
+	}
+	if others := lowSum - BucketLow(hi); lowSum <= d.Sum && d.Sum-others < d.Max {
+		d.Max = d.Sum - others
+	}
+	if others := highSum - BucketHigh(lo); highOK && others <= d.Sum && d.Sum-others > d.Min {
+		d.Min = d.Sum - others
+	}
 	if earlier.Count == 0 || h.Min < earlier.Min {
 		d.Min = h.Min
 	}

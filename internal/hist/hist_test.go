@@ -85,20 +85,38 @@ func TestSubUndoesMerge(t *testing.T) {
 		if d.Count > 0 && (Bucket(d.Min) != Bucket(second.Min) || Bucket(d.Max) != Bucket(second.Max)) {
 			t.Fatalf("trial %d: interval bounds [%d,%d] outside the buckets of [%d,%d]", trial, d.Min, d.Max, second.Min, second.Max)
 		}
+		if d.Count > 0 && d.Min > d.Max {
+			t.Fatalf("trial %d: interval bounds [%d,%d] crossed", trial, d.Min, d.Max)
+		}
+		// A lone value is the interval's sum: exact.
+		if d.Count == 1 && (d.Min != second.Min || d.Max != second.Max) {
+			t.Fatalf("trial %d: one value %d, interval bounds [%d,%d]", trial, second.Min, d.Min, d.Max)
+		}
 		// The measured extremes replace the bounds.
 		if d.Count > 0 && (!d.SetExtremes(second.Min, second.Max) || d.Min != second.Min || d.Max != second.Max) {
 			t.Fatalf("trial %d: SetExtremes(%d, %d) refused or ignored: %+v", trial, second.Min, second.Max, d)
 		}
 	}
 	// The interval's values share a bucket with the earlier maximum: that
-	// maximum only bounds the interval's (the tracer then measures it).
+	// maximum only bounds the interval's (the tracer then measures it), and
+	// the interval's sum narrows it: 79900 and 70000 sum to 149900, and the
+	// other value is at least the bucket's 65536, so the largest is at most
+	// 84364. The smallest, 70000, is a new minimum: exact.
 	var before, after Hist
 	before.Add(129500)
 	after.Add(129500)
 	after.Add(79900)
+	after.Add(70000)
 	d, _ := after.Sub(&before)
-	if d.Max != 129500 || d.Min != 79900 {
-		t.Errorf("interval of 79900 after 129500 in one bucket: [%d, %d], want [79900, 129500], the bound", d.Min, d.Max)
+	if d.Max != 84364 || d.Min != 70000 {
+		t.Errorf("interval of 79900 and 70000 after 129500 in one bucket: [%d, %d], want [70000, 84364]", d.Min, d.Max)
+	}
+	// One value alone in the interval is its sum.
+	var one Hist
+	one.Add(129500)
+	one.Add(79900)
+	if d, _ := one.Sub(&before); d.Min != 79900 || d.Max != 79900 {
+		t.Errorf("interval of 79900 alone: [%d, %d]", d.Min, d.Max)
 	}
 	if d.SetExtremes(1000, 79900) || d.SetExtremes(79900, 200000) || d.SetExtremes(80000, 79900) {
 		t.Error("SetExtremes took extremes outside the histogram's buckets")

@@ -41,7 +41,11 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 			WriteSlow(&b, s, o.Unit)
 		}
 	}
-	if len(p.Ops) == 0 {
+	switch {
+	case len(p.Ops) > 0:
+	case r.Meta.FS != nil: // the lab daemon's own record
+		b.WriteString("No requests reached the daemon.\n")
+	default:
 		b.WriteString("No FUSE requests were traced.\n")
 	}
 	if !o.CountsOnly && !o.NoHists {
@@ -213,6 +217,18 @@ func WriteFSInfo(w io.Writer, r *profile.Record) {
 	fmt.Fprintf(w, "  kernel offered, not requested: %s\n", strings.Join(minus(fs.Offered, fs.Negotiated), " "))
 	fmt.Fprintf(w, "  max_write %s, max_pages %d, max_readahead %s, max_background %d, congestion_threshold %d\n",
 		Bytes(uint64(fs.MaxWrite)), fs.MaxPages, Bytes(uint64(fs.MaxReadahead)), fs.MaxBackground, fs.Congestion)
+	WriteFSCounters(w, r)
+}
+
+// WriteFSCounters writes the lines of WriteFSInfo that change as the daemon
+// serves: requests, the heap and the user-space features' counters. An
+// interval view (fs stats MNT INTERVAL) prints them alone after its first
+// report.
+func WriteFSCounters(w io.Writer, r *profile.Record) {
+	fs := r.Meta.FS
+	if fs == nil {
+		return
+	}
 	fmt.Fprintf(w, "  requests served %d, timer overhead %.0f ns per request, heap %s\n", fs.Requests, fs.TimerNs, Bytes(fs.HeapBytes))
 	if len(fs.Counters) > 0 {
 		fmt.Fprintf(w, "  %s\n", countList(fs.Counters))

@@ -110,6 +110,11 @@ func TestEmptyRecord(t *testing.T) {
 	if buf.String() != "No FUSE requests were traced.\n" {
 		t.Errorf("%q", buf.String())
 	}
+	buf.Reset()
+	daemon := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{FS: &profile.FSInfo{}}}
+	if err := WriteText(&buf, daemon, TextOptions{}); err != nil || buf.String() != "No requests reached the daemon.\n" {
+		t.Errorf("the lab daemon's empty record: %q, %v", buf.String(), err)
+	}
 }
 
 func TestBytes(t *testing.T) {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/labfs"
+	"github.com/fusescope/fusescope/internal/profile"
 	"golang.org/x/sys/unix"
 )
 
@@ -577,6 +579,9 @@ func TestLabFSBadInput(t *testing.T) {
 		{[]string{"fs", "mount", src, mnt, "--preset", "writeback", "--passthrough"}, "exclude each other"}, // passthrough silently off
 		{[]string{"fs", "mount", src, mnt, "--passthrough", "--latency", "*=1ms,read=2ms"}, "--latency read=2ms delays READ requests, which passthrough files never send"},
 		{[]string{"fs", "stats", mnt}, "no fusescope lab file system"},
+		{[]string{"fs", "stats", mnt, "0"}, `interval "0": give a number of seconds from 0.01 to 1000000, e.g. fusescope fs stats ` + mnt + " 5"},
+		{[]string{"fs", "stats", mnt, "1", "-2"}, "unknown shorthand flag"},
+		{[]string{"fs", "stats", mnt, "1", "x"}, `count "x": give a positive number of reports`},
 		{[]string{"fs", "stats", bindfsMnt}, "is a fuse mount, not a fusescope lab file system, whose daemon keeps these statistics: fusescope trace --mount " + bindfsMnt},
 		{[]string{"fs", "umount", mnt}, "not a mount point"},
 		{[]string{"fs", "umount", "/"}, "not a fusescope lab file system"}, // refused, whatever it is
@@ -791,5 +796,84 @@ func TestLabFSNotRoot(t *testing.T) {
 	}
 	if out, err := asNobody("fs", "umount", mnt); err != nil || mounted(mnt) {
 		t.Errorf("fs umount as nobody: %v, still mounted %v\n%s", err, mounted(mnt), out)
+	}
+}
+
+// fs stats MNT INTERVAL COUNT: each record holds what the daemon served in
+// its interval alone. 40 stats of distinct files (timeouts 0: one LOOKUP
+// each), spread over the intervals, sum to 40 LOOKUPs; every opcode's
+// intervals sum to what the daemon served over the run; the intervals
+// abut; show renders the stream with the configuration once.
+func TestLabFSStatsIntervals(t *testing.T) {
+	cfg := preset(t, "nocache")
+	cfg.MDCacheTTL = time.Hour
+	src, mnt, f := mountLabFS(t, cfg)
+	for i := range 40 {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), nil, 0o644)
+	}
+	before := f.Record()
+	cmd := exec.Command(fusescopeBin, "fs", "stats", "--json", mnt, "0.4", "4")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// It prints this once it holds the first snapshot, the intervals' base.
+	if line, _ := bufio.NewReader(stderr).ReadString('\n'); !strings.HasPrefix(line, "Reporting what the daemon of "+mnt) {
+		t.Fatalf("fs stats said %q", line)
+	}
+	for i := range 40 {
+		if _, err := os.Stat(filepath.Join(mnt, fmt.Sprintf("f%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 9 {
+			time.Sleep(400 * time.Millisecond)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("fs stats: %v", err)
+	}
+	after := f.Record()
+	recs, err := profile.ParseAll(stdout.Bytes())
+	if err != nil || len(recs) != 4 {
+		t.Fatalf("%d records, %v, want 4:\n%s", len(recs), err, stdout.String())
+	}
+	whole, err := after.Profile.Sub(&before.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, busy := map[string]uint64{}, 0
+	var requests uint64
+	for i, r := range recs {
+		if i > 0 && !r.Meta.Start.Equal(recs[i-1].Meta.End) {
+			t.Errorf("interval %d starts at %v, the previous ended at %v", i, r.Meta.Start, recs[i-1].Meta.End)
+		}
+		for _, s := range r.Profile.Ops {
+			sums[s.Op] += s.Count
+		}
+		if r.Profile.Find(f.Conn, fuseproto.Lookup) != nil {
+			busy++
+		}
+		requests += r.Meta.FS.Requests
+	}
+	if sums["LOOKUP"] != 40 || busy < 2 {
+		t.Errorf("%d LOOKUPs over the intervals (want 40, the stats made), in %d intervals (want 2 or more)", sums["LOOKUP"], busy)
+	}
+	var total uint64
+	for _, s := range whole.Ops {
+		total += s.Count
+		if sums[s.Op] != s.Count {
+			t.Errorf("%s: %d over the intervals, %d served over the run", s.Op, sums[s.Op], s.Count)
+		}
+	}
+	if requests != total {
+		t.Errorf("requests over the intervals %d, served over the run %d", requests, total)
+	}
+	saved := filepath.Join(t.TempDir(), "stats.jsonl")
+	os.WriteFile(saved, stdout.Bytes(), 0o644)
+	text := string(mustRead(t, fusescopeBin, "show", "--no-hist", saved))
+	if strings.Count(text, "config: the nocache preset") != 1 || strings.Count(text, "requests served") != 4 {
+		t.Errorf("show of the intervals: want the configuration once and four reports:\n%s", text)
 	}
 }
