@@ -187,6 +187,7 @@ type Parser struct {
 	Bad       int         // all malformed lines
 	Lost      int         // unfinished calls whose resumed line never came
 	Summary   int         // lines of an strace -c/-C summary table, skipped
+	Frames    int         // strace -k stack frame lines (" > /lib/...(fn+0x1f) [0x...]"), skipped
 	Lines     int         // in all the logs read
 	Parsed    int         // events read, before any filter
 	// FollowedFDs: the logs had no strace -y targets, and Logs named the
@@ -217,6 +218,11 @@ func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 		if inSummary || strings.HasPrefix(text, "% time ") {
 			inSummary = !strings.HasSuffix(strings.TrimSpace(text), " total")
 			p.Summary++
+			continue
+		}
+		// strace -k follows each call with its stack, a frame a line.
+		if strings.HasPrefix(text, " > ") {
+			p.Frames++
 			continue
 		}
 		if ev, err := p.ParseLine(line, text); err != nil {

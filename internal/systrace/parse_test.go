@@ -114,6 +114,22 @@ func TestUnfinishedResumedSignalsExits(t *testing.T) {
 	}
 }
 
+// strace -k prints each call's stack after it, a frame a line: skipped,
+// counted, never malformed.
+func TestParseStackFrames(t *testing.T) {
+	log := `4799  23:10:23.616587 execve("/usr/bin/cat", ["cat", "/etc/hostname"], 0x7fff12880990 /* 35 vars */) = 0 <0.000319>
+ > /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2(_dl_catch_error+0x26f0) [0x1ab70]
+4799  23:10:23.618799 read(3</etc/hostname>, "vm\n", 131072) = 3 <0.000048>
+ > /usr/lib/x86_64-linux-gnu/libc.so.6(read+0x11) [0x10b7d1]
+ > /usr/bin/cat(_init+0x2a4f) [0x4a4f]
+ > unexpected_backtracing_error [0x7f12]
+`
+	evs, p := parseAll(t, log)
+	if p.Bad != 0 || len(evs) != 2 || p.Frames != 4 || evs[1].Name != "read" || evs[1].Line != 3 {
+		t.Fatalf("%d events, %d frames, malformed %+v", len(evs), p.Frames, p.Malformed)
+	}
+}
+
 func TestMalformedLinesAreReportedWithLineNumbers(t *testing.T) {
 	log := "1 read(3</a>, \"abc\", 3) = 3\nthis is not strace\n1 write(1</b>, \"x\"\n1 <... open resumed>) = 3\n[pid 12 read(0, \"\", 1) = 0\n"
 	evs, p := parseAll(t, log)
@@ -192,6 +208,7 @@ func FuzzParseLine(f *testing.F) {
 		`connect(3, {sa_family=AF_UNIX, sun_path=@"\"}, 5) = 0`,
 		`accept(3, {sa_family=AF_INET6, sin6_port=htons(1), inet_pton(AF_INET6, "::1", &sin6_addr)}, [28]) = 4`,
 		"1 splice(3</a>, [0], 5<pipe:[7]>, NULL, 30, 0) = 30\n1 sendfile(4, 3, [0] => [7], 7) = 7\n1 tee(8, 9<x>, 5, 0) = 5",
+		"1 read(3</a>, \"x\", 1) = 1\n > /usr/lib/libc.so.6(read+0x11) [0x10b7d1]\n > unexpected_backtracing_error [0x1]",
 	} {
 		f.Add(s)
 	}
