@@ -241,6 +241,27 @@ func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 	return sc.Err()
 }
 
+// pidWithComm reads strace -Y's PID column, "1234<cat> ...": the PID, and
+// the rest of the line after the command's closing "> ".
+func pidWithComm(s string) (int, string, bool) {
+	d := 0
+	for d < len(s) && s[d] >= '0' && s[d] <= '9' {
+		d++
+	}
+	if d == 0 || d >= len(s) || s[d] != '<' {
+		return 0, "", false
+	}
+	end := strings.Index(s[d:], "> ")
+	if end < 0 {
+		return 0, "", false
+	}
+	pid, err := strconv.Atoi(s[:d])
+	if err != nil {
+		return 0, "", false
+	}
+	return pid, s[d+end+2:], true
+}
+
 // Unfinished returns the calls still waiting for their "resumed" line (the
 // process was killed, or the log was cut).
 func (p *Parser) Unfinished() []*Event {
@@ -268,7 +289,11 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 		if end < 0 {
 			return nil, fmt.Errorf("unterminated [pid ...] prefix")
 		}
-		pid, err := strconv.Atoi(strings.TrimSpace(s[4:end]))
+		field := strings.TrimSpace(s[4:end])
+		if lt := strings.IndexByte(field, '<'); lt > 0 && strings.HasSuffix(field, ">") {
+			field = field[:lt] // strace -Y: "[pid  1234<cat>]"
+		}
+		pid, err := strconv.Atoi(field)
 		if err == nil && pid < 0 {
 			err = fmt.Errorf("negative")
 		}
@@ -284,6 +309,8 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 			return nil, fmt.Errorf("bad pid %q", s[:i])
 		}
 		ev.PID, s = pid, strings.TrimLeft(s[i+1:], " ")
+	} else if pid, rest, ok := pidWithComm(s); ok {
+		ev.PID, s = pid, strings.TrimLeft(rest, " ")
 	}
 	// Timestamp: 10:20:30.123456 (-tt), 10:20:30 (-t), 1700000000.123456
 	// (-ttt), or the time since the previous call's entry, right-aligned

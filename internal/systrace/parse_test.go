@@ -130,6 +130,28 @@ func TestParseStackFrames(t *testing.T) {
 	}
 }
 
+// strace -Y (--decode-pids=comm) writes each PID with its command.
+func TestParsePIDsWithComm(t *testing.T) {
+	log := `5388<sh> 23:11:18.485863 vfork( <unfinished ...>
+5388<sh> 23:11:18.486257 <... vfork resumed>) = 5389<cat> <0.000386>
+5389<cat> 23:11:18.487000 read(3</etc/hostname>, "vm\n", 131072) = 3 <0.000048>
+[pid  5390<a b>] 23:11:18.488000 close(3) = 0 <0.000001>
+12<x 23:11:18.489000 close(3) = 0 <0.000001>
+`
+	evs, p := parseAll(t, log)
+	if len(evs) != 3 || p.Bad != 1 || p.Malformed[0].Line != 5 {
+		t.Fatalf("%d events, malformed %+v", len(evs), p.Malformed)
+	}
+	for i, want := range []int{5388, 5389, 5390} {
+		if evs[i].PID != want {
+			t.Errorf("event %d (%s): pid %d, want %d", i, evs[i].Name, evs[i].PID, want)
+		}
+	}
+	if evs[0].Name != "vfork" || evs[1].Name != "read" || evs[1].Ret != "3" || evs[2].Name != "close" {
+		t.Errorf("events %+v %+v %+v", *evs[0], *evs[1], *evs[2])
+	}
+}
+
 func TestMalformedLinesAreReportedWithLineNumbers(t *testing.T) {
 	log := "1 read(3</a>, \"abc\", 3) = 3\nthis is not strace\n1 write(1</b>, \"x\"\n1 <... open resumed>) = 3\n[pid 12 read(0, \"\", 1) = 0\n"
 	evs, p := parseAll(t, log)
@@ -209,6 +231,7 @@ func FuzzParseLine(f *testing.F) {
 		`accept(3, {sa_family=AF_INET6, sin6_port=htons(1), inet_pton(AF_INET6, "::1", &sin6_addr)}, [28]) = 4`,
 		"1 splice(3</a>, [0], 5<pipe:[7]>, NULL, 30, 0) = 30\n1 sendfile(4, 3, [0] => [7], 7) = 7\n1 tee(8, 9<x>, 5, 0) = 5",
 		"1 read(3</a>, \"x\", 1) = 1\n > /usr/lib/libc.so.6(read+0x11) [0x10b7d1]\n > unexpected_backtracing_error [0x1]",
+		"5388<sh> 23:11:18.486257 <... vfork resumed>) = 5389<cat> <0.000386>\n[pid 5<a>] close(3) = 0\n7<> x",
 	} {
 		f.Add(s)
 	}
