@@ -57,7 +57,7 @@ const (
 // sysDropNames name enum sys_drop_reason's counters in reports.
 var sysDropNames = []string{
 	"ring buffer full (calls counted, not kept whole)",
-	"threads beyond 256 (counted together)",
+	"threads beyond 256 (their calls are counted, but not per process)",
 	"I/O on fds >= 256 or in processes beyond 64 (counted per call, not per fd)",
 	"system call numbers >= 512 (not counted)",
 	"task state not created (not traced)",
@@ -154,6 +154,7 @@ type SyscallTracer struct {
 	procs  map[uint32]*liveProc // by tgid
 	tids   map[uint32]uint32    // tslot -> tid
 	tgids  map[uint32]uint32    // tslot -> its process
+	shared bool                 // the last tslot took threads beyond sysMaxTSlots: its calls are no one thread's
 	pslots map[uint32]uint32    // pslot -> tgid
 	execs  map[uint32]string    // tid -> program of its last exec
 	ev     systrace.Event
@@ -470,7 +471,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 	case sevSyscall:
 		t.syscall(ev, emit)
 	case sevFork:
-		t.tids[ev.Tslot], t.tgids[ev.Tslot] = ev.ChildTid, ev.ChildPid
+		t.bind(ev.Tslot, ev.ChildTid, ev.ChildPid)
 		t.pslots[ev.Pslot] = ev.ChildPid
 		if ev.ChildPid != ev.Pid { // a process, not a thread: it inherits the fd table
 			parent, child := t.proc(ev.Pid), t.proc(ev.ChildPid)
@@ -480,7 +481,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 			child.cwd = parent.cwd
 		}
 	case sevExec:
-		t.tids[ev.Tslot], t.tgids[ev.Tslot] = ev.Tid, ev.Pid
+		t.bind(ev.Tslot, ev.Tid, ev.Pid)
 		t.execs[ev.Tid] = cstring(ev.Str[:], ev.StrLen)
 		if ev.Pslot == 0 {
 			t.pslots[0] = ev.Pid
@@ -507,8 +508,17 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 		}
 		emit(e) // every thread's, as strace prints +++ exited +++ for each
 	case sevAdopt:
-		t.tids[ev.Tslot], t.tgids[ev.Tslot] = ev.Tid, ev.Pid
+		t.bind(ev.Tslot, ev.Tid, ev.Pid)
 	}
+}
+
+// bind records that thread tid of process tgid counts its calls in tslot.
+// The programs give the last slot to every thread beyond sysMaxTSlots.
+func (t *SyscallTracer) bind(tslot, tid, tgid uint32) {
+	if old, ok := t.tids[tslot]; ok && old != tid && tslot == sysMaxTSlots-1 {
+		t.shared = true
+	}
+	t.tids[tslot], t.tgids[tslot] = tid, tgid
 }
 
 func cstring(b []int8, n uint32) string {
@@ -771,8 +781,12 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 			return
 		}
 		tslot, nr := key/sysMaxNR, key%sysMaxNR
+		pid, tgid := int(t.tids[tslot]), int(t.tgids[tslot])
+		if tslot == sysMaxTSlots-1 && t.shared {
+			pid, tgid = systrace.Unattributed, systrace.Unattributed // several threads' calls: counted, but no one's
+		}
 		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: int(t.tids[tslot]), TGID: int(t.tgids[tslot]),
+		*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: pid, TGID: tgid,
 			Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
 		emit(e)
 	})

@@ -604,7 +604,7 @@ func (a *procTree) get(pid int) *Process {
 }
 
 func (a *procTree) Observe(e *Event) {
-	if e.Kind == Sample || e.Kind == PeerIO {
+	if e.Kind == Sample || e.Kind == PeerIO || e.PID == Unattributed {
 		return
 	}
 	p := a.get(e.PID)

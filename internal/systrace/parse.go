@@ -30,6 +30,11 @@ const (
 	PeerIO
 )
 
+// Unattributed is the PID of counted calls that belong to no one process:
+// the live source's threads beyond its per-thread counters, counted
+// together. They count everywhere but in the process tree.
+const Unattributed = -1
+
 // Event is one parsed line (or a joined unfinished/resumed pair).
 type Event struct {
 	Line   int     // line number of the line that completed it

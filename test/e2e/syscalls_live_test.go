@@ -115,6 +115,51 @@ func TestSyscallsLiveChildren(t *testing.T) {
 	}
 }
 
+// More threads than the live source has per-thread counters for (256):
+// every call is still counted (execve and vfork as strace -c counts them),
+// the drop says so, and no process is credited with the calls of the
+// threads counted together (the last one to take the shared counters got
+// them all: 3,972 calls for one /bin/true).
+func TestSyscallsLiveBeyondThreadSlots(t *testing.T) {
+	need(t, "strace")
+	script := "for i in $(seq 1 300); do /bin/true; done"
+	r := liveReport(t, "--", "sh", "-c", script)
+	log := filepath.Join(t.TempDir(), "strace.log")
+	run(t, "strace", "-f", "-C", "-o", log, "sh", "-c", script)
+	want := straceSummary(t, log)
+	calls := map[string]int{}
+	for _, s := range r.Syscalls {
+		calls[s.Name] = s.Calls
+	}
+	for _, name := range []string{"execve", "vfork", "clone", "wait4", "exit_group"} {
+		if calls[name] != want[name] {
+			t.Errorf("%s: live %d calls, strace -c %d", name, calls[name], want[name])
+		}
+	}
+	if calls["execve"] < 300 {
+		t.Errorf("%d execve, want 300 and more", calls["execve"])
+	}
+	dropped := false
+	for what := range r.Live.Drops {
+		dropped = dropped || strings.Contains(what, "threads beyond 256")
+	}
+	if !dropped {
+		t.Errorf("drops %v: want the threads beyond 256 said", r.Live.Drops)
+	}
+	trues := 0
+	for _, p := range r.Processes {
+		if p.Exec == "/bin/true" {
+			trues++
+			if p.Calls > 100 { // /bin/true makes about 30
+				t.Errorf("process %d (/bin/true) credited with %d calls", p.PID, p.Calls)
+			}
+		}
+	}
+	if trues != 300 {
+		t.Errorf("%d /bin/true processes, want 300", trues)
+	}
+}
+
 // fdNamingWorkload opens files by relative paths after a chdir, moves one
 // to a new fd with fcntl(F_DUPFD_CLOEXEC) (as find does with every
 // directory) and reads it there, then leaves the directory: what it did
