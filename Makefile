@@ -11,7 +11,8 @@ export PATH := $(TOOLS):$(PATH)
 DEPS_GENERATE := clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev \
 	/usr/include/x86_64-linux-gnu/asm/types.h:linux-libc-dev
 DEPS_RUN := bindfs:bindfs fusermount3:fuse3 python3:python3 pkill:procps
-DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpriv:util-linux strace:strace
+DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpriv:util-linux strace:strace \
+	gcc:gcc
 DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
 
 .PHONY: all build generate check-generated lint test unit e2e test-kernels bench demo deps clean
@@ -46,17 +47,19 @@ lint: $(TOOLS)/staticcheck
 	staticcheck ./...
 
 unit:
-	$(GO) test -count=1 ./internal/... ./cmd/...
+	$(GO) test -race -count=1 ./internal/... ./cmd/...
 
 # End-to-end tests mount FUSE file systems and load BPF programs: root only.
 e2e: build
 	@scripts/deps.sh $(DEPS_TEST)
 	$(GO) test -count=1 -timeout 15m ./test/...
 
+# With the race detector (it needs cgo, hence gcc): the lab file system and
+# the test file systems run inside the test processes, under real workloads.
 test:
 	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE)
 	$(MAKE) --no-print-directory check-generated lint
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 # fusescope on Debian's 6.1 and 6.12 kernels, booted under qemu: the one-line
 # refusals of kernels without the tracepoints or without request ids (about

@@ -259,7 +259,7 @@ type pipeChunk struct {
 	done chan struct{}
 	data []byte
 	ok   bool // false: the fetch failed; readers go to the backend themselves
-	used bool
+	used bool // a reader took it (under pipeFile.mu)
 }
 
 func newPipeline(depth, chunk int, c *counters, fetch func(node, fh uint64, off int64, size int) ([]byte, bool)) *pipeline {
@@ -290,6 +290,12 @@ func (p *pipeline) read(node, fh uint64, off int64, size int) (data []byte, ok b
 	start := off - off%int64(p.chunk)
 	f.mu.Lock()
 	c := f.chunks[start]
+	if c != nil {
+		// Taken under the lock that drops chunks: the drop's count of
+		// wasted bytes, which reads this after the chunk left the map,
+		// sees it.
+		c.used = true
+	}
 	// Chunks behind the reader will not be read again by a sequential reader.
 	for o, old := range f.chunks {
 		if o < start {
@@ -326,7 +332,6 @@ func (p *pipeline) read(node, fh uint64, off int64, size int) (data []byte, ok b
 		p.c.pipeMisses.Add(1)
 		return nil, false
 	}
-	c.used = true
 	rel := int(off - start)
 	if rel >= len(c.data) {
 		p.c.pipeHits.Add(1)

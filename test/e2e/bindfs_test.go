@@ -43,7 +43,7 @@ func mountBindfs(t *testing.T, n int) (src, mnt string) {
 // per-opcode counts of completed requests on one connection.
 type bpftraceOracle struct {
 	cmd  *exec.Cmd
-	out  strings.Builder
+	out  lockedBuffer
 	done chan error
 }
 
@@ -59,17 +59,21 @@ END { clear(@op); }`, conn, conn)
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan bool, 1)
+	ready, scanned := make(chan bool, 1), make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			o.out.WriteString(sc.Text() + "\n")
 			if strings.HasPrefix(sc.Text(), "Attaching") {
-				ready <- true
+				select { // once: a second would block the scan
+				case ready <- true:
+				default:
+				}
 			}
 		}
 	}()
-	go func() { err := o.cmd.Wait(); pw.Close(); o.done <- err }()
+	go func() { err := o.cmd.Wait(); pw.Close(); <-scanned; o.done <- err }()
 	select {
 	case <-ready:
 		time.Sleep(200 * time.Millisecond) // "Attaching" precedes the attach itself
@@ -92,7 +96,6 @@ func (o *bpftraceOracle) stop(t *testing.T) map[string]uint64 {
 	case <-time.After(30 * time.Second):
 		t.Fatal("bpftrace did not stop")
 	}
-	time.Sleep(50 * time.Millisecond)
 	out := map[string]uint64{}
 	for _, line := range strings.Split(o.out.String(), "\n") {
 		if m := bpftraceLine.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
@@ -205,9 +208,6 @@ func TestTraceFilters(t *testing.T) {
 		t.Fatalf("fusescope trace -p did not end within 10 s of its process's exit\n%s", tr.stderr.String())
 	}
 	want := fmt.Sprintf("Process %d exited: tracing ended.", child.Process.Pid)
-	for i := 0; i < 20 && !strings.Contains(tr.stderr.String(), want); i++ {
-		time.Sleep(50 * time.Millisecond) // the last line may still be on its way through the pipe
-	}
 	if !strings.Contains(tr.stderr.String(), want) {
 		t.Errorf("stderr %q, want %q", tr.stderr.String(), want)
 	}

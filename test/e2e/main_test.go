@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,9 +51,28 @@ func TestMain(m *testing.M) {
 
 // tracer is a running `fusescope trace`.
 type tracer struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan error
+	cmd    *exec.Cmd
+	stdout bytes.Buffer // complete once done has a value
+	stderr lockedBuffer // filled line by line while it runs
+	done   chan error
+}
+
+// lockedBuffer is a buffer one goroutine fills while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startTrace runs fusescope trace with args and returns once its probes are
@@ -66,19 +86,24 @@ func startTrace(t *testing.T, args ...string) *tracer {
 	if err := tr.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan bool, 1)
+	ready, scanned := make(chan bool, 1), make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			tr.stderr.WriteString(sc.Text() + "\n")
 			if strings.HasPrefix(sc.Text(), "Tracing FUSE requests") {
-				ready <- true
+				select { // once: a second would block the scan
+				case ready <- true:
+				default:
+				}
 			}
 		}
 	}()
 	go func() {
 		err := tr.cmd.Wait()
 		pw.Close()
+		<-scanned // its last lines are in stderr
 		tr.done <- err
 	}()
 	select {
