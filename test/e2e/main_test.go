@@ -23,6 +23,9 @@ import (
 
 var fusescopeBin string
 
+// raceBuild: this test binary has the race detector (race_test.go).
+var raceBuild bool
+
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "e2e: skipped, these tests mount FUSE file systems and load BPF programs: run as root (make test)")
@@ -38,7 +41,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	fusescopeBin = filepath.Join(dir, "fusescope")
-	build := exec.Command("go", "build", "-o", fusescopeBin, "github.com/fusescope/fusescope/cmd/fusescope")
+	args := []string{"build", "-o", fusescopeBin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/fusescope/fusescope/cmd/fusescope")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building fusescope:", err)

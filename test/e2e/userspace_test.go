@@ -171,14 +171,17 @@ func TestLabFSReadPipeline(t *testing.T) {
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("pipeline=%v: read %d bytes, equal=%v, err=%v", on, len(got), bytes.Equal(got, data), err)
 		}
-		if on && counter(t, f, "read_pipeline_hits") == 0 {
-			t.Error("no read was served from the pipeline")
+		// 64 READs of 64 KiB (direct_io: one per read()) and the one at the
+		// end of the file. The first chunk is never fetched ahead: its four
+		// READs go to the backend; every later one finds its chunk fetched
+		// (or on its way) while the reader was on the chunks before.
+		if hits, misses := counter(t, f, "read_pipeline_hits"), counter(t, f, "read_pipeline_misses"); on && (misses != 4 || hits != 61) {
+			t.Errorf("pipeline hits %d and misses %d, want 61 and 4", hits, misses)
 		}
 	}
+	// Time is logged, not asserted (a benchmark's matter, and the race
+	// detector slows the in-process daemon): the counts above are the oracle.
 	t.Logf("4 MiB with a 2 ms READ backend: %v without pipelining, %v with 4 x 256 KiB", elapsed[false], elapsed[true])
-	if elapsed[true] > elapsed[false]*6/10 {
-		t.Errorf("pipelining did not hide the backend delay: %v vs %v", elapsed[true], elapsed[false])
-	}
 }
 
 // Close-to-open: a file changed behind the mount's back is read fresh at the
