@@ -103,11 +103,42 @@ static __always_inline void drop(__u32 reason)
 		(*n)++;
 }
 
+/* Slots of exited threads and processes, which user space hands back once
+ * it has read their counters: a slot is taken from here first. The last
+ * tslot, shared by the threads beyond MAX_TSLOTS, and pslot 0, the traced
+ * command's, never come back. */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, MAX_TSLOTS);
+	__type(value, __u32);
+} free_tslots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, MAX_PSLOTS);
+	__type(value, __u32);
+} free_pslots SEC(".maps");
+
+/* Bit nr of word tslot * NR_WORDS + nr / 64: the thread in tslot has
+ * counted system call nr, so that user space reads only those counters
+ * when it exits. Set at a counter's first call on a CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TSLOTS * NR_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} used_nrs SEC(".maps");
+
 static __always_inline __u32 new_tslot(void)
 {
-	__u32 s = __sync_fetch_and_add(&next_tslot, 1);
-	if (s >= MAX_TSLOTS) {
-		drop(SDROP_TSLOTS);
+	__u32 s;
+	if (bpf_map_pop_elem(&free_tslots, &s) == 0 && s < MAX_TSLOTS - 1)
+		return s;
+	s = __sync_fetch_and_add(&next_tslot, 1);
+	if (s >= MAX_TSLOTS - 1) {
+		if (s > MAX_TSLOTS - 1)
+			drop(SDROP_TSLOTS);
 		s = MAX_TSLOTS - 1;
 	}
 	return s;
@@ -115,6 +146,9 @@ static __always_inline __u32 new_tslot(void)
 
 static __always_inline __u32 new_pslot(void)
 {
+	__u32 s;
+	if (bpf_map_pop_elem(&free_pslots, &s) == 0 && s > 0 && s < MAX_PSLOTS)
+		return s;
 	return __sync_fetch_and_add(&next_pslot, 1);
 }
 
@@ -397,7 +431,12 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		__u32 key = s->tslot * MAX_NR + nr;
 		struct sys_stats *st = bpf_map_lookup_elem(&sysstats, &key);
 		if (st) {
-			st->calls++;
+			if (st->calls++ == 0) {
+				__u32 w = s->tslot * NR_WORDS + nr / 64;
+				__u64 *bits = bpf_map_lookup_elem(&used_nrs, &w);
+				if (bits)
+					__sync_fetch_and_or(bits, 1ULL << (nr % 64));
+			}
 			st->ns += dur;
 			if (ret < 0 && ret > -4096)
 				st->errors++;
@@ -477,7 +516,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, int old_pid, struct linu
 }
 
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_process_exit, struct task_struct *p)
+int BPF_PROG(sched_process_exit, struct task_struct *p, _Bool group_dead)
 {
 	__u32 tid = bpf_get_current_pid_tgid();
 	struct task_state *s = current_state(tid);
@@ -492,6 +531,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	e->tslot = s->tslot;
 	e->pslot = s->pslot;
 	e->exit_code = p->exit_code;
+	e->ret = group_dead; /* its process is gone: its pslot's counters are final */
 	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }

@@ -6,8 +6,9 @@
 
 #define TASK_SLOTS 65536 /* per-thread state, by tid mod TASK_SLOTS */
 #define MAX_NR 512       /* system call numbers counted (x86-64 uses < 470) */
-#define MAX_TSLOTS 256   /* threads with their own per-call counters */
-#define MAX_PSLOTS 64    /* processes with per-fd counters */
+#define MAX_TSLOTS 256   /* live threads with their own per-call counters (slots of exited ones are reused) */
+#define MAX_PSLOTS 64    /* live processes with per-fd counters (likewise) */
+#define NR_WORDS (MAX_NR / 64) /* words of a thread's bitmap of system calls counted */
 #define MAX_FDS 256      /* fds with per-fd counters */
 #define IO_KINDS 22      /* read, write, pread64..., then the transfer calls' second fds (ioKinds, peerKinds in the loader) */
 #define MAX_BINS 4096    /* timeline bins */
@@ -22,8 +23,8 @@
 /* Indices of the drops counters. */
 enum sys_drop_reason {
 	SDROP_RINGBUF = 0,   /* a call to be sent whole found the ring buffer full: counted only */
-	SDROP_TSLOTS = 1,    /* calls of threads beyond MAX_TSLOTS, counted under the last slot */
-	SDROP_FD_RANGE = 2,  /* I/O on an fd >= MAX_FDS or in a process beyond MAX_PSLOTS: no per-fd counters */
+	SDROP_TSLOTS = 1,    /* threads beyond MAX_TSLOTS - 1 alive at once: their calls share the last slot */
+	SDROP_FD_RANGE = 2,  /* I/O on an fd >= MAX_FDS or in a process beyond MAX_PSLOTS alive at once: no per-fd counters */
 	SDROP_NR_RANGE = 3,  /* a system call number >= MAX_NR */
 	SDROP_NO_STORAGE = 4,/* two traced threads with the same tid mod TASK_SLOTS: the first is lost */
 	SDROP_BINS = 5,      /* calls after the last timeline bin, counted in it */
@@ -34,7 +35,7 @@ enum sys_event_kind {
 	SEV_SYSCALL = 1, /* one call, sent whole: rare calls and calls longer than detail_ns */
 	SEV_FORK = 2,    /* a traced task created a task */
 	SEV_EXEC = 3,    /* a traced task executed a program */
-	SEV_EXIT = 4,    /* a traced task exited */
+	SEV_EXIT = 4,    /* a traced task exited; ret 1: its process with it */
 	SEV_ADOPT = 5,   /* a thread of the -p process made its first traced call */
 };
 

@@ -72,9 +72,12 @@ const (
 	SysTraceMapBins              = "bins"
 	SysTraceMapEvents            = "events"
 	SysTraceMapFdstats           = "fdstats"
+	SysTraceMapFreePslots        = "free_pslots"
+	SysTraceMapFreeTslots        = "free_tslots"
 	SysTraceMapSdrops            = "sdrops"
 	SysTraceMapSysstats          = "sysstats"
 	SysTraceMapTasks             = "tasks"
+	SysTraceMapUsedNrs           = "used_nrs"
 	SysTraceProgSchedProcessExec = "sched_process_exec"
 	SysTraceProgSchedProcessExit = "sched_process_exit"
 	SysTraceProgSchedProcessFork = "sched_process_fork"
@@ -153,12 +156,15 @@ type SysTraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SysTraceMapSpecs struct {
-	Bins     *ebpf.MapSpec `ebpf:"bins"`
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	Fdstats  *ebpf.MapSpec `ebpf:"fdstats"`
-	Sdrops   *ebpf.MapSpec `ebpf:"sdrops"`
-	Sysstats *ebpf.MapSpec `ebpf:"sysstats"`
-	Tasks    *ebpf.MapSpec `ebpf:"tasks"`
+	Bins       *ebpf.MapSpec `ebpf:"bins"`
+	Events     *ebpf.MapSpec `ebpf:"events"`
+	Fdstats    *ebpf.MapSpec `ebpf:"fdstats"`
+	FreePslots *ebpf.MapSpec `ebpf:"free_pslots"`
+	FreeTslots *ebpf.MapSpec `ebpf:"free_tslots"`
+	Sdrops     *ebpf.MapSpec `ebpf:"sdrops"`
+	Sysstats   *ebpf.MapSpec `ebpf:"sysstats"`
+	Tasks      *ebpf.MapSpec `ebpf:"tasks"`
+	UsedNrs    *ebpf.MapSpec `ebpf:"used_nrs"`
 }
 
 // SysTraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -205,12 +211,15 @@ func (o *SysTraceObjects) Close() error {
 //
 // It can be passed to LoadSysTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SysTraceMaps struct {
-	Bins     *ebpf.Map `ebpf:"bins"`
-	Events   *ebpf.Map `ebpf:"events"`
-	Fdstats  *ebpf.Map `ebpf:"fdstats"`
-	Sdrops   *ebpf.Map `ebpf:"sdrops"`
-	Sysstats *ebpf.Map `ebpf:"sysstats"`
-	Tasks    *ebpf.Map `ebpf:"tasks"`
+	Bins       *ebpf.Map `ebpf:"bins"`
+	Events     *ebpf.Map `ebpf:"events"`
+	Fdstats    *ebpf.Map `ebpf:"fdstats"`
+	FreePslots *ebpf.Map `ebpf:"free_pslots"`
+	FreeTslots *ebpf.Map `ebpf:"free_tslots"`
+	Sdrops     *ebpf.Map `ebpf:"sdrops"`
+	Sysstats   *ebpf.Map `ebpf:"sysstats"`
+	Tasks      *ebpf.Map `ebpf:"tasks"`
+	UsedNrs    *ebpf.Map `ebpf:"used_nrs"`
 }
 
 func (m *SysTraceMaps) Close() error {
@@ -218,9 +227,12 @@ func (m *SysTraceMaps) Close() error {
 		m.Bins,
 		m.Events,
 		m.Fdstats,
+		m.FreePslots,
+		m.FreeTslots,
 		m.Sdrops,
 		m.Sysstats,
 		m.Tasks,
+		m.UsedNrs,
 	)
 }
 

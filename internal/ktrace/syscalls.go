@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	mathbits "math/bits"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -35,6 +36,7 @@ import (
 // Sizes of internal/bpf/systrace.h (TestSysTraceSizesMatchHeader checks).
 const (
 	sysMaxNR      = 512
+	sysNRWords    = sysMaxNR / 64
 	sysMaxTSlots  = 256
 	sysMaxPSlots  = 64
 	sysMaxFDs     = 256
@@ -57,8 +59,8 @@ const (
 // sysDropNames name enum sys_drop_reason's counters in reports.
 var sysDropNames = []string{
 	"ring buffer full (calls counted, not kept whole)",
-	"threads beyond 256 (their calls are counted, but not per process)",
-	"I/O on fds >= 256 or in processes beyond 64 (counted per call, not per fd)",
+	"threads beyond 255 alive at once (their calls are counted, but not per process)",
+	"I/O on fds >= 256 or in processes beyond 64 alive at once (counted per call, not per fd)",
 	"system call numbers >= 512 (not counted)",
 	"task state not created (not traced)",
 	"calls after the last timeline bin (counted in it)",
@@ -144,6 +146,8 @@ type SyscallTracer struct {
 	links  []link.Link
 	rd     *ringbuf.Reader
 	fdmem  *ebpf.Memory
+	nrmem  *ebpf.Memory // used_nrs: which counters each tslot has used
+	ncpu   int
 	opts   SyscallOptions
 	t0     uint64  // CLOCK_MONOTONIC ns at load
 	wall0  float64 // wall-clock seconds at t0
@@ -250,6 +254,14 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if t.fdmem, err = t.objs.Fdstats.Memory(); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("mapping the fd counters: %v", err)
+	}
+	if t.nrmem, err = t.objs.UsedNrs.Memory(); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("mapping the used-counter bitmaps: %v", err)
+	}
+	if t.ncpu, err = ebpf.PossibleCPU(); err != nil {
+		t.Close()
+		return nil, err
 	}
 	if t.rd, err = ringbuf.NewReader(t.objs.Events); err != nil {
 		t.Close()
@@ -507,6 +519,10 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 			e.Status = code >> 8 & 0xff
 		}
 		emit(e) // every thread's, as strace prints +++ exited +++ for each
+		t.releaseThread(ev.Tslot, ev.Tid, emit)
+		if ev.Ret == 1 {
+			t.releaseProcess(ev.Pslot, ev.Pid, emit)
+		}
 	case sevAdopt:
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
 	}
@@ -740,6 +756,103 @@ func sockaddr(b []byte) string {
 	return ""
 }
 
+// releaseThread hands an exited thread's per-call counters to emit, clears
+// them and gives its tslot back to the programs for a new thread. The last
+// tslot, which the threads beyond the others share, is read at the end.
+func (t *SyscallTracer) releaseThread(tslot, tid uint32, emit func(*systrace.Event)) {
+	if tslot >= sysMaxTSlots-1 || t.tids[tslot] != tid {
+		return
+	}
+	words := make([]byte, sysNRWords*8)
+	if _, err := t.nrmem.ReadAt(words, int64(tslot)*sysNRWords*8); err != nil {
+		return // kept, and read at the end
+	}
+	perCPU := make([]bpf.SysTraceSysStats, t.ncpu)
+	zero := make([]bpf.SysTraceSysStats, t.ncpu)
+	for w := 0; w < sysNRWords; w++ {
+		bits := binary.LittleEndian.Uint64(words[w*8:])
+		for bits != 0 {
+			nr := uint32(w*64 + mathbits.TrailingZeros64(bits))
+			bits &= bits - 1
+			key := tslot*sysMaxNR + nr
+			if err := t.objs.Sysstats.Lookup(key, perCPU); err != nil {
+				return
+			}
+			t.emitCalls(emit, nr, int(tid), int(t.tgids[tslot]), perCPU)
+			if err := t.objs.Sysstats.Put(key, zero); err != nil {
+				return
+			}
+		}
+	}
+	clear(words)
+	if _, err := t.nrmem.WriteAt(words, int64(tslot)*sysNRWords*8); err != nil {
+		return
+	}
+	delete(t.tids, tslot)
+	delete(t.tgids, tslot)
+	t.objs.FreeTslots.Update(nil, tslot, ebpf.UpdateAny)
+}
+
+// releaseProcess hands a dead process's per-fd counters to emit under its
+// fds' names, clears them and gives its pslot back for a new process. The
+// traced command's pslot 0 is read at the end.
+func (t *SyscallTracer) releaseProcess(pslot, tgid uint32, emit func(*systrace.Event)) {
+	if pslot == 0 || pslot >= sysMaxPSlots || t.pslots[pslot] != tgid {
+		return
+	}
+	size := int(unsafe.Sizeof(bpf.SysTraceFdIo{}))
+	buf := make([]byte, sysMaxFDs*sysIOKinds*size)
+	off := int64(pslot) * int64(len(buf))
+	if _, err := t.fdmem.ReadAt(buf, off); err != nil {
+		return
+	}
+	t.emitFDs(emit, tgid, true, unsafe.Slice((*bpf.SysTraceFdIo)(unsafe.Pointer(&buf[0])), sysMaxFDs*sysIOKinds))
+	clear(buf)
+	if _, err := t.fdmem.WriteAt(buf, off); err != nil {
+		return
+	}
+	delete(t.pslots, pslot)
+	t.objs.FreePslots.Update(nil, pslot, ebpf.UpdateAny)
+}
+
+// emitFDs emits one pslot's per-fd counters (sysMaxFDs x sysIOKinds), each
+// fd under its name in process tgid, or "fd:N" if the pslot's process is
+// not known.
+func (t *SyscallTracer) emitFDs(emit func(*systrace.Event), tgid uint32, known bool, counters []bpf.SysTraceFdIo) {
+	for fd := 0; fd < sysMaxFDs; fd++ {
+		c := counters[fd*sysIOKinds : (fd+1)*sysIOKinds]
+		used := false
+		for _, k := range c {
+			used = used || k.Calls > 0
+		}
+		if !used {
+			continue
+		}
+		target := "fd:" + strconv.Itoa(fd)
+		if known {
+			target = t.proc(tgid).pastTarget(fd)
+		}
+		t.emitIO(emit, tgid, target, c, 1<<sysIOKinds-1)
+	}
+}
+
+// emitCalls emits a thread's counts of one system call, summed over CPUs.
+func (t *SyscallTracer) emitCalls(emit func(*systrace.Event), nr uint32, tid, tgid int, perCPU []bpf.SysTraceSysStats) {
+	var s bpf.SysTraceSysStats
+	for _, v := range perCPU {
+		s.Calls += v.Calls
+		s.Errors += v.Errors
+		s.Ns += v.Ns
+	}
+	if s.Calls == 0 {
+		return
+	}
+	e := &t.ev
+	*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: tid, TGID: tgid,
+		Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
+	emit(e)
+}
+
 // finish emits what the kernel counted: per-fd I/O under each fd's current
 // name, per-thread calls, timeline bins. Then it fills info.
 func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveInfo) error {
@@ -753,42 +866,16 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 	counters := unsafe.Slice((*bpf.SysTraceFdIo)(unsafe.Pointer(&buf[0])), sysMaxPSlots*sysMaxFDs*sysIOKinds)
 	for ps := 0; ps < sysMaxPSlots; ps++ {
 		tgid, known := t.pslots[uint32(ps)]
-		for fd := 0; fd < sysMaxFDs; fd++ {
-			c := counters[(ps*sysMaxFDs+fd)*sysIOKinds : (ps*sysMaxFDs+fd+1)*sysIOKinds]
-			used := false
-			for _, k := range c {
-				used = used || k.Calls > 0
-			}
-			if !used {
-				continue
-			}
-			target := "fd:" + strconv.Itoa(fd)
-			if known {
-				target = t.proc(tgid).pastTarget(fd)
-			}
-			t.emitIO(emit, tgid, target, c, 1<<sysIOKinds-1)
-		}
+		t.emitFDs(emit, tgid, known, counters[ps*sysMaxFDs*sysIOKinds:(ps+1)*sysMaxFDs*sysIOKinds])
 	}
 	// Per-thread calls.
 	err := eachPerCPU(t.objs.Sysstats, func(key uint32, perCPU []bpf.SysTraceSysStats) {
-		var s bpf.SysTraceSysStats
-		for _, v := range perCPU {
-			s.Calls += v.Calls
-			s.Errors += v.Errors
-			s.Ns += v.Ns
-		}
-		if s.Calls == 0 {
-			return
-		}
 		tslot, nr := key/sysMaxNR, key%sysMaxNR
 		pid, tgid := int(t.tids[tslot]), int(t.tgids[tslot])
 		if tslot == sysMaxTSlots-1 && t.shared {
 			pid, tgid = systrace.Unattributed, systrace.Unattributed // several threads' calls: counted, but no one's
 		}
-		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: pid, TGID: tgid,
-			Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
-		emit(e)
+		t.emitCalls(emit, nr, pid, tgid, perCPU)
 	})
 	if err != nil {
 		return fmt.Errorf("reading the call counters: %v", err)
