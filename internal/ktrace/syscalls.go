@@ -775,13 +775,15 @@ func (t *SyscallTracer) releaseThread(tslot, tid uint32, emit func(*systrace.Eve
 			nr := uint32(w*64 + mathbits.TrailingZeros64(bits))
 			bits &= bits - 1
 			key := tslot*sysMaxNR + nr
+			// Cleared before they are emitted: counters left by an error
+			// are read at the end instead, never twice.
 			if err := t.objs.Sysstats.Lookup(key, perCPU); err != nil {
 				return
 			}
-			t.emitCalls(emit, nr, int(tid), int(t.tgids[tslot]), perCPU)
 			if err := t.objs.Sysstats.Put(key, zero); err != nil {
 				return
 			}
+			t.emitCalls(emit, nr, int(tid), int(t.tgids[tslot]), perCPU)
 		}
 	}
 	clear(words)
@@ -806,12 +808,12 @@ func (t *SyscallTracer) releaseProcess(pslot, tgid uint32, emit func(*systrace.E
 	if _, err := t.fdmem.ReadAt(buf, off); err != nil {
 		return
 	}
-	t.emitFDs(emit, tgid, true, unsafe.Slice((*bpf.SysTraceFdIo)(unsafe.Pointer(&buf[0])), sysMaxFDs*sysIOKinds))
-	clear(buf)
-	if _, err := t.fdmem.WriteAt(buf, off); err != nil {
-		return
+	if _, err := t.fdmem.WriteAt(make([]byte, len(buf)), off); err != nil {
+		return // left to be read at the end
 	}
+	t.emitFDs(emit, tgid, true, unsafe.Slice((*bpf.SysTraceFdIo)(unsafe.Pointer(&buf[0])), sysMaxFDs*sysIOKinds))
 	delete(t.pslots, pslot)
+	// A slot the queue refuses is only lost to reuse.
 	t.objs.FreePslots.Update(nil, pslot, ebpf.UpdateAny)
 }
 

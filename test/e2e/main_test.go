@@ -46,12 +46,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	fusescopeBin, shippedBin = filepath.Join(dir, "fusescope"), filepath.Join(dir, "fusescope-shipped")
-	builds := map[string][]string{shippedBin: nil}
+	fusescopeBin, shippedBin = filepath.Join(dir, "fusescope"), filepath.Join(dir, "fusescope")
+	builds := map[string][]string{fusescopeBin: nil}
 	if raceBuild {
-		builds[fusescopeBin] = []string{"-race"}
-	} else {
-		shippedBin = fusescopeBin
+		shippedBin = filepath.Join(dir, "fusescope-shipped")
+		builds = map[string][]string{fusescopeBin: {"-race"}, shippedBin: nil}
 	}
 	for bin, flags := range builds {
 		args := append(append([]string{"build", "-o", bin}, flags...), "github.com/fusescope/fusescope/cmd/fusescope")
