@@ -33,6 +33,17 @@ func liveReportOf(t *testing.T, bin string, args ...string) *systrace.Report {
 	return decodeReport(t, out)
 }
 
+// logReport analyses strace logs with fusescope syscalls --json and decodes
+// the report.
+func logReport(t *testing.T, logs ...string) *systrace.Report {
+	t.Helper()
+	var r systrace.Report
+	if err := json.Unmarshal(mustRead(t, fusescopeBin, append([]string{"syscalls", "--json", "--top", "0"}, logs...)...), &r); err != nil {
+		t.Fatalf("fusescope syscalls %v: %v", logs, err)
+	}
+	return &r
+}
+
 func decodeReport(t *testing.T, path string) *systrace.Report {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -247,14 +258,7 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 	live := liveReport(t, "--", python, script, data)
 	log := filepath.Join(dir, "strace.log")
 	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, python, script, data)
-	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
-	if err != nil {
-		t.Fatalf("fusescope syscalls %s: %v", log, err)
-	}
-	var fromLog systrace.Report
-	if err := json.Unmarshal(out, &fromLog); err != nil {
-		t.Fatal(err)
-	}
+	fromLog := logReport(t, log)
 	inData := func(r *systrace.Report) map[string][2]int64 {
 		m := map[string][2]int64{}
 		for _, f := range r.Files {
@@ -266,7 +270,7 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 	}
 	want := map[string][2]int64{filepath.Join(data, "sub", "in.bin"): {4321, 0}, filepath.Join(data, "out.bin"): {0, 777}}
 	fifo := filepath.Join(data, "idle.fifo")
-	for name, r := range map[string]*systrace.Report{"live": live, "strace log": &fromLog} {
+	for name, r := range map[string]*systrace.Report{"live": live, "strace log": fromLog} {
 		got := inData(r)
 		for target, bytes := range want {
 			if got[target] != bytes {
@@ -299,10 +303,7 @@ func TestSyscallsLiveNamesShellFds(t *testing.T) {
 
 	log := filepath.Join(dir, "strace.log")
 	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, script, data)
-	var fromLog systrace.Report
-	if err := json.Unmarshal(mustRead(t, fusescopeBin, "syscalls", "--json", "--top", "0", log), &fromLog); err != nil {
-		t.Fatal(err)
-	}
+	fromLog := logReport(t, log)
 	type io struct{ scriptRead, dataRead, pipeRead, pipeWritten, unnamed int64 }
 	sum := func(r *systrace.Report) io {
 		var s io
@@ -321,7 +322,7 @@ func TestSyscallsLiveNamesShellFds(t *testing.T) {
 		}
 		return s
 	}
-	want := sum(&fromLog)
+	want := sum(fromLog)
 	if want.dataRead != 5000 || want.pipeRead != 5000 || want.pipeWritten != 5000 || want.scriptRead == 0 {
 		t.Fatalf("the strace log's I/O: %+v, want 5000 bytes of data through 5 pipes, and the script read", want)
 	}

@@ -171,14 +171,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 	script, python, data := pythonScript(t, dir, syscallWorkload)
 	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, python, script, data, workloadSizes(t))
 
-	out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
-	if err != nil {
-		t.Fatalf("fusescope syscalls: %v", err)
-	}
-	var r systrace.Report
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := logReport(t, log)
 	if r.Malformed != 0 {
 		t.Errorf("%d malformed lines: %+v", r.Malformed, r.FirstBad)
 	}
@@ -194,8 +187,8 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 		}
 	}
 	// Per-syscall counts equal strace -c's for the same run.
-	assertCallsEqual(t, &r, straceSummary(t, log))
-	assertWorkloadWaits(t, &r)
+	assertCallsEqual(t, r, straceSummary(t, log))
+	assertWorkloadWaits(t, r)
 }
 
 func TestSyscallsBadInput(t *testing.T) {
@@ -246,14 +239,7 @@ func TestSyscallsFileSet(t *testing.T) {
 	if len(files) < 3 {
 		t.Fatalf("want a file per process, got %v", files)
 	}
-	out, err := exec.Command(fusescopeBin, append([]string{"syscalls", "--json", "--top", "0"}, files...)...).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r systrace.Report
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := logReport(t, files...)
 	if r.Malformed != 0 || len(r.Processes) != len(files) {
 		t.Errorf("%d malformed, %d processes for %d files", r.Malformed, len(r.Processes), len(files))
 	}
@@ -360,14 +346,7 @@ func TestSyscallsLogsWithoutY(t *testing.T) {
 	} {
 		run(t, "strace", append(c.flags, python, script, data)...)
 		logs, _ := filepath.Glob(c.flags[len(c.flags)-1] + "*")
-		out, err := exec.Command(fusescopeBin, append([]string{"syscalls", "--json", "--top", "0"}, logs...)...).Output()
-		if err != nil {
-			t.Fatalf("%s: fusescope syscalls: %v", c.name, err)
-		}
-		var r systrace.Report
-		if err := json.Unmarshal(out, &r); err != nil {
-			t.Fatal(err)
-		}
+		r := logReport(t, logs...)
 		files := map[string]systrace.FileStat{}
 		for _, f := range r.Files {
 			files[f.Target] = f
@@ -475,16 +454,8 @@ func TestSyscallsTransferCalls(t *testing.T) {
 	run(t, "strace", "-f", "-C", "-o", withoutY, python, script, data)
 	reports := map[string]*systrace.Report{"live": liveReport(t, "--", python, script, data)}
 	for name, log := range map[string]string{"-y log": withY, "log without -y": withoutY} {
-		out, err := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", log).Output()
-		if err != nil {
-			t.Fatalf("%s: fusescope syscalls: %v", name, err)
-		}
-		var r systrace.Report
-		if err := json.Unmarshal(out, &r); err != nil {
-			t.Fatal(err)
-		}
-		reports[name] = &r
-		assertCallsEqual(t, &r, straceSummary(t, log))
+		reports[name] = logReport(t, log)
+		assertCallsEqual(t, reports[name], straceSummary(t, log))
 	}
 	// The live run is another run of the same program: its transfer calls
 	// are the same.
