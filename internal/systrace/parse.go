@@ -193,12 +193,17 @@ type Parser struct {
 	Lost      int         // unfinished calls whose resumed line never came
 	Summary   int         // lines of an strace -c/-C summary table, skipped
 	Frames    int         // strace -k stack frame lines (" > /lib/...(fn+0x1f) [0x...]"), skipped
+	Notices   int         // strace's own messages ("strace: Process 1234 attached"), skipped
 	Lines     int         // in all the logs read
 	Parsed    int         // events read, before any filter
 	// FollowedFDs: the logs had no strace -y targets, and Logs named the
 	// fds by following the calls that made them.
 	FollowedFDs bool
 	relClock    float64 // -r: the sum of the deltas so far
+	tracees     tracees // strace writing to a terminal (terminal.go)
+	anonLine    bool    // the line parsed last had no PID column, and no PID is known for it
+	cut         string  // the start of a call line that a message of strace's cut
+	cutLine     int
 }
 
 // MaxMalformed bounds how many malformed lines are kept for reporting.
@@ -211,6 +216,7 @@ func NewParser() *Parser { return &Parser{pending: map[int]*Event{}} }
 // their line number in r. The event is only valid during the call: copy
 // what must outlive it.
 func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
+	p.tracees, p.cut = newTracees(), ""
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	inSummary := false
@@ -230,20 +236,51 @@ func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 			p.Frames++
 			continue
 		}
-		if ev, err := p.ParseLine(line, text); err != nil {
-			p.Bad++
-			if len(p.Malformed) < MaxMalformed {
-				if len(text) > 200 {
-					text = text[:200] + "..."
+		// strace's own messages, when it writes to a terminal; one may cut
+		// a call's line, which the next line ends.
+		if mayBeMessage(text) {
+			if at, pid, attached, ok := straceMessage(text); ok {
+				p.Notices++
+				p.tracees.noteMessage(pid, attached)
+				if at > 0 && p.cut == "" {
+					p.cut, p.cutLine = text[:at], line
 				}
-				p.Malformed = append(p.Malformed, Malformed{File: p.File, Line: line, Text: text, Why: err.Error()})
+				continue
 			}
+		}
+		n := line
+		if p.cut != "" {
+			text, n, p.cut = p.cut+text, p.cutLine, ""
+		}
+		if ev, err := p.ParseLine(n, text); err != nil {
+			p.malformed(n, text, err)
 		} else if ev != nil {
 			p.Parsed++
-			emit(ev)
+			if t := &p.tracees; t.terminal() {
+				t.track(ev)
+				p.emitOrHold(ev, emit)
+			} else {
+				emit(ev)
+			}
 		}
 	}
+	if p.cut != "" {
+		p.malformed(p.cutLine, p.cut, fmt.Errorf("cut by a message of strace's and never ended"))
+		p.cut = ""
+	}
+	p.releaseHeld(emit)
 	return sc.Err()
+}
+
+// malformed counts a line the parser could not read, and keeps the first.
+func (p *Parser) malformed(n int, text string, err error) {
+	p.Bad++
+	if len(p.Malformed) < MaxMalformed {
+		if len(text) > 200 {
+			text = text[:200] + "..."
+		}
+		p.Malformed = append(p.Malformed, Malformed{File: p.File, Line: n, Text: text, Why: err.Error()})
+	}
 }
 
 // pidWithComm reads strace -Y's PID column, "1234<cat> ...": the PID, and
@@ -280,6 +317,16 @@ func (p *Parser) Unfinished() []*Event {
 // ParseLine parses one line; it returns nil, nil for a line that completes
 // nothing yet (an unfinished call) or carries nothing (blank).
 func (p *Parser) ParseLine(n int, line string) (*Event, error) {
+	p.anonLine = false
+	ev, err := p.parseLine(n, line)
+	if err == nil && p.anonLine {
+		// A line of the first process, whose PID strace has not shown yet.
+		p.tracees.anon = true
+	}
+	return ev, err
+}
+
+func (p *Parser) parseLine(n int, line string) (*Event, error) {
 	s := strings.TrimSuffix(line, "\r")
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -288,6 +335,7 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 	// parsed into a reused Event; only unfinished calls get their own.
 	p.scratch = Event{Line: n, Dur: -1, PID: p.DefaultPID}
 	ev := &p.scratch
+	prefixed := true
 	// PID prefix: "[pid  1234] " (strace -f to a terminal) or "1234 " (-o, -ff merged).
 	if strings.HasPrefix(s, "[pid") {
 		end := strings.IndexByte(s, ']')
@@ -316,6 +364,8 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 		ev.PID, s = pid, strings.TrimLeft(s[i+1:], " ")
 	} else if pid, rest, ok := pidWithComm(s); ok {
 		ev.PID, s = pid, strings.TrimLeft(rest, " ")
+	} else {
+		prefixed = false
 	}
 	// Timestamp: 10:20:30.123456 (-tt), 10:20:30 (-t), 1700000000.123456
 	// (-ttt), or the time since the previous call's entry, right-aligned
@@ -347,6 +397,16 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 			break
 		}
 		s = strings.TrimLeft(s[end+1:], " ")
+	}
+	if p.DefaultPID == 0 {
+		if prefixed {
+			if p.tracees.terminal() {
+				p.sawPID(ev.PID, s)
+			}
+		} else {
+			ev.PID = p.tracees.unprefixedPID()
+			p.anonLine = ev.PID == 0
+		}
 	}
 	switch {
 	case strings.HasPrefix(s, "--- "):
@@ -401,7 +461,9 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 	}
 	ev.Kind, ev.Name = Syscall, s[:open]
 	rest := s[open+1:]
-	if body, ok := strings.CutSuffix(rest, " <unfinished ...>"); ok {
+	// " <detached ...>": strace let the process go (Ctrl-C on -p) while
+	// the call was in flight; like an unfinished call, it never ends here.
+	if body, ok := cutInFlight(rest); ok {
 		ev.Args = body
 		if _, busy := p.pending[ev.PID]; busy {
 			// A thread cannot have two calls in flight: the earlier one's
@@ -421,6 +483,14 @@ func (p *Parser) ParseLine(n int, line string) (*Event, error) {
 		return nil, err
 	}
 	return ev, nil
+}
+
+// cutInFlight cuts the mark of a call still in flight off its line.
+func cutInFlight(rest string) (string, bool) {
+	if body, ok := strings.CutSuffix(rest, " <unfinished ...>"); ok {
+		return body, true
+	}
+	return strings.CutSuffix(rest, " <detached ...>")
 }
 
 // splitCall splits 'args) = ret...' at the ')' that closes the call. The

@@ -489,3 +489,69 @@ func TestSyscallsTransferCalls(t *testing.T) {
 		}
 	}
 }
+
+// strace -f without -o writes to its standard error (2> LOG), and that log
+// differs: its messages cut call lines, and the PID column shows only while
+// more than one tracee is alive. Against the strace -C summary in the same
+// log: the counts are equal, nothing is malformed, and the process tree
+// has the traced program at its root, its threads folded in, and its
+// children under it.
+func TestSyscallsTerminalLog(t *testing.T) {
+	need(t, "strace", "python3")
+	dir := t.TempDir()
+	log, pidFile := filepath.Join(dir, "stderr.log"), filepath.Join(dir, "pid")
+	script, python, _ := pythonScript(t, dir, `
+import os, subprocess, sys, threading
+open(sys.argv[1], "w").write(str(os.getpid()))
+ts = [threading.Thread(target=os.stat, args=("/etc",)) for _ in range(3)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+for _ in range(3):
+    subprocess.run(["/bin/true"], check=True)
+`)
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("strace", "-f", "-C", "-tt", "-T", "-y", python, script, pidFile)
+	cmd.Stderr = f
+	err = cmd.Run()
+	f.Close()
+	if err != nil {
+		t.Fatalf("strace: %v", err)
+	}
+	text, err := os.ReadFile(log)
+	if err != nil || !strings.Contains(string(text), "strace: Process ") {
+		t.Fatalf("the log has no attach messages: not strace's terminal output (%v)", err)
+	}
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := strconv.Atoi(string(pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := logReport(t, log)
+	if r.Malformed != 0 || r.Unfinished != 0 {
+		t.Errorf("%d malformed lines (%+v), %d calls never finished", r.Malformed, r.FirstBad, r.Unfinished)
+	}
+	assertCallsEqual(t, r, straceSummary(t, log))
+	children := 0
+	for _, p := range r.Processes {
+		switch {
+		case p.PID == root:
+			if p.Exec != python || p.Threads != 4 || p.Exit == nil || *p.Exit != 0 {
+				t.Errorf("root %+v: want %s, 4 threads, exit 0", p, python)
+			}
+		case p.Parent == root && strings.HasSuffix(p.Exec, "/true"):
+			children++
+		default:
+			t.Errorf("process %+v: neither the root %d nor a child of it running true", p, root)
+		}
+	}
+	if children != 3 {
+		t.Errorf("%d children running true, want 3: %+v", children, r.Processes)
+	}
+}
