@@ -84,6 +84,15 @@ struct {
 	__type(value, struct bin_stats);
 } bins SEC(".maps");
 
+/* Failed calls by system call and errno, of every traced thread: key nr *
+ * ERRNO_SLOTS + errno_slot(errno). Only failures touch it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_NR * ERRNO_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} errnos SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, RINGBUF_BYTES);
@@ -99,6 +108,21 @@ struct {
 static __always_inline void drop(__u32 reason)
 {
 	__u64 *n = bpf_map_lookup_elem(&sdrops, &reason);
+	if (n)
+		(*n)++;
+}
+
+/* Counts a call that failed with errno err (a call sent whole is counted
+ * by user space from its event). */
+static __always_inline void count_errno(__u32 nr, __s64 err)
+{
+	__u32 slot = 0;
+	if (err < 144)
+		slot = err;
+	else if (err >= 512 && err < 528)
+		slot = 144 + (err - 512);
+	__u32 key = nr * ERRNO_SLOTS + slot;
+	__u64 *n = bpf_map_lookup_elem(&errnos, &key);
 	if (n)
 		(*n)++;
 }
@@ -410,6 +434,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	int r = is_rare(regs, nr, s->pslot);
 	if ((r || dur >= detail_ns) && send_call(regs, s, nr, start, dur, ret, r))
 		return 0;
+
+	if (ret < 0 && ret > -4096)
+		count_errno(nr, -ret);
 
 	__u8 k = io_kind[nr];
 	__s64 base = k && k <= IO_KINDS ? fd_key(s->pslot, (int)regs->di) : -1;

@@ -12,6 +12,7 @@
 #define MAX_FDS 256      /* fds with per-fd counters */
 #define IO_KINDS 22      /* read, write, pread64..., then the transfer calls' second fds (ioKinds, peerKinds in the loader) */
 #define MAX_BINS 4096    /* timeline bins */
+#define ERRNO_SLOTS 160  /* failed calls by errno: 1-143 at themselves, the kernel's restart codes 512-527 (ERESTARTSYS...) at 144-159, any other at 0 */
 #define CATEGORIES 8
 #define STR_LEN 256
 #define RINGBUF_BYTES (16 << 20)

@@ -70,6 +70,7 @@ type SysTraceTaskState struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	SysTraceMapBins              = "bins"
+	SysTraceMapErrnos            = "errnos"
 	SysTraceMapEvents            = "events"
 	SysTraceMapFdstats           = "fdstats"
 	SysTraceMapFreePslots        = "free_pslots"
@@ -157,6 +158,7 @@ type SysTraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SysTraceMapSpecs struct {
 	Bins       *ebpf.MapSpec `ebpf:"bins"`
+	Errnos     *ebpf.MapSpec `ebpf:"errnos"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	Fdstats    *ebpf.MapSpec `ebpf:"fdstats"`
 	FreePslots *ebpf.MapSpec `ebpf:"free_pslots"`
@@ -212,6 +214,7 @@ func (o *SysTraceObjects) Close() error {
 // It can be passed to LoadSysTraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SysTraceMaps struct {
 	Bins       *ebpf.Map `ebpf:"bins"`
+	Errnos     *ebpf.Map `ebpf:"errnos"`
 	Events     *ebpf.Map `ebpf:"events"`
 	Fdstats    *ebpf.Map `ebpf:"fdstats"`
 	FreePslots *ebpf.Map `ebpf:"free_pslots"`
@@ -225,6 +228,7 @@ type SysTraceMaps struct {
 func (m *SysTraceMaps) Close() error {
 	return _SysTraceClose(
 		m.Bins,
+		m.Errnos,
 		m.Events,
 		m.Fdstats,
 		m.FreePslots,

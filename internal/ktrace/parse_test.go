@@ -187,7 +187,7 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 	}
 	want := map[string]int{
 		"MAX_NR": sysMaxNR, "MAX_TSLOTS": sysMaxTSlots, "MAX_PSLOTS": sysMaxPSlots, "MAX_FDS": sysMaxFDs,
-		"IO_KINDS": sysIOKinds, "MAX_BINS": sysMaxBins, "CATEGORIES": sysCats, "RARE_IF_DUP": rareIfDup,
+		"IO_KINDS": sysIOKinds, "MAX_BINS": sysMaxBins, "CATEGORIES": sysCats, "ERRNO_SLOTS": sysErrnoSlots, "RARE_IF_DUP": rareIfDup,
 		"RARE_IF_COUNTED": rareIfCounted,
 		"SEV_SYSCALL":     sevSyscall, "SEV_FORK": sevFork, "SEV_EXEC": sevExec, "SEV_EXIT": sevExit, "SEV_ADOPT": sevAdopt,
 	}
@@ -265,5 +265,22 @@ func TestSlowListSplitAt(t *testing.T) {
 	}
 	if len(full.reqs) != profile.MaxSlow || full.lost != 2 {
 		t.Errorf("a full list holds %d and lost %d, want %d and 2", len(full.reqs), full.lost, profile.MaxSlow)
+	}
+}
+
+// The errno slots of count_errno (systrace.bpf.c) name the errors strace
+// names: the errno itself below 144, the kernel's restart codes from 512.
+func TestErrnoSlots(t *testing.T) {
+	for slot, want := range map[uint32]string{2: "ENOENT", 61: "ENODATA", 111: "ECONNREFUSED", 133: "EHWPOISON",
+		143: "E143", 144: "ERESTARTSYS", 148: "ERESTART_RESTARTBLOCK", 159: "E527"} {
+		err, ok := errnoOfSlot(slot)
+		if got := errnoName(err); !ok || got != want {
+			t.Errorf("slot %d: %s (%v), want %s", slot, got, ok, want)
+		}
+	}
+	for _, slot := range []uint32{0, sysErrnoSlots} {
+		if _, ok := errnoOfSlot(slot); ok {
+			t.Errorf("slot %d names an errno", slot)
+		}
 	}
 }

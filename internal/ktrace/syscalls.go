@@ -43,6 +43,7 @@ const (
 	sysIOKinds    = 22
 	sysMaxBins    = 4096
 	sysCats       = 8
+	sysErrnoSlots = 160
 	rareIfDup     = 2 // RARE_IF_DUP: fcntl, sent whole when it duplicates an fd
 	rareIfCounted = 3 // RARE_IF_COUNTED: close, sent whole when its fd has counters to move
 )
@@ -598,10 +599,7 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), TGID: int(ev.Pid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
 	ret := ev.Ret
 	if ret < 0 && ret > -4096 {
-		e.Ret, e.Errno = "-1", unix.ErrnoName(syscall.Errno(-ret))
-		if e.Errno == "" {
-			e.Errno = "E" + strconv.Itoa(int(-ret))
-		}
+		e.Ret, e.Errno = "-1", errnoName(-ret)
 	} else {
 		e.Ret = strconv.FormatInt(ret, 10)
 	}
@@ -855,6 +853,56 @@ func (t *SyscallTracer) emitCalls(emit func(*systrace.Event), nr uint32, tid, tg
 	emit(e)
 }
 
+// restartCodes are the kernel's own codes from 512 on, which a call that a
+// signal interrupted returns at the exit tracepoint, before the kernel
+// restarts it or turns the code into EINTR; strace names them so.
+var restartCodes = []string{"ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ENOIOCTLCMD", "ERESTART_RESTARTBLOCK"}
+
+// errnoName names the error a call returned (-ret), as strace does.
+func errnoName(err int64) string {
+	if name := unix.ErrnoName(syscall.Errno(err)); name != "" {
+		return name
+	}
+	if err >= 512 && err-512 < int64(len(restartCodes)) {
+		return restartCodes[err-512]
+	}
+	return "E" + strconv.FormatInt(err, 10)
+}
+
+// errnoOfSlot is the error counted in slot of a system call's counters
+// (count_errno in systrace.bpf.c); 0 is none of those.
+func errnoOfSlot(slot uint32) (int64, bool) {
+	switch {
+	case slot == 0 || slot >= sysErrnoSlots:
+		return 0, false
+	case slot < 144:
+		return int64(slot), true
+	}
+	return 512 + int64(slot-144), true
+}
+
+// emitErrnos emits the failed calls the kernel counted by system call and
+// errno (the calls sent whole are counted from their events).
+func (t *SyscallTracer) emitErrnos(emit func(*systrace.Event)) error {
+	return eachPerCPU(t.objs.Errnos, func(key uint32, perCPU []uint64) {
+		var n uint64
+		for _, v := range perCPU {
+			n += v
+		}
+		if n == 0 {
+			return
+		}
+		name := "other"
+		if err, ok := errnoOfSlot(key % sysErrnoSlots); ok {
+			name = errnoName(err)
+		}
+		e := &t.ev
+		*e = systrace.Event{Kind: systrace.Failed, Name: syscallName(key / sysErrnoSlots), Errno: name, Calls: int(n),
+			PID: systrace.Unattributed, TGID: systrace.Unattributed}
+		emit(e)
+	})
+}
+
 // finish emits what the kernel counted: per-fd I/O under each fd's current
 // name, per-thread calls, timeline bins. Then it fills info.
 func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveInfo) error {
@@ -881,6 +929,9 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 	})
 	if err != nil {
 		return fmt.Errorf("reading the call counters: %v", err)
+	}
+	if err := t.emitErrnos(emit); err != nil {
+		return fmt.Errorf("reading the errno counters: %v", err)
 	}
 	// Timeline bins.
 	if t.opts.TimelineS > 0 {

@@ -14,6 +14,7 @@ type Report struct {
 	FirstBad     []Malformed    `json:"first_malformed,omitempty"`
 	Unfinished   int            `json:"unfinished"`             // calls never resumed (killed, or the log was cut)
 	Syscalls     []SyscallStat  `json:"syscalls"`               // by total time, then calls
+	Errnos       []ErrnoStat    `json:"errnos"`                 // failed calls by system call and errno, most first
 	Files        []FileStat     `json:"files"`                  // by total time
 	FollowedFDs  bool           `json:"fds_followed,omitempty"` // a log without -y: fds named from the calls that made them
 	Categories   []CategoryStat `json:"categories"`
@@ -49,6 +50,13 @@ type SyscallStat struct {
 	Calls    int     `json:"calls"`
 	Errors   int     `json:"errors"`
 	TimeS    float64 `json:"time_s"`
+}
+
+// ErrnoStat counts the calls of one system call that failed with one errno.
+type ErrnoStat struct {
+	Syscall string `json:"syscall"`
+	Errno   string `json:"errno"` // ENOENT; ERESTARTSYS and the like for a live call a signal interrupted
+	Calls   int    `json:"calls"`
 }
 
 // FileStat is the I/O on one file, socket, pipe or device, as strace -y
@@ -276,19 +284,27 @@ func lookupCall(name string) *callInfo {
 // syscallCounter counts per call: the calls callInfos knows by their id,
 // which the event's info already found, the others by name.
 type syscallCounter struct {
-	known []*SyscallStat
-	other map[string]*SyscallStat
+	known  []*SyscallStat
+	other  map[string]*SyscallStat
+	errnos map[ErrnoStat]int // keyed with Calls 0
 }
 
 func newSyscallCounter() *syscallCounter {
-	return &syscallCounter{known: make([]*SyscallStat, knownCalls+1), other: map[string]*SyscallStat{}}
+	return &syscallCounter{known: make([]*SyscallStat, knownCalls+1), other: map[string]*SyscallStat{}, errnos: map[ErrnoStat]int{}}
 }
 
 func (a *syscallCounter) Observe(e *Event) {
+	if e.Kind == Failed {
+		a.errnos[ErrnoStat{Syscall: e.Name, Errno: e.Errno}] += e.Calls
+		return
+	}
 	// Calls that never returned (exit_group, a call cut by a kill) are not
 	// counted, as strace -c does not count them.
 	if e.Kind != Syscall || e.Ret == "?" {
 		return
+	}
+	if e.Errno != "" && e.Calls == 0 {
+		a.errnos[ErrnoStat{Syscall: e.Name, Errno: e.Errno}]++
 	}
 	c := e.info()
 	var s *SyscallStat
@@ -309,6 +325,20 @@ func (a *syscallCounter) Observe(e *Event) {
 }
 
 func (a *syscallCounter) Finish(r *Report) {
+	for k, n := range a.errnos {
+		k.Calls = n
+		r.Errnos = append(r.Errnos, k)
+	}
+	sort.Slice(r.Errnos, func(i, j int) bool {
+		a, b := r.Errnos[i], r.Errnos[j]
+		if a.Calls != b.Calls {
+			return a.Calls > b.Calls
+		}
+		if a.Syscall != b.Syscall {
+			return a.Syscall < b.Syscall
+		}
+		return a.Errno < b.Errno
+	})
 	for _, s := range a.known {
 		if s != nil {
 			r.Syscalls = append(r.Syscalls, *s)
@@ -604,7 +634,7 @@ func (a *procTree) get(pid int) *Process {
 }
 
 func (a *procTree) Observe(e *Event) {
-	if e.Kind == Sample || e.Kind == PeerIO || e.PID == Unattributed {
+	if e.Kind == Sample || e.Kind == PeerIO || e.Kind == Failed || e.PID == Unattributed {
 		return
 	}
 	p := a.get(e.PID)

@@ -65,7 +65,7 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 			if e.Time > 0 && ((f.From > 0 && e.Time-first < f.From) || (f.To > 0 && e.Time-first > f.To)) {
 				return
 			}
-			if e.Kind == Syscall || e.Kind == PeerIO {
+			if e.Kind == Syscall || e.Kind == PeerIO || e.Kind == Failed {
 				if f.Category != "" && e.info().category != f.Category {
 					return
 				}

@@ -28,6 +28,10 @@ const (
 	// from the calls themselves, which come as Syscall events on the
 	// first fd. Only the files table counts them.
 	PeerIO
+	// Failed, live source: Calls calls of system call Name that failed
+	// with Errno, counted in the kernel; the calls themselves came as
+	// Syscall events. Only the errno table counts them.
+	Failed
 )
 
 // Unattributed is the PID of counted calls that belong to no one process:

@@ -1,6 +1,7 @@
 package systrace
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -496,5 +497,50 @@ func TestProcessTreeLiveWindow(t *testing.T) {
 	}
 	if len(r.Processes) != len(want) {
 		t.Errorf("processes %+v", r.Processes)
+	}
+}
+
+// Failed calls are counted by system call and errno: a log's one by one,
+// the live source's as counts (Failed events), which no other table sees.
+func TestAnalyzeErrnos(t *testing.T) {
+	log := `1 openat(AT_FDCWD, "/a", O_RDONLY) = -1 ENOENT (No such file or directory)
+1 openat(AT_FDCWD, "/b", O_RDONLY) = -1 ENOENT (No such file or directory)
+1 openat(AT_FDCWD, "/c", O_WRONLY) = -1 EACCES (Permission denied)
+1 getxattr("/d", "user.x", NULL, 0) = -1 ENODATA (No data available)
+1 read(0, "", 1) = 0
+1 nanosleep({tv_sec=1, tv_nsec=0},  <unfinished ...>
+1 <... nanosleep resumed>0x7ffd) = ? ERESTART_RESTARTBLOCK (Interrupted by signal)
+`
+	src := func(emit func(*Event)) error {
+		if err := NewParser().Parse(strings.NewReader(log), emit); err != nil {
+			return err
+		}
+		emit(&Event{Kind: Failed, PID: Unattributed, Name: "getxattr", Errno: "ENODATA", Calls: 5})
+		emit(&Event{Kind: Failed, PID: Unattributed, Name: "connect", Errno: "ECONNREFUSED", Calls: 2})
+		return nil
+	}
+	r, err := Analyze(src, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ErrnoStat{{"getxattr", "ENODATA", 6}, {"connect", "ECONNREFUSED", 2}, {"openat", "ENOENT", 2}, {"openat", "EACCES", 1}}
+	if fmt.Sprint(r.Errnos) != fmt.Sprint(want) {
+		t.Errorf("errnos %v, want %v", r.Errnos, want)
+	}
+	// The counts are not calls: the syscalls table and the process tree
+	// have only the log's.
+	for _, s := range r.Syscalls {
+		if s.Name == "connect" || (s.Name == "getxattr" && s.Calls != 1) {
+			t.Errorf("syscalls table counted a Failed event: %+v", s)
+		}
+	}
+	if len(r.Processes) != 1 {
+		t.Errorf("processes %+v", r.Processes)
+	}
+	// --category keeps a Failed event of its category only.
+	f := &Filter{Category: "network"}
+	r, _ = Analyze(f.Wrap(src), nil, Options{})
+	if fmt.Sprint(r.Errnos) != fmt.Sprint([]ErrnoStat{{"connect", "ECONNREFUSED", 2}}) {
+		t.Errorf("--category network: errnos %v", r.Errnos)
 	}
 }

@@ -23,7 +23,7 @@ const Schema = "fusescope.syscalls/v1"
 func WriteJSON(w io.Writer, r *Report) error {
 	c := *r
 	c.Syscalls, c.Files, c.Categories = nonNil(c.Syscalls), nonNil(c.Files), nonNil(c.Categories)
-	c.Waits, c.Processes = nonNil(c.Waits), nonNil(c.Processes)
+	c.Waits, c.Processes, c.Errnos = nonNil(c.Waits), nonNil(c.Processes), nonNil(c.Errnos)
 	r = &c
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -62,10 +62,11 @@ var CSVColumns = map[string][]string{
 	"waits":      {"pid", "line", "start", "syscall", "dur_s", "errno", "target"},
 	"processes":  {"pid", "parent", "exec", "start", "end", "exit", "killed_by", "calls", "threads"},
 	"timeline":   {"start_s", "category", "calls", "time_s"},
+	"errnos":     {"syscall", "errno", "calls"},
 }
 
 // CSVTables lists CSVColumns' tables, the default first.
-var CSVTables = []string{"syscalls", "files", "categories", "waits", "processes", "timeline"}
+var CSVTables = []string{"syscalls", "files", "categories", "waits", "processes", "timeline", "errnos"}
 
 // WriteCSV writes one row per system call.
 func WriteCSV(w io.Writer, r *Report) error { return WriteCSVTable(w, r, "syscalls") }
@@ -113,6 +114,10 @@ func WriteCSVTable(w io.Writer, r *Report, table string) error {
 				exit = n(*p.Exit)
 			}
 			cw.Write([]string{n(p.PID), parent, p.Exec, f(p.Start), f(p.End), exit, p.Killed, n(p.Calls), n(max(p.Threads, 1))})
+		}
+	case "errnos":
+		for _, x := range r.Errnos {
+			cw.Write([]string{x.Syscall, x.Errno, n(x.Calls)})
 		}
 	case "timeline":
 		for _, b := range r.Timeline {
@@ -201,6 +206,18 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	}
 	report.Columns(&b, rows, "llr")
 
+	if len(r.Errnos) > 0 {
+		b.WriteString("\nFailed calls by errno\n")
+		rows := [][]string{{"SYSCALL", "ERRNO", "CALLS"}}
+		for i, x := range r.Errnos {
+			if top > 0 && i >= top {
+				break
+			}
+			rows = append(rows, cells("%s\t%s\t%d", x.Syscall, report.Name(x.Errno), x.Calls))
+		}
+		report.Columns(&b, rows, "llr")
+	}
+
 	if len(r.Files) > 0 {
 		b.WriteString("\nFiles, sockets and pipes by time")
 		switch {
@@ -241,7 +258,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 				sec, frac := math.Modf(wt.Start)
 				at = time.Unix(int64(sec), int64(frac*1e9)).Format("15:04:05.000000")
 			}
-			rows = append(rows, cells("%d\t%s\t%s\t%.6f\t%s\t%s", wt.PID, at, wt.Name, wt.DurS, wt.Errno, report.Name(wt.Target)))
+			rows = append(rows, cells("%d\t%s\t%s\t%.6f\t%s\t%s", wt.PID, at, wt.Name, wt.DurS, report.Name(wt.Errno), report.Name(wt.Target)))
 		}
 		report.Columns(&b, rows, "rrlrll")
 	}

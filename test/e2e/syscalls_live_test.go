@@ -61,7 +61,8 @@ func decodeReport(t *testing.T, path string) *systrace.Report {
 }
 
 // The live source against strace on the same workload (deterministic: the
-// same calls in every run): per-syscall counts equal strace -c's, per-file
+// same calls in every run): per-syscall counts equal strace -c's, failed
+// calls by errno the log's, per-file
 // bytes are exact, and the unanswered UDP wait is the top wait.
 func TestSyscallsLiveAgainstStrace(t *testing.T) {
 	need(t, "strace", "python3")
@@ -73,6 +74,7 @@ func TestSyscallsLiveAgainstStrace(t *testing.T) {
 	log := filepath.Join(dir, "strace.log")
 	run(t, "strace", "-f", "-C", "-o", log, python, script, data, workloadSizes(t))
 	assertCallsEqual(t, r, straceSummary(t, log))
+	assertErrnosEqual(t, r, straceErrnos(t, log))
 
 	files := map[string]systrace.FileStat{}
 	for _, f := range r.Files {

@@ -3,9 +3,11 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,6 +89,47 @@ func straceSummary(t *testing.T, log string) map[string]int {
 		t.Fatal("no strace summary in the log")
 	}
 	return counts
+}
+
+// straceFailure matches a failed call's line in an strace log (-f -o, with
+// or without -tt): its name, started or resumed, and its errno.
+var straceFailure = regexp.MustCompile(`^\d+ +(?:\d\d:\d\d:\d\d\.\d+ +)?(?:<\.\.\. (\w+) resumed>|(\w+)\().*\) += -1 (E[A-Z0-9_]+) `)
+
+// straceErrnos counts the failed calls of an strace log by system call and
+// errno, with a pattern of its own (the oracle shares no code with the
+// parser).
+func straceErrnos(t *testing.T, log string) map[string]int {
+	t.Helper()
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if m := straceFailure.FindStringSubmatch(sc.Text()); m != nil {
+			counts[m[1]+m[2]+" "+m[3]]++
+		}
+	}
+	if len(counts) == 0 {
+		t.Fatal("no failed calls in the strace log")
+	}
+	return counts
+}
+
+// assertErrnosEqual checks the report's failed calls by errno against the
+// strace log's.
+func assertErrnosEqual(t *testing.T, r *systrace.Report, want map[string]int) {
+	t.Helper()
+	got := map[string]int{}
+	for _, e := range r.Errnos {
+		got[e.Syscall+" "+e.Errno] += e.Calls
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("failed calls by errno:\n fusescope %v\n strace    %v", got, want)
+	}
 }
 
 // assertCallsEqual checks the report's per-syscall counts against strace -c's.
@@ -186,8 +229,10 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 			t.Errorf("%s: %+v, want %d bytes written and read, 2 opens", name, f, size)
 		}
 	}
-	// Per-syscall counts equal strace -c's for the same run.
+	// Per-syscall counts equal strace -c's for the same run, and the
+	// failed calls by errno the log's lines.
 	assertCallsEqual(t, r, straceSummary(t, log))
+	assertErrnosEqual(t, r, straceErrnos(t, log))
 	assertWorkloadWaits(t, r)
 }
 
@@ -218,7 +263,7 @@ func TestSyscallsBadInput(t *testing.T) {
 		{[]string{"syscalls", "--file", "/nothing/*", "../../internal/systrace/testdata/sample.log"}, "matches the filters (of "},
 		{[]string{"syscalls", "--table", "files", empty}, "--table chooses the table --csv prints: add --csv"},
 		{[]string{"syscalls", summary}, "holds an strace -c summary table, not a log of the calls"},
-		{[]string{"syscalls", "--csv", "--table", "fds", empty}, `--table "fds": give one of syscalls, files, categories, waits, processes, timeline`},
+		{[]string{"syscalls", "--csv", "--table", "fds", empty}, `--table "fds": give one of syscalls, files, categories, waits, processes, timeline, errnos`},
 		{[]string{"syscalls", "--csv", "--table", "timeline", empty}, "--table timeline needs --timeline SECONDS"},
 	}
 	for _, c := range cases {
