@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,6 +48,9 @@ reports did.`,
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", args[0], withoutPath(err))
+			}
+			if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
+				return fmt.Errorf("%s is not JSON: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json); fusescope syscalls reads strace logs", args[0])
 			}
 			var head struct {
 				Schema string `json:"schema"`
