@@ -30,16 +30,26 @@ func runGate() {
 	os.Exit(127)
 }
 
-// startGated starts argv held at the gate; release lets it execute.
-func startGated(argv []string) (cmd *exec.Cmd, release func() error, err error) {
-	path, err := exec.LookPath(argv[0])
+// lookCommand finds the program a command names, as a shell would, or says
+// in one line why it cannot run.
+func lookCommand(name string) (string, error) {
+	path, err := exec.LookPath(name)
 	switch {
 	case errors.Is(err, syscall.EISDIR):
-		return nil, nil, fmt.Errorf("%s is a directory: give a program on $PATH or a path to one", argv[0])
+		return "", fmt.Errorf("%s is a directory: give a program on $PATH or a path to one", name)
 	case errors.Is(err, fs.ErrPermission):
-		return nil, nil, fmt.Errorf("%s: not an executable program (permission denied): give a program on $PATH or a path to one", argv[0])
+		return "", fmt.Errorf("%s: not an executable program (permission denied): give a program on $PATH or a path to one", name)
 	case err != nil:
-		return nil, nil, fmt.Errorf("%s: command not found: give a program on $PATH or a path to one", argv[0])
+		return "", fmt.Errorf("%s: command not found: give a program on $PATH or a path to one", name)
+	}
+	return path, nil
+}
+
+// startGated starts argv held at the gate; release lets it execute.
+func startGated(argv []string) (cmd *exec.Cmd, release func() error, err error) {
+	path, err := lookCommand(argv[0])
+	if err != nil {
+		return nil, nil, err
 	}
 	self, err := os.Executable()
 	if err != nil {

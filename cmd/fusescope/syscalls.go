@@ -343,12 +343,20 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 // exit status, or 128 plus the signal that killed it, as a shell reports
 // it. The report has been written: there is nothing more to say.
 func commandStatus(l *systrace.LiveInfo) error {
+	if l == nil {
+		return nil
+	}
+	return exitStatus(l.ExitStatus, l.KilledBy)
+}
+
+// exitStatus is the error that makes fusescope exit as a command did:
+// with its exit status, or 128 plus the number of the signal that killed it.
+func exitStatus(status *int, killedBy string) error {
 	switch {
-	case l == nil:
-	case l.ExitStatus != nil && *l.ExitStatus != 0:
-		return &exitError{code: *l.ExitStatus}
-	case l.KilledBy != "":
-		if sig := unix.SignalNum(l.KilledBy); sig != 0 {
+	case status != nil && *status != 0:
+		return &exitError{code: *status}
+	case killedBy != "":
+		if sig := unix.SignalNum(killedBy); sig != 0 {
 			return &exitError{code: 128 + int(sig)}
 		}
 		return &exitError{code: 1}

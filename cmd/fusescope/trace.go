@@ -34,7 +34,7 @@ func newTraceCmd() *cobra.Command {
 		slower   time.Duration
 	)
 	c := &cobra.Command{
-		Use:   "trace [flags] [interval [count]]",
+		Use:   "trace [flags] [interval [count]] [-- CMD ARGS...]",
 		Short: "Per-opcode FUSE request latency and counts, measured in the kernel",
 		Long: `Trace FUSE requests from the kernel's fuse:fuse_request_send and
 fuse:fuse_request_end tracepoints (Linux 6.18+) for any FUSE file system, with
@@ -50,18 +50,46 @@ that "fusescope show" renders the same way.
 ends, as bcc's ext4slower does: its time, requesting command and thread,
 opcode, latency, error, bytes, inode and mount. Records (-o, --json) hold
 them too. With --csv, those lines are CSV rows and nothing else is printed,
-as ext4slower -j does (docs/record.md); -o still saves the statistics.`,
+as ext4slower -j does (docs/record.md); -o still saves the statistics.
+
+-- CMD ARGS runs the command once the probes are attached and ends the trace
+when it exits, as perf stat -- CMD and bpftrace -c do; fusescope then exits
+with the command's status. Every request made while it runs is traced (add
+--mount or --comm to narrow it); a Ctrl-C reaches the command, a second one
+ends the trace.`,
 		Example: `  fusescope trace                        # every FUSE mount, until Ctrl-C
   fusescope trace --mount /mnt/sshfs 5   # one mount, a report every 5 s
   fusescope trace -p 1234 --op LOOKUP,GETATTR -m 1 10
   fusescope trace --counts --csv 1       # counters only, as CSV every second
   fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
-  fusescope trace --slower 10ms -m       # each request of 10 ms or more, as it ends`,
-		Args: cobra.MaximumNArgs(2),
+  fusescope trace --slower 10ms -m       # each request of 10 ms or more, as it ends
+  fusescope trace --mount /mnt/lab -o fio.json -- fio job.fio   # while fio runs`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				args = args[:dash]
+			}
+			return cobra.MaximumNArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var command []string
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				args, command = args[:dash], args[dash:]
+				if len(command) == 0 {
+					return fmt.Errorf("nothing after --: give the command to trace while it runs, as in fusescope trace -- ls -lR /mnt")
+				}
+				if pid > 0 {
+					return fmt.Errorf("-p and -- CMD both say what to trace: give one (--comm narrows a command's trace to its name)")
+				}
+			}
 			interval, count, err := parseIntervalCount(args, "fusescope trace")
 			if err != nil {
 				return err
+			}
+			var program string
+			if len(command) > 0 {
+				if program, err = lookCommand(command[0]); err != nil {
+					return err
+				}
 			}
 			cfg := ktrace.SessionConfig{
 				Options:  ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower},
@@ -124,9 +152,12 @@ as ext4slower -j does (docs/record.md); -o still saves the statistics.`,
 				if len(conns) > 0 {
 					what = fmt.Sprintf("%d FUSE connection(s)", len(conns))
 				}
-				if interval > 0 {
+				switch {
+				case len(command) > 0:
+					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s while %s runs...\n", what, command[0])
+				case interval > 0:
 					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s, reporting every %s... Hit Ctrl-C to end.\n", what, interval)
-				} else {
+				default:
 					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
 				}
 				switch {
@@ -150,7 +181,23 @@ as ext4slower -j does (docs/record.md); -o still saves the statistics.`,
 				}
 				return r.render(rec)
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			var (
+				ctx  context.Context
+				stop context.CancelFunc
+				run  *commandRun
+			)
+			if len(command) > 0 {
+				// The signals go to the command; it ends the trace.
+				ctx, stop = context.WithCancel(context.Background())
+				run = newCommandRun(program, command, stop)
+				ready := cfg.Ready
+				cfg.Ready = func(conns []uint32, attach string, fallback error) {
+					ready(conns, attach, fallback)
+					run.start()
+				}
+			} else {
+				ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			}
 			defer stop()
 			var exited atomic.Bool
 			if pid > 0 {
@@ -173,6 +220,11 @@ as ext4slower -j does (docs/record.md); -o still saves the statistics.`,
 			whole, runErr := ktrace.RunSession(ctx, cfg)
 			if exited.Load() && runErr == nil {
 				fmt.Fprintf(os.Stderr, "Process %d exited: tracing ended.\n", pid)
+			}
+			if run != nil {
+				if err := run.finish(); runErr == nil {
+					runErr = err // the command's status, once the report is out
+				}
 			}
 			var write func(io.Writer) error
 			if whole != nil {

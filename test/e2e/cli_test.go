@@ -36,6 +36,11 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--slower", "10ms", "--counts"}, "leave out --counts"},
 		{[]string{"trace", "--slower", "soon"}, "invalid argument"},
 		{[]string{"trace", "1", "2", "3"}, "usage: fusescope trace [flags] [interval [count]]"},
+		{[]string{"trace", "1", "2", "3", "--", "ls"}, "accepts at most 2 arg(s), received 3"},
+		{[]string{"trace", "--"}, "nothing after --: give the command to trace"},
+		{[]string{"trace", "-p", "1", "--", "ls"}, "-p and -- CMD both say what to trace: give one"},
+		{[]string{"trace", "--", "/nonexistent/cmd"}, "/nonexistent/cmd: command not found"},
+		{[]string{"trace", "--", plain}, "is a directory: give a program"},
 		{[]string{"show"}, "usage: fusescope show RECORD.json | -"},
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},

@@ -86,6 +86,12 @@ func (l *lockedBuffer) WriteString(s string) {
 	l.b.WriteString(s)
 }
 
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
 func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

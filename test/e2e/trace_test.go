@@ -357,3 +357,54 @@ func TestTraceSlower(t *testing.T) {
 		}
 	}
 }
+
+// trace -- CMD traces while the command runs, from before its first request
+// to after its last: every request the daemon served for it is counted,
+// and fusescope exits with the command's status.
+func TestTraceCommand(t *testing.T) {
+	const nFiles = 20
+	mnt, daemon := mountLab(t, nFiles, 1, 0)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	var paths []string
+	for i := 0; i < nFiles; i++ {
+		paths = append(paths, filepath.Join(mnt, "files", fmt.Sprintf("f%03d", i)))
+	}
+	before := daemon.snapshot()
+	cmd := exec.Command(fusescopeBin, "trace", "--mount", mnt, "-o", rec, "--", "sh", "-c", `stat "$@" >/dev/null; exit 3`, "sh")
+	cmd.Args = append(cmd.Args, paths...)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("exit %v, want the command's status 3:\n%s", err, out)
+	}
+	after := daemon.snapshot()
+	got := counts(loadRecord(t, rec), connOf(t, mnt))
+	if got["LOOKUP"] != 2*nFiles {
+		t.Errorf("LOOKUP = %d, want %d (files/ and the file, for each stat)", got["LOOKUP"], 2*nFiles)
+	}
+	for op, n := range after {
+		if want := n - before[op]; got[op.String()] != want {
+			t.Errorf("%s: traced %d, daemon served %d", op, got[op.String()], want)
+		}
+	}
+
+	// A signal sent to fusescope alone reaches the command, whose death
+	// ends the trace: the report is printed, and the status is 128+SIGINT.
+	cmd = exec.Command(fusescopeBin, "trace", "--mount", mnt, "--counts", "--", "sleep", "30")
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), "while sleep runs") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGINT) {
+		t.Errorf("exit %v, want %d (sleep killed by SIGINT); stderr:\n%s", err, 128+int(syscall.SIGINT), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "No FUSE requests were traced.") {
+		t.Errorf("no report after the command died:\n%s", stdout.String())
+	}
+}
