@@ -56,6 +56,7 @@ type renderer struct {
 	slow    bool // show: a record's slow requests are printed (live, they were as they ended)
 	csvDone bool
 	fsDone  bool // text: a lab daemon's configuration was printed
+	textN   int  // text reports printed: from the second on, a blank line comes first, as in bcc
 	lines   bool // JSON: one compact object per line (interval mode)
 }
 
@@ -75,6 +76,9 @@ func (r *renderer) render(rec *profile.Record) error {
 		err := rec.WriteCSV(r.w, r.o.counts, !r.csvDone)
 		r.csvDone = true
 		return err
+	}
+	if r.textN++; r.textN > 1 {
+		fmt.Fprintln(r.w)
 	}
 	if r.stamp {
 		fmt.Fprintf(r.w, "%s\n", rec.Meta.End.Format("15:04:05"))

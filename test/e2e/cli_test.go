@@ -85,7 +85,8 @@ func TestShowMatchesLive(t *testing.T) {
 
 // An interval trace's --json lines render as its reports did: show --json
 // gives the lines back, --csv writes one header and every interval's rows,
-// and text (with -T) is each interval's report in turn.
+// and text (with -T) is each interval's report in turn, a blank line
+// between them (as bcc's tools print intervals).
 func TestShowIntervalRecords(t *testing.T) {
 	_, mnt := mountBindfs(t, 5)
 	tr := startTrace(t, "--mount", mnt, "--json", "0.3", "3")
@@ -115,6 +116,9 @@ func TestShowIntervalRecords(t *testing.T) {
 	for i, line := range lines {
 		one := filepath.Join(dir, fmt.Sprintf("%d.json", i))
 		os.WriteFile(one, []byte(line), 0o644)
+		if i > 0 {
+			wantText.WriteString("\n")
+		}
 		wantText.Write(mustRead(t, fusescopeBin, "show", "-T", "--no-hist", one))
 		csv := string(mustRead(t, fusescopeBin, "show", "--csv", one))
 		if i > 0 {
