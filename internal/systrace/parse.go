@@ -252,6 +252,12 @@ func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 				continue
 			}
 		}
+		// Its other messages take whole lines ("strace: Exit of unknown pid
+		// 1234 ignored", "[ Process PID=1234 runs in 32 bit mode. ]").
+		if strings.HasPrefix(text, "strace: ") || strings.HasPrefix(text, "[ Process PID=") {
+			p.Notices++
+			continue
+		}
 		n := line
 		if p.cut != "" {
 			text, n, p.cut = p.cut+text, p.cutLine, ""

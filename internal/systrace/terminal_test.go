@@ -25,12 +25,14 @@ const terminalLog = `00:16:10.663966 execve("/usr/bin/sh", ["sh", "-c", "ls"], 0
 [pid 31268] 00:16:10.699100 exit_group(0) = ?
 [pid 31268] 00:16:10.699200 +++ exited with 0 +++
 00:16:10.699300 write(1, "strace: Process 5 attached", 26) = 26 <0.000010>
+strace: Exit of unknown pid 31271 ignored
+[ Process PID=31270 runs in 32 bit mode. ]
 00:16:10.699400 +++ exited with 0 +++
 `
 
 func TestParseTerminalOutput(t *testing.T) {
 	evs, p := parseAll(t, terminalLog)
-	if p.Bad != 0 || p.Notices != 2 || len(p.Unfinished()) != 0 {
+	if p.Bad != 0 || p.Notices != 4 || len(p.Unfinished()) != 0 {
 		t.Fatalf("malformed %+v, %d notices, unfinished %+v", p.Malformed, p.Notices, p.Unfinished())
 	}
 	var got []string
