@@ -28,8 +28,8 @@ const maxHeld = 1 << 16
 // tracees follows which tracees are alive in a log without -o.
 type tracees struct {
 	live     map[int]bool // tracees seen and not yet exited
-	children map[int]bool // tracees known to be made by another: never the first process
-	root     int          // the first process, once a "[pid N]" line named it
+	children map[int]bool // while root is unknown: tracees made by another, never the first process
+	root     int          // the first process, once a "[pid N]" line or strace -p's attach message named it
 	anon     bool         // lines without a PID column came while root was unknown
 	gaveUp   bool         // more than maxHeld events waited for root: released as PID 0
 	held     []Event      // events waiting for root, in log order
@@ -86,7 +86,9 @@ func (t *tracees) noteMessage(pid int, attached bool) {
 		return
 	}
 	// After the first process's lines began: a tracee it made (-f).
-	t.children[pid] = true
+	if t.root == 0 {
+		t.children[pid] = true
+	}
 }
 
 // unprefixedPID is the PID of a line without a PID column: the first
@@ -135,7 +137,7 @@ func (p *Parser) sawPID(pid int, rest string) {
 // flight, their PID.
 func (p *Parser) revealRoot(pid int) {
 	t := &p.tracees
-	t.root = pid
+	t.root, t.children = pid, nil // no longer asked: memory stays flat however many processes follow
 	if e, ok := p.pending[0]; ok {
 		delete(p.pending, 0)
 		e.PID = pid
@@ -159,7 +161,10 @@ func (t *tracees) track(e *Event) {
 		delete(t.live, e.PID)
 	case Syscall:
 		if c := e.Child(); c > 0 {
-			t.live[c], t.children[c] = true, true
+			t.live[c] = true
+			if t.root == 0 {
+				t.children[c] = true
+			}
 		}
 	}
 }
