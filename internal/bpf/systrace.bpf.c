@@ -559,7 +559,10 @@ int BPF_PROG(sched_process_exit, struct task_struct *p, _Bool group_dead)
 	e->pslot = s->pslot;
 	e->exit_code = p->exit_code;
 	e->ret = group_dead; /* its process is gone: its pslot's counters are final */
-	bpf_ringbuf_submit(e, wakeup_flags());
+	/* A process's slot comes back only once the reader has seen it die:
+	 * woken at once, it keeps up with a fork storm (a shell loop starting
+	 * a process per millisecond); a wakeup is cheap next to an exit. */
+	bpf_ringbuf_submit(e, group_dead ? BPF_RB_FORCE_WAKEUP : wakeup_flags());
 	return 0;
 }
 
