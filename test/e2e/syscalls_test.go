@@ -57,26 +57,37 @@ func workloadSizes(t *testing.T) string {
 	return string(b)
 }
 
-// strace -C's summary table from the end of the log: calls per syscall.
-func straceSummary(t *testing.T, log string) map[string]int {
+// eachLogLine calls fn with each line of an strace log.
+func eachLogLine(t *testing.T, log string, fn func(line string)) {
 	t.Helper()
 	f, err := os.Open(log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		fn(sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// strace -C's summary table from the end of the log: calls per syscall.
+func straceSummary(t *testing.T, log string) map[string]int {
+	t.Helper()
 	counts := map[string]int{}
 	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
+	eachLogLine(t, log, func(line string) {
 		if strings.HasPrefix(line, "% time") {
 			in = true
-			continue
+			return
 		}
 		fields := strings.Fields(line)
 		if !in || len(fields) < 5 || strings.HasPrefix(line, "---") || fields[len(fields)-1] == "total" {
-			continue
+			return
 		}
 		// % time, seconds, usecs/call, calls, [errors], syscall
 		n, err := strconv.Atoi(fields[3])
@@ -84,7 +95,7 @@ func straceSummary(t *testing.T, log string) map[string]int {
 			t.Fatalf("summary line %q", line)
 		}
 		counts[fields[len(fields)-1]] = n
-	}
+	})
 	if len(counts) == 0 {
 		t.Fatal("no strace summary in the log")
 	}
@@ -100,19 +111,12 @@ var straceFailure = regexp.MustCompile(`^\d+ +(?:\d\d:\d\d:\d\d\.\d+ +)?(?:<\.\.
 // parser).
 func straceErrnos(t *testing.T, log string) map[string]int {
 	t.Helper()
-	f, err := os.Open(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	counts := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if m := straceFailure.FindStringSubmatch(sc.Text()); m != nil {
+	eachLogLine(t, log, func(line string) {
+		if m := straceFailure.FindStringSubmatch(line); m != nil {
 			counts[m[1]+m[2]+" "+m[3]]++
 		}
-	}
+	})
 	if len(counts) == 0 {
 		t.Fatal("no failed calls in the strace log")
 	}
