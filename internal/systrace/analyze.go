@@ -299,8 +299,9 @@ func (a *syscallCounter) Observe(e *Event) {
 		return
 	}
 	// Calls that never returned (exit_group, a call cut by a kill) are not
-	// counted, as strace -c does not count them.
-	if e.Kind != Syscall || e.Ret == "?" {
+	// counted, as strace -c does not count them. A call a signal interrupted
+	// (= ? ERESTARTSYS) did return, failed, and strace -c counts it.
+	if e.Kind != Syscall || e.Ret == "?" && e.Errno == "" {
 		return
 	}
 	if e.Errno != "" && e.Calls == 0 {

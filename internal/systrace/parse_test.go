@@ -523,9 +523,20 @@ func TestAnalyzeErrnos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ErrnoStat{{"getxattr", "ENODATA", 6}, {"connect", "ECONNREFUSED", 2}, {"openat", "ENOENT", 2}, {"openat", "EACCES", 1}}
+	// The call a signal interrupted failed too, as strace -c counts it.
+	want := []ErrnoStat{{"getxattr", "ENODATA", 6}, {"connect", "ECONNREFUSED", 2}, {"openat", "ENOENT", 2},
+		{"nanosleep", "ERESTART_RESTARTBLOCK", 1}, {"openat", "EACCES", 1}}
 	if fmt.Sprint(r.Errnos) != fmt.Sprint(want) {
 		t.Errorf("errnos %v, want %v", r.Errnos, want)
+	}
+	interrupted := SyscallStat{}
+	for _, s := range r.Syscalls {
+		if s.Name == "nanosleep" {
+			interrupted = s
+		}
+	}
+	if interrupted.Calls != 1 || interrupted.Errors != 1 {
+		t.Errorf("interrupted call: %+v, want 1 call, 1 error", interrupted)
 	}
 	// The counts are not calls: the syscalls table and the process tree
 	// have only the log's.

@@ -20,8 +20,14 @@ import (
 // UDP reply that never comes, as a DNS lookup of a missing host does (seed
 // 002).
 const syscallWorkload = `
-import json, os, socket, sys
+import json, os, signal, socket, sys
 d = sys.argv[1]
+# A read a signal interrupts (= ? ERESTARTSYS); the handler's write lets
+# the retried read return.
+r, w = os.pipe()
+signal.signal(signal.SIGALRM, lambda *a: os.write(w, b"x"))
+signal.setitimer(signal.ITIMER_REAL, 0.1)
+os.read(r, 1)
 sizes = json.loads(sys.argv[2])
 for name, size in sizes.items():
     with open(os.path.join(d, name), "wb") as f:
@@ -78,7 +84,15 @@ func eachLogLine(t *testing.T, log string, fn func(line string)) {
 // strace -C's summary table from the end of the log: calls per syscall.
 func straceSummary(t *testing.T, log string) map[string]int {
 	t.Helper()
-	counts := map[string]int{}
+	calls, _ := straceTable(t, log)
+	return calls
+}
+
+// straceTable reads strace -C's summary table from the end of the log:
+// calls and failed calls per syscall.
+func straceTable(t *testing.T, log string) (calls, errors map[string]int) {
+	t.Helper()
+	calls, errors = map[string]int{}, map[string]int{}
 	in := false
 	eachLogLine(t, log, func(line string) {
 		if strings.HasPrefix(line, "% time") {
@@ -90,21 +104,28 @@ func straceSummary(t *testing.T, log string) map[string]int {
 			return
 		}
 		// % time, seconds, usecs/call, calls, [errors], syscall
+		name := fields[len(fields)-1]
 		n, err := strconv.Atoi(fields[3])
 		if err != nil {
 			t.Fatalf("summary line %q", line)
 		}
-		counts[fields[len(fields)-1]] = n
+		calls[name] = n
+		if len(fields) == 6 {
+			if errors[name], err = strconv.Atoi(fields[4]); err != nil {
+				t.Fatalf("summary line %q", line)
+			}
+		}
 	})
-	if len(counts) == 0 {
+	if len(calls) == 0 {
 		t.Fatal("no strace summary in the log")
 	}
-	return counts
+	return calls, errors
 }
 
 // straceFailure matches a failed call's line in an strace log (-f -o, with
-// or without -tt): its name, started or resumed, and its errno.
-var straceFailure = regexp.MustCompile(`^\d+ +(?:\d\d:\d\d:\d\d\.\d+ +)?(?:<\.\.\. (\w+) resumed>|(\w+)\().*\) += -1 (E[A-Z0-9_]+) `)
+// or without -tt): its name, started or resumed, and its errno; a call a
+// signal interrupted returns "?" with the kernel's restart code.
+var straceFailure = regexp.MustCompile(`^\d+ +(?:\d\d:\d\d:\d\d\.\d+ +)?(?:<\.\.\. (\w+) resumed>|(\w+)\().*\) += (?:-1|\?) (E[A-Z0-9_]+) `)
 
 // straceErrnos counts the failed calls of an strace log by system call and
 // errno, with a pattern of its own (the oracle shares no code with the
@@ -136,21 +157,23 @@ func assertErrnosEqual(t *testing.T, r *systrace.Report, want map[string]int) {
 	}
 }
 
-// assertCallsEqual checks the report's per-syscall counts against strace -c's.
-func assertCallsEqual(t *testing.T, r *systrace.Report, want map[string]int) {
+// assertCallsEqual checks the report's per-syscall calls and errors against
+// strace -c's in the summary at the end of log.
+func assertCallsEqual(t *testing.T, r *systrace.Report, log string) {
 	t.Helper()
-	got := map[string]int{}
+	wantCalls, wantErrors := straceTable(t, log)
+	got := map[string]systrace.SyscallStat{}
 	for _, s := range r.Syscalls {
-		got[s.Name] = s.Calls
+		got[s.Name] = s
 	}
-	for name, n := range want {
-		if got[name] != n {
-			t.Errorf("%s: fusescope %d calls, strace -c %d", name, got[name], n)
+	for name, n := range wantCalls {
+		if s := got[name]; s.Calls != n || s.Errors != wantErrors[name] {
+			t.Errorf("%s: fusescope %d calls, %d errors; strace -c %d calls, %d errors", name, s.Calls, s.Errors, n, wantErrors[name])
 		}
 	}
-	for name, n := range got {
-		if _, ok := want[name]; !ok {
-			t.Errorf("%s: fusescope %d calls, strace -c none", name, n)
+	for name, s := range got {
+		if _, ok := wantCalls[name]; !ok {
+			t.Errorf("%s: fusescope %d calls, strace -c none", name, s.Calls)
 		}
 	}
 }
@@ -235,7 +258,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 	}
 	// Per-syscall counts equal strace -c's for the same run, and the
 	// failed calls by errno the log's lines.
-	assertCallsEqual(t, r, straceSummary(t, log))
+	assertCallsEqual(t, r, log)
 	assertErrnosEqual(t, r, straceErrnos(t, log))
 	assertWorkloadWaits(t, r)
 }
@@ -504,7 +527,7 @@ func TestSyscallsTransferCalls(t *testing.T) {
 	reports := map[string]*systrace.Report{"live": liveReport(t, "--", python, script, data)}
 	for name, log := range map[string]string{"-y log": withY, "log without -y": withoutY} {
 		reports[name] = logReport(t, log)
-		assertCallsEqual(t, reports[name], straceSummary(t, log))
+		assertCallsEqual(t, reports[name], log)
 	}
 	// The live run is another run of the same program: its transfer calls
 	// are the same.
@@ -586,7 +609,7 @@ for _ in range(3):
 	if r.Malformed != 0 || r.Unfinished != 0 {
 		t.Errorf("%d malformed lines (%+v), %d calls never finished", r.Malformed, r.FirstBad, r.Unfinished)
 	}
-	assertCallsEqual(t, r, straceSummary(t, log))
+	assertCallsEqual(t, r, log)
 	children := 0
 	for _, p := range r.Processes {
 		switch {
