@@ -233,6 +233,7 @@ func FuzzParseLine(f *testing.F) {
 		"1 splice(3</a>, [0], 5<pipe:[7]>, NULL, 30, 0) = 30\n1 sendfile(4, 3, [0] => [7], 7) = 7\n1 tee(8, 9<x>, 5, 0) = 5",
 		"1 read(3</a>, \"x\", 1) = 1\n > /usr/lib/libc.so.6(read+0x11) [0x10b7d1]\n > unexpected_backtracing_error [0x1]",
 		"5388<sh> 23:11:18.486257 <... vfork resumed>) = 5389<cat> <0.000386>\n[pid 5<a>] close(3) = 0\n7<> x",
+		"1 read(3</a>,  <unfinished ...>\n1 <... read resumed>0x7f, 1) = ? ERESTARTSYS (To be restarted if SA_RESTART is set) <0.04>\n1 --- SIGALRM {si_signo=SIGALRM} ---\n1 rt_sigreturn({mask=[]}) = -1 EINTR (Interrupted system call)",
 		"execve(\"/bin/sh\", [], 0x1) = 0\nvfork(strace: Process 9 attached\n <unfinished ...>\n[pid 9] close(3) = 0\n[pid 8] <... vfork resumed>) = 9\nstrace: Process 8 detached\n <detached ...>",
 	} {
 		f.Add(s)
