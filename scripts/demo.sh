@@ -34,9 +34,7 @@ work=$(mktemp -d "$tmp/fusescope-demo.XXXXXX")
 echo $$ >"$work/demo.pid"
 src=$work/src mnt=$work/mnt out=$work/trace.txt rec=$work/record.json
 mkdir -p "$src" "$mnt"
-tracer=
 cleanup() {
-  [[ -n $tracer ]] && kill "$tracer" 2>/dev/null && wait "$tracer" 2>/dev/null || true
   if mountpoint -q "$mnt"; then "$bin" fs umount "$mnt" 2>/dev/null || umount -l "$mnt"; fi
   rm -rf "$src" "$mnt" "$work/demo.pid"
 }
@@ -54,24 +52,24 @@ latency='lookup=300us,getattr=200us,read=500us+-200us,*=50us'
 echo "== Mounting the lab file system at $mnt: preset default, emulated backend --latency '$latency'"
 "$bin" fs mount "$src" "$mnt" --background --latency "$latency"
 
-echo "== Starting: fusescope trace --mount $mnt -o $rec"
-"$bin" trace --mount "$mnt" -o "$rec" --no-hist >"$out" 2>"$work/trace.err" &
-tracer=$!
-for _ in $(seq 1 100); do grep -q '^Tracing' "$work/trace.err" 2>/dev/null && break; sleep 0.1; done
-grep -q '^Tracing' "$work/trace.err" || { cat "$work/trace.err" >&2; exit 1; }
-
-echo "== Workload: find, stat every file twice, read every file, grep the tree"
-find "$mnt" -type f | wc -l | sed 's/^/   files found: /'
-find "$mnt" -type f -exec stat -c %s {} + >/dev/null
-# The 1 s entry and attribute caches expire, but find lists each directory
-# again first (READDIRPLUS), which refreshes them: few LOOKUPs and GETATTRs.
-sleep 1.1
-find "$mnt" -type f -exec stat -c %s {} + >/dev/null
-cat "$mnt"/dir*/file*.dat | wc -c | sed 's/^/   bytes read: /'
-grep -rc nosuchpattern "$mnt" >/dev/null || true
-ls "$mnt/does-not-exist" 2>/dev/null || true
-
-kill -INT "$tracer"; wait "$tracer"; tracer=
+echo "== Workload under: fusescope trace --mount $mnt -o $rec -- workload"
+echo "   (find, stat every file twice, read every file, grep the tree)"
+# The trace ends when the workload does. The report goes to $out; the
+# workload writes its own lines to fd 3, the terminal.
+workload='
+  mnt=$1
+  find "$mnt" -type f | wc -l | sed "s/^/   files found: /" >&3
+  find "$mnt" -type f -exec stat -c %s {} + >/dev/null
+  # The 1 s entry and attribute caches expire, but find lists each directory
+  # again first (READDIRPLUS), which refreshes them: few LOOKUPs and GETATTRs.
+  sleep 1.1
+  find "$mnt" -type f -exec stat -c %s {} + >/dev/null
+  cat "$mnt"/dir*/file*.dat | wc -c | sed "s/^/   bytes read: /" >&3
+  grep -rc nosuchpattern "$mnt" >/dev/null || true
+  ls "$mnt/does-not-exist" 2>/dev/null || true
+'
+"$bin" trace --mount "$mnt" -o "$rec" --no-hist -- bash -c "$workload" workload "$mnt" 3>&1 >"$out" 2>"$work/trace.err" ||
+  { cat "$work/trace.err" >&2; exit 1; }
 echo
 echo "== The kernel's view (fusescope trace): each request from queueing to reply"
 echo
