@@ -58,6 +58,12 @@ func (c *Config) capabilities() (extra, disabled uint64) {
 	if c.KillprivV2 {
 		extra |= fuse.CAP_HANDLE_KILLPRIV_V2
 	}
+	if c.DirectIO {
+		// Without it the kernel refuses a shared mmap of a direct-I/O file
+		// (ENODEV), which a native directory allows; libfuse asks for it by
+		// default.
+		extra |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
+	}
 	switch c.Readdirplus {
 	case "auto", "":
 		extra |= fuse.CAP_READDIRPLUS_AUTO

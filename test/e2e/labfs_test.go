@@ -96,6 +96,8 @@ func fsScript(t *testing.T, dir string) string {
 	must(f.Sync())
 	must(f.Close())
 	must(os.Remove(p("c")))
+	must(os.WriteFile(p("mapped"), mappedBefore, 0o644))
+	must(writeShared(p("mapped")))
 
 	ents, err := os.ReadDir(dir)
 	must(err)
@@ -123,6 +125,36 @@ func fsScript(t *testing.T, dir string) string {
 	_, err = os.Stat(p("escape"))
 	note("stat escape: %v", errors.Is(err, os.ErrNotExist))
 	return log.String()
+}
+
+// mappedBefore is the "mapped" file as fsScript writes it; writeShared
+// changes it into mappedAfter through a shared mapping.
+var mappedBefore, mappedAfter = bytes.Repeat([]byte("m"), 3*4096), func() []byte {
+	b := bytes.Repeat([]byte("m"), 3*4096)
+	copy(b[4000:], "across a page boundary")
+	copy(b[len(b)-4:], "end\n")
+	return b
+}()
+
+// writeShared writes into a file through a shared mapping, as databases
+// and git do, and syncs it.
+func writeShared(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, len(mappedBefore), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("shared mmap: %w", err)
+	}
+	copy(m[4000:], "across a page boundary")
+	copy(m[len(m)-4:], "end\n")
+	if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+		unix.Munmap(m)
+		return fmt.Errorf("msync: %w", err)
+	}
+	return unix.Munmap(m)
 }
 
 func crc(b []byte) uint32 {
@@ -169,6 +201,10 @@ func TestLabFSPresetsMatchNative(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(src, "shared")); err != nil {
 				t.Errorf("source directory: %v", err)
 			}
+			// msync wrote what the shared mapping changed through.
+			if b, err := os.ReadFile(filepath.Join(src, "mapped")); err != nil || !bytes.Equal(b, mappedAfter) {
+				t.Errorf("source directory's mapped file after msync: %v, %d bytes, as written: %v", err, len(b), bytes.Equal(b, mappedAfter))
+			}
 			if target, _ := os.Readlink(filepath.Join(mnt, "escape")); target != "/etc/outside" {
 				t.Errorf("a symlink must be returned as stored, got %q", target)
 			}
@@ -176,21 +212,25 @@ func TestLabFSPresetsMatchNative(t *testing.T) {
 	}
 }
 
-// fio write-then-verify (crc32c) in every mode, sequential and random.
+// fio write-then-verify (crc32c) in every mode, sequential, random and
+// through a shared mapping.
 func TestLabFSFioVerify(t *testing.T) {
 	need(t, "fio")
 	for name, cfg := range modes(t) {
-		// The last job mixes reads into unaligned writes of varying sizes:
-		// partial pages, and reads meeting write-behind and read-ahead.
-		for _, job := range [][]string{{"--rw=write", "--bs=4k"}, {"--rw=randwrite", "--bs=4k"}, {"--rw=randrw", "--bsrange=512-64k"}} {
-			rw := strings.TrimPrefix(job[0], "--rw=")
-			t.Run(name+"/"+rw, func(t *testing.T) {
+		// The third job mixes reads into unaligned writes of varying sizes:
+		// partial pages, and reads meeting write-behind and read-ahead. The
+		// last writes through a shared mapping, as databases do.
+		for _, job := range []struct{ name, rw, engine, bs string }{
+			{"write", "write", "sync", "--bs=4k"}, {"randwrite", "randwrite", "sync", "--bs=4k"},
+			{"randrw", "randrw", "sync", "--bsrange=512-64k"}, {"mmap-randwrite", "randwrite", "mmap", "--bs=4k"},
+		} {
+			t.Run(name+"/"+job.name, func(t *testing.T) {
 				_, mnt, _ := mountLabFS(t, cfg)
-				args := append([]string{"--name=verify", "--directory=" + mnt, "--size=4m", "--ioengine=sync",
+				args := []string{"--name=verify", "--directory=" + mnt, "--size=4m", "--ioengine=" + job.engine, "--rw=" + job.rw, job.bs,
 					"--verify=crc32c", "--do_verify=1", "--fsync_on_close=1", "--verify_fatal=1",
-					"--verify_state_save=0", "--output-format=terse"}, job...)
+					"--verify_state_save=0", "--output-format=terse"}
 				if out, err := exec.Command("fio", args...).CombinedOutput(); err != nil {
-					t.Fatalf("fio %s on preset %s: %v\n%s", rw, name, err, out)
+					t.Fatalf("fio %s on preset %s: %v\n%s", job.name, name, err, out)
 				}
 			})
 		}
