@@ -232,11 +232,20 @@ func (n *confinedNode) newEntry(ctx context.Context, dir int, name string, out *
 }
 
 // owner gives name in dir (dir itself for "") the caller's ownership, as
-// go-fuse's loopback does when it runs as root.
-func owner(ctx context.Context, dir int, name string) {
-	if c, ok := fuse.FromContext(ctx); ok && syscall.Geteuid() == 0 {
-		unix.Fchownat(dir, name, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW|emptyPath(name))
+// go-fuse's loopback does when it runs as root. In a set-group-ID parent
+// directory the group stays the parent's, which the backing file system
+// gave it, as a native directory does.
+func owner(ctx context.Context, parent, dir int, name string) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok || syscall.Geteuid() != 0 {
+		return
 	}
+	gid := int(c.Gid)
+	var st unix.Stat_t
+	if unix.Fstat(parent, &st) == nil && st.Mode&unix.S_ISGID != 0 {
+		gid = -1
+	}
+	unix.Fchownat(dir, name, int(c.Uid), gid, unix.AT_SYMLINK_NOFOLLOW|emptyPath(name))
 }
 
 func (n *confinedNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
@@ -390,7 +399,7 @@ func (n *confinedNode) make(ctx context.Context, name string, out *fuse.EntryOut
 		if err := mk(dir); err != nil {
 			return err
 		}
-		owner(ctx, dir, name)
+		owner(ctx, dir, dir, name)
 		if ch, err = n.newEntry(ctx, dir, name, out); err != nil {
 			unix.Unlinkat(dir, name, removeFlags)
 		}
@@ -418,7 +427,7 @@ func (n *confinedNode) Create(ctx context.Context, name string, flags, mode uint
 		if err != nil {
 			return err
 		}
-		owner(ctx, fd, "")
+		owner(ctx, dir, fd, "")
 		if ch, err = n.newEntry(ctx, fd, "", out); err != nil {
 			unix.Close(fd)
 			return err
@@ -439,6 +448,7 @@ func (n *confinedNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fus
 	if err != nil {
 		return nil, nil, 0, fs.ToErrno(err)
 	}
+	owner(ctx, dir, fd, "")
 	if ch, err = n.newEntry(ctx, fd, "", out); err != nil {
 		unix.Close(fd)
 		return nil, nil, 0, fs.ToErrno(err)

@@ -35,6 +35,11 @@ type Config struct {
 	// suid/sgid on write, truncate and chown, so the kernel does not ask
 	// GETXATTR security.capability before every write.
 	KillprivV2 bool `json:"handle_killpriv_v2" flag:"killpriv-v2"`
+	// DefaultPermissions has the kernel check file modes (mount option
+	// default_permissions), as daemons that serve many users do; without
+	// it, only the mounting user may use the mount, since the daemon, which
+	// may run as root, checks nothing itself.
+	DefaultPermissions bool `json:"default_permissions" flag:"default-permissions"`
 
 	// User-space features (seeds 001 and 003), each off by default.
 	MDCacheTTL   time.Duration `json:"md_cache_ttl,omitempty" flag:"md-cache"`       // attribute cache in the daemon
@@ -54,16 +59,16 @@ var presets = map[string]struct {
 	doc string
 	cfg Config
 }{
-	"default": {"kernel caches on: entry/attr timeouts 1 s, negative 0, page cache with auto_inval_data, write-through, readdirplus auto, parallel dirops, handle_killpriv_v2",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+	"default": {"kernel caches on: entry/attr timeouts 1 s, negative 0, page cache with auto_inval_data, write-through, readdirplus auto, parallel dirops, handle_killpriv_v2, default_permissions",
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
 	"nocache": {"kernel caches off: timeouts 0, direct_io (no page cache), readdirplus off",
-		Config{DirectIO: true, Readdirplus: "off", ParallelDirops: true, KillprivV2: true}},
+		Config{DirectIO: true, Readdirplus: "off", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
 	"writeback": {"default plus write-back caching: writes land in the page cache and are flushed later",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, WritebackCache: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, WritebackCache: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
 	"passthrough": {"default plus FUSE passthrough: reads and writes of open files go straight to the backing file (root, Linux 6.9+)",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Passthrough: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Passthrough: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
 	"cto": {"close-to-open: cached pages are kept across opens unless the file's size or mtime changed since it was last closed through this mount; timeouts 1 s",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, Invalidation: "cto", Readdirplus: "auto", ParallelDirops: true, KillprivV2: true}},
+		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, Invalidation: "cto", Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
 }
 
 // Preset returns a named configuration.

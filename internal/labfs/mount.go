@@ -168,12 +168,17 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	extra, disabled := cfg.capabilities()
 	mopts := fuse.MountOptions{
-		FsName: src, Name: "fusescope", AllowOther: root, DirectMount: root,
+		// Other users may use the mount only where the kernel checks their
+		// permissions: the daemon, as root, would let them do anything.
+		FsName: src, Name: "fusescope", AllowOther: root && cfg.DefaultPermissions, DirectMount: root,
 		MaxWrite: cfg.MaxWrite, MaxReadAhead: cfg.MaxReadahead, MaxBackground: cfg.MaxBackground,
 		CongestionThreshold: cfg.Congestion, DisableReadDirPlus: cfg.Readdirplus == "off",
 		ExtraCapabilities: extra, DisabledCapabilities: disabled,
 		// go-fuse logs its splice fallbacks; they are not errors.
 		Logger: log.New(io.Discard, "", 0),
+	}
+	if cfg.DefaultPermissions {
+		mopts.Options = append(mopts.Options, "default_permissions")
 	}
 	if cfg.MaxRead > 0 {
 		mopts.Options = append(mopts.Options, fmt.Sprintf("max_read=%d", cfg.MaxRead))
@@ -214,6 +219,8 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		w.slots = make(chan struct{}, cfg.Threads)
 	}
 	f.timerNs = float64(TimerOverhead().Nanoseconds())
+	// Set before serving starts: requests read it. f.server is set by then.
+	w.invalidateAttr = func(node uint64) { f.server.InodeNotify(node, -1, 0) }
 	f.server, err = fuse.NewServer(w, mnt, &mopts)
 	if err != nil {
 		unix.Close(loop.src)

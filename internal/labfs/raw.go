@@ -2,6 +2,9 @@ package labfs
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +36,8 @@ type labRaw struct {
 
 	ctoMu     sync.Mutex
 	lastClose map[uint64]fileVersion // --invalidation cto
+
+	invalidateAttr func(node uint64) // drops the kernel's cached attributes of a node
 }
 
 // fileVersion is what close-to-open compares between a close and an open.
@@ -291,6 +296,8 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 			if in.Mode&1 != 0 && in.Flags&syscall.O_TRUNC != 0 {
 				var a fuse.AttrOut
 				w.killSuidgid(c, &in.InHeader, out.Fh, &a)
+			} else if w.cfg.Passthrough && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+				w.killPrivsForWriter(c, &in.InHeader)
 			}
 		}
 		return st, 0, 0
@@ -555,6 +562,49 @@ func (w *labRaw) killSuidgid(c <-chan struct{}, h *fuse.InHeader, fh uint64, out
 		w.RawFileSystem.SetAttr(c, in, out)
 	}
 	w.RawFileSystem.RemoveXAttr(c, h, "security.capability")
+}
+
+// killPrivsForWriter clears set-user-ID, set-group-ID and file
+// capabilities when a caller without CAP_FSETID opens a passthrough file for
+// writing. Its writes go straight to the backing file, never to the daemon,
+// and with FUSE_HANDLE_KILLPRIV_V2 the kernel leaves the clearing to the
+// daemon: nothing would clear them. A native file system clears them at the
+// first write; this clears them at the open, a little earlier.
+func (w *labRaw) killPrivsForWriter(c <-chan struct{}, h *fuse.InHeader) {
+	var a fuse.AttrOut
+	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: *h}, &a) != fuse.OK {
+		return
+	}
+	mode := a.Mode &^ syscall.S_IFMT
+	// Only an executable file's set-ID bits and capabilities mean anything,
+	// and only those are checked: a data file costs one stat per open.
+	if mode&(syscall.S_ISUID|syscall.S_ISGID|0o111) == 0 || mayKeepPrivs(h.Caller) {
+		return
+	}
+	w.killSuidgid(c, h, 0, &a)
+	if w.invalidateAttr != nil {
+		w.invalidateAttr(h.NodeId) // the kernel caches the old mode
+	}
+}
+
+// mayKeepPrivs says whether a caller keeps set-ID bits when it writes: root
+// with CAP_FSETID in its effective set. An unreadable /proc entry (the
+// caller is gone) counts as not.
+func mayKeepPrivs(caller fuse.Caller) bool {
+	if caller.Uid != 0 {
+		return false
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", caller.Pid))
+	if err != nil {
+		return false
+	}
+	_, rest, ok := bytes.Cut(status, []byte("\nCapEff:\t"))
+	if !ok {
+		return false
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	caps, err := strconv.ParseUint(string(line), 16, 64)
+	return err == nil && caps&(1<<unix.CAP_FSETID) != 0
 }
 
 func (w *labRaw) Lseek(c <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {

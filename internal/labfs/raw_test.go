@@ -2,8 +2,12 @@ package labfs
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -64,5 +68,43 @@ func TestTimeReadKeepsSplice(t *testing.T) {
 	// 5000 - 4096 bytes were left to splice; 4096 were copied; 3 in memory.
 	if len(got) != 4 || got[0] != 904 || got[1] != 4096 || got[2] != 3 || got[3] != 777 {
 		t.Errorf("recorded reply bytes %v, want [904 4096 3 777]", got)
+	}
+}
+
+// Only root with CAP_FSETID in its effective set keeps set-ID bits when it
+// writes; the caller's capabilities come from /proc.
+func TestMayKeepPrivs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the callers are root with and without CAP_FSETID")
+	}
+	// A root process without CAP_FSETID: dropped from its bounding set, it
+	// is not in its effective set after exec.
+	dropped := exec.Command("setpriv", "--bounding-set=-fsetid", "sleep", "30")
+	if err := dropped.Start(); err != nil {
+		t.Skip("setpriv: ", err)
+	}
+	defer func() { dropped.Process.Kill(); dropped.Wait() }()
+	// setpriv has exec'd sleep once /proc names it so.
+	for i := 0; i < 200; i++ {
+		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(dropped.Process.Pid) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	self := uint32(os.Getpid())
+	cases := []struct {
+		name   string
+		caller fuse.Caller
+		want   bool
+	}{
+		{"root with CAP_FSETID", fuse.Caller{Owner: fuse.Owner{Uid: 0}, Pid: self}, true},
+		{"root without CAP_FSETID", fuse.Caller{Owner: fuse.Owner{Uid: 0}, Pid: uint32(dropped.Process.Pid)}, false},
+		{"another user", fuse.Caller{Owner: fuse.Owner{Uid: 1000}, Pid: self}, false},
+		{"a process gone", fuse.Caller{Owner: fuse.Owner{Uid: 0}, Pid: 1 << 30}, false},
+	}
+	for _, c := range cases {
+		if got := mayKeepPrivs(c.caller); got != c.want {
+			t.Errorf("%s: mayKeepPrivs(%+v) = %v, want %v", c.name, c.caller, got, c.want)
+		}
 	}
 }

@@ -212,6 +212,89 @@ func TestLabFSPresetsMatchNative(t *testing.T) {
 	}
 }
 
+// permissionScript is what another user (nobody) does in a directory that
+// permissionSetup prepared; it prints each step's outcome and the owners,
+// groups and modes that result.
+const permissionScript = `
+try() { if "$@" 2>/dev/null; then echo "$*: ok"; else echo "$*: refused"; fi; }
+try sh -c 'echo x >> readonly'
+try cat secret
+try chown 65534 readonly
+try sh -c 'echo mine > own'
+try sh -c 'echo in > shared/f'
+try mkdir shared/sub
+try sh -c 'echo more >> suid'
+stat -c '%n uid=%u gid=%g mode=%a' own shared/f shared/sub suid readonly secret
+`
+
+// permissionSetup makes, as root, files that other users may not write or
+// read, a set-group-ID directory of group 4321 that anyone may write, and a
+// set-user-ID program owned by nobody.
+func permissionSetup(t *testing.T, dir string) {
+	t.Helper()
+	os.Chmod(filepath.Dir(dir), 0o755) // the test's own temp dir is 0700
+	p := func(name string) string { return filepath.Join(dir, name) }
+	for _, err := range []error{
+		os.Chmod(dir, 0o777),
+		os.WriteFile(p("readonly"), []byte("root's\n"), 0o644),
+		os.WriteFile(p("secret"), []byte("root's\n"), 0o600),
+		os.Mkdir(p("shared"), 0o777), os.Chown(p("shared"), 0, 4321), unix.Chmod(p("shared"), 0o2777),
+		os.WriteFile(p("suid"), []byte("#!/bin/sh\n"), 0o755), os.Chown(p("suid"), 65534, 65534), unix.Chmod(p("suid"), 0o4755),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func asNobody(t *testing.T, dir, script string) string {
+	t.Helper()
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "sh", "-c", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody in %s: %v\n%s", dir, err, out)
+	}
+	return string(out)
+}
+
+// Another user meets the permissions, ownership and set-ID rules of a
+// native directory in every mode: the kernel checks file modes
+// (default_permissions; the daemon runs as root and would allow anything),
+// what the user makes is theirs, of the directory's group in a
+// set-group-ID directory, and the user's write clears set-user-ID, also
+// where writes never reach the daemon (passthrough).
+func TestLabFSPermissionsAsNative(t *testing.T) {
+	need(t, "setpriv")
+	native := t.TempDir()
+	permissionSetup(t, native)
+	want := asNobody(t, native, permissionScript)
+	if !strings.Contains(want, "cat secret: refused") || !strings.Contains(want, "shared/f uid=65534 gid=4321") {
+		t.Fatalf("the native directory did not behave as the test expects:\n%s", want)
+	}
+	for name, cfg := range modes(t) {
+		t.Run(name, func(t *testing.T) {
+			src, mnt, _ := mountLabFS(t, cfg)
+			permissionSetup(t, mnt)
+			if got := asNobody(t, mnt, permissionScript); got != want {
+				t.Errorf("as nobody, preset %s differs from a native directory:\n--- labfs\n%s--- native\n%s", name, got, want)
+			}
+			// The backing file is the oracle for the set-user-ID bit.
+			if fi, err := os.Stat(filepath.Join(src, "suid")); err != nil || fi.Mode()&os.ModeSetuid != 0 {
+				t.Errorf("backing file after nobody's write: %v, mode %v, want set-user-ID cleared", err, fi.Mode())
+			}
+		})
+	}
+	// Without the kernel's checks, other users may not use the mount at all.
+	cfg := preset(t, "default")
+	cfg.DefaultPermissions = false
+	_, mnt, _ := mountLabFS(t, cfg)
+	permissionSetup(t, mnt)
+	if out := asNobody(t, filepath.Dir(mnt), "cat "+filepath.Join(mnt, "readonly")+" 2>&1 || true"); !strings.Contains(out, "Permission denied") {
+		t.Errorf("--default-permissions=false: nobody read %s: %q, want Permission denied", mnt, out)
+	}
+}
+
 // fio write-then-verify (crc32c) in every mode, sequential, random and
 // through a shared mapping.
 func TestLabFSFioVerify(t *testing.T) {
@@ -327,7 +410,13 @@ func TestLabFSKillprivV2(t *testing.T) {
 			os.Chmod(dir, 0o777)
 			p := filepath.Join(dir, "suid")
 			os.WriteFile(p, []byte("x"), 0o755)
-			os.Chmod(p, 0o4777)
+			// os.Chmod would drop 0o4000: Go spells set-user-ID os.ModeSetuid.
+			if err := unix.Chmod(p, 0o4777); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(p); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+				t.Fatalf("%s: %v, mode %v: not set-user-ID before the write", p, err, fi.Mode())
+			}
 			out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
 				"sh", "-c", "echo more >> "+p).CombinedOutput()
 			if err != nil {

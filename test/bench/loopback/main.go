@@ -1,8 +1,8 @@
 // Command loopback is go-fuse's example/loopback (v2.12) with the options
 // that example sets (entry and attr timeouts 1 s, NullPermissions, direct
-// mount, allow_other), plus FUSE passthrough disabled, which the example has
-// no flag for: the baseline the lab file system's default mode is compared
-// with in make bench.
+// mount, allow_other and, with it, default_permissions), plus FUSE
+// passthrough disabled, which the example has no flag for: the baseline the
+// lab file system's default mode is compared with in make bench.
 package main
 
 import (
@@ -32,6 +32,8 @@ func main() {
 		MountOptions: fuse.MountOptions{
 			AllowOther: true, DirectMount: true, FsName: os.Args[2], Name: "loopback",
 			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
+			// What the example adds with -allow-other.
+			Options: []string{"default_permissions"},
 		},
 	})
 	if err != nil {
