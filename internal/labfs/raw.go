@@ -552,7 +552,11 @@ func (w *labRaw) killSuidgid(c <-chan struct{}, h *fuse.InHeader, fh uint64, out
 	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: *h}, &a) != fuse.OK {
 		return
 	}
-	mode := a.Mode &^ syscall.S_IFMT
+	w.clearPrivs(c, h, a.Mode&^syscall.S_IFMT, out)
+}
+
+// clearPrivs clears what killSuidgid clears from a file of the given mode.
+func (w *labRaw) clearPrivs(c <-chan struct{}, h *fuse.InHeader, mode uint32, out *fuse.AttrOut) {
 	kill := uint32(syscall.S_ISUID)
 	if mode&syscall.S_IXGRP != 0 {
 		kill |= syscall.S_ISGID
@@ -581,7 +585,7 @@ func (w *labRaw) killPrivsForWriter(c <-chan struct{}, h *fuse.InHeader) {
 	if mode&(syscall.S_ISUID|syscall.S_ISGID|0o111) == 0 || mayKeepPrivs(h.Caller) {
 		return
 	}
-	w.killSuidgid(c, h, 0, &a)
+	w.clearPrivs(c, h, mode, &a)
 	if w.invalidateAttr != nil {
 		w.invalidateAttr(h.NodeId) // the kernel caches the old mode
 	}
