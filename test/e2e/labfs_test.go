@@ -247,10 +247,14 @@ func permissionSetup(t *testing.T, dir string) {
 	}
 }
 
+// asNobody runs script as nobody in dir. The shell enters dir itself: the
+// lab fs serving dir runs in this process, and a chdir by the child
+// between fork and exec (exec.Cmd.Dir) can wait forever on a request that
+// this process cannot serve until the child has exec'd.
 func asNobody(t *testing.T, dir, script string) string {
 	t.Helper()
-	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "sh", "-c", script)
-	cmd.Dir = dir
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		"sh", "-c", `cd "$1" && eval "$2"`, "sh", dir, script)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("as nobody in %s: %v\n%s", dir, err, out)
