@@ -32,7 +32,26 @@ var (
 	shippedBin string
 )
 
+// helper runs this test binary as a helper process doing one of the
+// helpers below, for work this process must not do itself.
+func helper(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "FUSESCOPE_E2E_HELPER="+name)
+	return cmd
+}
+
+var helpers = map[string]func(args []string) error{
+	"write-shared": func(args []string) error { return writeSharedHere(args[0]) },
+}
+
 func TestMain(m *testing.M) {
+	if name := os.Getenv("FUSESCOPE_E2E_HELPER"); name != "" {
+		if err := helpers[name](os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "e2e: skipped, these tests mount FUSE file systems and load BPF programs: run as root (make test)")
 		os.Exit(0)
