@@ -102,7 +102,7 @@ of the given rate, one transfer after another.`,
 	f.IntVar(&cfg.Congestion, "congestion-threshold", 0, "background requests at which the kernel sees congestion (default 3/4 of max-background)")
 	f.IntVar(&cfg.Threads, "threads", 0, "most requests the daemon serves at once (0: no limit)")
 	f.BoolVar(&cfg.KillprivV2, "killpriv-v2", true, "negotiate HANDLE_KILLPRIV_V2 (false restores a GETXATTR security.capability round trip per write)")
-	f.BoolVar(&cfg.DefaultPermissions, "default-permissions", true, "the kernel checks file modes (mount option default_permissions); false: no checks, and only the mounting user may use the mount")
+	f.BoolVar(&cfg.DefaultPermissions, "default-permissions", true, "the kernel checks file modes and POSIX ACLs (mount option default_permissions, FUSE_POSIX_ACL); false: no checks, and only the mounting user may use the mount")
 	f.DurationVar(&cfg.MDCacheTTL, "md-cache", 0, "answer GETATTR from the daemon's own attribute cache for this long (0: off)")
 	f.IntVar(&cfg.ReadPipeline, "read-pipeline", 0, "reads to keep in flight ahead of each open file's reader (0: off; GFFS used 4)")
 	cfg.ReadChunk = labfs.DefaultReadChunk

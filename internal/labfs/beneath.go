@@ -181,13 +181,24 @@ func (n *confinedNode) openSelf(flags int, mode uint32) (fd int, errno syscall.E
 
 // viaProc runs f on a /proc path naming n itself, for the calls that have
 // no *at form that leaves a symlink unfollowed (chmod, truncate, xattrs):
-// the magic link leads to the very inode opened with O_PATH.
+// the magic link leads to the very inode opened with O_PATH. A directory
+// uses the descriptor it keeps: a create asks its parent for a default ACL.
 func (n *confinedNode) viaProc(f func(p string) error) syscall.Errno {
-	fd, errno := n.openSelf(unix.O_PATH, 0)
-	if errno != 0 {
-		return errno
+	var fd int
+	if n.IsDir() {
+		dir, done, err := n.dir()
+		if err != nil {
+			return fs.ToErrno(err)
+		}
+		defer done()
+		fd = dir
+	} else {
+		var errno syscall.Errno
+		if fd, errno = n.openSelf(unix.O_PATH, 0); errno != 0 {
+			return errno
+		}
+		defer unix.Close(fd)
 	}
-	defer unix.Close(fd)
 	return fs.ToErrno(f("/proc/self/fd/" + strconv.Itoa(fd)))
 }
 

@@ -35,8 +35,8 @@ type Config struct {
 	// suid/sgid on write, truncate and chown, so the kernel does not ask
 	// GETXATTR security.capability before every write.
 	KillprivV2 bool `json:"handle_killpriv_v2" flag:"killpriv-v2"`
-	// DefaultPermissions has the kernel check file modes (mount option
-	// default_permissions), as daemons that serve many users do; without
+	// DefaultPermissions has the kernel check file modes and POSIX ACLs
+	// (mount option default_permissions, FUSE_POSIX_ACL), as daemons that serve many users do; without
 	// it, only the mounting user may use the mount, since the daemon, which
 	// may run as root, checks nothing itself.
 	DefaultPermissions bool `json:"default_permissions" flag:"default-permissions"`

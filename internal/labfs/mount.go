@@ -58,6 +58,16 @@ func (c *Config) capabilities() (extra, disabled uint64) {
 	if c.KillprivV2 {
 		extra |= fuse.CAP_HANDLE_KILLPRIV_V2
 	}
+	// The caller's umask comes apart from the mode, for the daemon to
+	// apply or not (labRaw.creationMode).
+	extra |= fuse.CAP_DONT_MASK
+	if c.DefaultPermissions {
+		// Where the kernel checks modes it checks POSIX ACLs too (the
+		// daemon, as root, would pass any). An ACL set by a caller
+		// outside the file's group clears set-group-ID, which the kernel
+		// says in SETXATTR's extended header.
+		extra |= fuse.CAP_POSIX_ACL | fuse.CAP_SETXATTR_EXT
+	}
 	if c.DirectIO {
 		// Without it the kernel refuses a shared mmap of a direct-I/O file
 		// (ENODEV), which a native directory allows; libfuse asks for it by
@@ -158,6 +168,9 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 			return nil, err
 		}
 	}
+	// The daemon makes files with the mode the caller asked for, the
+	// caller's umask applied by creationMode: its own would apply on top.
+	unix.Umask(0)
 	killed, err := CleanStale(mnt)
 	if err != nil {
 		return nil, err

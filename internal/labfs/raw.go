@@ -165,6 +165,7 @@ func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOu
 func (w *labRaw) Mknod(c <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	return w.serve(fuseproto.Mknod, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
+		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
 		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mknod(c, in, name, out)), 0, 0
 	})
 }
@@ -172,6 +173,7 @@ func (w *labRaw) Mknod(c <-chan struct{}, in *fuse.MknodIn, name string, out *fu
 func (w *labRaw) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	return w.serve(fuseproto.Mkdir, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
+		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
 		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mkdir(c, in, name, out)), 0, 0
 	})
 }
@@ -260,14 +262,33 @@ func dataBytes(sz uint32, dest []byte) int {
 func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
 	return w.serve(fuseproto.Setxattr, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
-		return w.RawFileSystem.SetXAttr(c, in, attr, data), len(data), 0
+		st := w.RawFileSystem.SetXAttr(c, in, attr, data)
+		if st == fuse.OK && attr == aclAccess && in.SetXAttrFlags&fuse.SETXATTR_ACL_KILL_SGID != 0 {
+			w.killSgid(c, &in.InHeader)
+		}
+		w.md.drop(in.NodeId) // an ACL changes the mode with it
+		return st, len(data), 0
 	})
+}
+
+// killSgid clears set-group-ID after an access ACL was set by a caller
+// outside the file's group and without CAP_FSETID, as the kernel's
+// posix_acl_update_mode does: the daemon, as root, keeps it otherwise.
+func (w *labRaw) killSgid(c <-chan struct{}, h *fuse.InHeader) {
+	var a fuse.AttrOut
+	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: *h}, &a) != fuse.OK || a.Mode&syscall.S_ISGID == 0 {
+		return
+	}
+	in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{InHeader: *h, Valid: fuse.FATTR_MODE, Mode: a.Mode &^ (syscall.S_IFMT | syscall.S_ISGID)}}
+	w.RawFileSystem.SetAttr(c, in, &a)
 }
 
 func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
 	return w.serve(fuseproto.Removexattr, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
-		return w.RawFileSystem.RemoveXAttr(c, h, attr), 0, 0
+		st := w.RawFileSystem.RemoveXAttr(c, h, attr)
+		w.md.drop(h.NodeId)
+		return st, 0, 0
 	})
 }
 
@@ -275,6 +296,7 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 	return w.serve(fuseproto.Create, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
 		in.Flags = w.backingFlags(in.Flags)
+		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
 		st := w.entry(in.NodeId, name, &out.EntryOut, w.RawFileSystem.Create(c, in, name, out))
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
@@ -282,6 +304,43 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 		return st, 0, 0
 	})
 }
+
+// Tmpfile is open(O_TMPFILE): a file in no directory, made as Create makes
+// one.
+func (w *labRaw) Tmpfile(c <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	return w.serve(fuseproto.Tmpfile, func(remote backend) (fuse.Status, int, int) {
+		remote.wait()
+		in.Flags = w.backingFlags(in.Flags)
+		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
+		st := w.RawFileSystem.Tmpfile(c, in, out)
+		if st == fuse.OK {
+			w.openFlags(&out.OpenOut)
+		}
+		return st, 0, 0
+	})
+}
+
+// creationMode is the mode to make a file or directory with in parent, as a
+// native file system makes it. The kernel sends the caller's mode and umask
+// apart (FUSE_DONT_MASK) and the daemon runs with umask 0, so the umask is
+// applied here, unless the parent has a default ACL: then the backing file
+// system applies that instead, and ignores the umask (POSIX.1e). Had the
+// kernel applied the umask itself, a default ACL that grants the group
+// write access would be cut back by a umask of 022.
+func (w *labRaw) creationMode(c <-chan struct{}, parent uint64, mode, umask uint32) uint32 {
+	if mode&^umask == mode {
+		return mode
+	}
+	if sz, st := w.RawFileSystem.GetXAttr(c, &fuse.InHeader{NodeId: parent}, aclDefault, nil); st == fuse.OK && sz > 0 {
+		return mode
+	}
+	return mode &^ umask
+}
+
+const (
+	aclAccess  = "system.posix_acl_access"
+	aclDefault = "system.posix_acl_default"
+)
 
 func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return w.serve(fuseproto.Open, func(remote backend) (fuse.Status, int, int) {

@@ -228,6 +228,7 @@ func TestLabFSPresetsMatchNative(t *testing.T) {
 // permissionSetup prepared; it prints each step's outcome and the owners,
 // groups and modes that result.
 const permissionScript = `
+umask 022
 try() { if "$@" 2>/dev/null; then echo "$*: ok"; else echo "$*: refused"; fi; }
 try sh -c 'echo x >> readonly'
 try cat secret
@@ -236,12 +237,21 @@ try sh -c 'echo mine > own'
 try sh -c 'echo in > shared/f'
 try mkdir shared/sub
 try sh -c 'echo more >> suid'
-stat -c '%n uid=%u gid=%g mode=%a' own shared/f shared/sub suid readonly secret
+try cat acl-denied
+try cat acl-granted
+try sh -c 'echo in > inherit/f'
+try mkdir inherit/sub
+try sh -c 'umask 002; echo in > own002'
+try setfacl -m u:65534:rwx,g::r-x sgid-theirs
+stat -c '%n uid=%u gid=%g mode=%a' own shared/f shared/sub suid readonly secret inherit/f inherit/sub own002 sgid-theirs
 `
 
 // permissionSetup makes, as root, files that other users may not write or
-// read, a set-group-ID directory of group 4321 that anyone may write, and a
-// set-user-ID program owned by nobody.
+// read, a set-group-ID directory of group 4321 that anyone may write, a
+// set-user-ID program owned by nobody, files whose ACLs deny nobody what
+// their modes allow and grant what they deny, a directory whose default ACL
+// gives new files to the group to write (whatever the umask), and a
+// set-group-ID file of nobody's in a group nobody is not in.
 func permissionSetup(t *testing.T, dir string) {
 	t.Helper()
 	os.Chmod(filepath.Dir(dir), 0o755) // the test's own temp dir is 0700
@@ -252,11 +262,25 @@ func permissionSetup(t *testing.T, dir string) {
 		os.WriteFile(p("secret"), []byte("root's\n"), 0o600),
 		os.Mkdir(p("shared"), 0o777), os.Chown(p("shared"), 0, 4321), unix.Chmod(p("shared"), 0o2777),
 		os.WriteFile(p("suid"), []byte("#!/bin/sh\n"), 0o755), os.Chown(p("suid"), 65534, 65534), unix.Chmod(p("suid"), 0o4755),
+		os.WriteFile(p("acl-denied"), []byte("root's\n"), 0o644),
+		os.WriteFile(p("acl-granted"), []byte("root's\n"), 0o640),
+		os.Mkdir(p("inherit"), 0o777), unix.Chmod(p("inherit"), 0o777),
+		os.WriteFile(p("sgid-theirs"), nil, 0o644), os.Chown(p("sgid-theirs"), 65534, 4321), unix.Chmod(p("sgid-theirs"), 0o2775),
+		setfacl("-m", "u:65534:---", p("acl-denied")),
+		setfacl("-m", "u:65534:r--", p("acl-granted")),
+		setfacl("-d", "-m", "u::rwx,g::rwx,o::r-x", p("inherit")),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func setfacl(args ...string) error {
+	if out, err := exec.Command("setfacl", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("setfacl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // asNobody runs script as nobody in dir. The shell enters dir itself: the
@@ -281,12 +305,16 @@ func asNobody(t *testing.T, dir, script string) string {
 // set-group-ID directory, and the user's write clears set-user-ID, also
 // where writes never reach the daemon (passthrough).
 func TestLabFSPermissionsAsNative(t *testing.T) {
-	need(t, "setpriv")
+	need(t, "setpriv", "setfacl")
 	native := t.TempDir()
 	permissionSetup(t, native)
 	want := asNobody(t, native, permissionScript)
-	if !strings.Contains(want, "cat secret: refused") || !strings.Contains(want, "shared/f uid=65534 gid=4321") {
-		t.Fatalf("the native directory did not behave as the test expects:\n%s", want)
+	for _, line := range []string{"cat secret: refused", "shared/f uid=65534 gid=4321", "cat acl-denied: refused",
+		"cat acl-granted: ok", "inherit/f uid=65534 gid=65534 mode=664", "inherit/sub uid=65534 gid=65534 mode=775",
+		"own002 uid=65534 gid=65534 mode=664", "sgid-theirs uid=65534 gid=4321 mode=775"} {
+		if !strings.Contains(want, line) {
+			t.Fatalf("the native directory did not behave as the test expects (%q):\n%s", line, want)
+		}
 	}
 	for name, cfg := range modes(t) {
 		t.Run(name, func(t *testing.T) {
