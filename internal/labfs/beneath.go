@@ -2,8 +2,10 @@ package labfs
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -29,6 +31,13 @@ type confinedNode struct {
 	fs.LoopbackNode
 	src    int          // O_PATH descriptor of the source directory, shared by all nodes
 	cached atomic.Int64 // 1 + this directory's O_PATH descriptor; 0: none
+
+	// The descriptors of this file's open handles: a file with no name
+	// left (unlinked while open, or made with O_TMPFILE) is reached
+	// through one of them, as a native file system reaches it through
+	// the open file (fchmod, fsetxattr, futimens, linkat of a tmpfile).
+	openMu sync.Mutex
+	opens  []int
 }
 
 // maxDirFDs bounds the directory descriptors kept open (this machine's
@@ -154,10 +163,50 @@ func (n *confinedNode) self(f func(dir int, name string) error) syscall.Errno {
 	name, parent := n.Parent()
 	p, ok := parentNode(parent)
 	if !ok {
-		return syscall.ENOENT // unlinked, and only reachable through an open file
+		return n.viaOpen(func(fd int) error { return f(fd, "") })
 	}
 	return p.inDir(name, func(dir int) error { return f(dir, name) })
 }
+
+// viaOpen runs f on the descriptor of one of n's open handles, which stays
+// open until f returns; ENOENT if n has none (then it has no name either).
+func (n *confinedNode) viaOpen(f func(fd int) error) syscall.Errno {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	if len(n.opens) == 0 {
+		return syscall.ENOENT
+	}
+	return fs.ToErrno(f(n.opens[0]))
+}
+
+// openHandle is a loopback file handle that its node knows while it is open.
+type openHandle struct {
+	*fs.LoopbackFile
+	node *confinedNode
+	fd   int
+}
+
+// handle makes the file handle of fd, a file of n's opened for a request.
+func (n *confinedNode) handle(fd int) fs.FileHandle {
+	n.openMu.Lock()
+	n.opens = append(n.opens, fd)
+	n.openMu.Unlock()
+	return &openHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), node: n, fd: fd}
+}
+
+func (h *openHandle) Release(ctx context.Context) syscall.Errno {
+	n := h.node
+	n.openMu.Lock()
+	if i := slices.Index(n.opens, h.fd); i >= 0 {
+		n.opens = slices.Delete(n.opens, i, i+1)
+	}
+	n.openMu.Unlock()
+	return h.LoopbackFile.Release(ctx)
+}
+
+// procFD names what fd refers to: opening it opens that very file, as
+// linkat with AT_SYMLINK_FOLLOW and utimensat link or touch it.
+func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 func parentNode(parent *fs.Inode) (*confinedNode, bool) {
 	if parent == nil {
@@ -170,8 +219,9 @@ func parentNode(parent *fs.Inode) (*confinedNode, bool) {
 // openSelf opens n itself, never following it if it is a symlink.
 func (n *confinedNode) openSelf(flags int, mode uint32) (fd int, errno syscall.Errno) {
 	errno = n.self(func(dir int, name string) (err error) {
-		if name == "" {
-			name = "."
+		if name == "" { // the root, or a file with no name: open dir's file again
+			fd, err = unix.Open(procFD(dir), flags|unix.O_CLOEXEC, mode)
+			return err
 		}
 		fd, err = unix.Openat(dir, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 		return err
@@ -199,7 +249,7 @@ func (n *confinedNode) viaProc(f func(p string) error) syscall.Errno {
 		}
 		defer unix.Close(fd)
 	}
-	return fs.ToErrno(f("/proc/self/fd/" + strconv.Itoa(fd)))
+	return fs.ToErrno(f(procFD(fd)))
 }
 
 // statAt is statx(dir, name) without following a symlink, with the birth
@@ -340,8 +390,8 @@ func (n *confinedNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.Se
 			ts[1] = unix.NsecToTimespec(mtime.UnixNano())
 		}
 		if errno := n.self(func(dir int, name string) error {
-			if name == "" { // the root: utimensat has no AT_EMPTY_PATH
-				return unix.UtimesNanoAt(dir, ".", ts, 0)
+			if name == "" { // the root or a file with no name: utimensat has no AT_EMPTY_PATH
+				return unix.UtimesNanoAt(unix.AT_FDCWD, procFD(dir), ts, 0)
 			}
 			return unix.UtimesNanoAt(dir, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 		}); errno != 0 {
@@ -383,7 +433,7 @@ func (n *confinedNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, u
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return fs.NewLoopbackFile(fd), 0, 0
+	return n.handle(fd), 0, 0
 }
 
 func (n *confinedNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -443,7 +493,7 @@ func (n *confinedNode) Create(ctx context.Context, name string, flags, mode uint
 			unix.Close(fd)
 			return err
 		}
-		fh = fs.NewLoopbackFile(fd)
+		fh = ch.Operations().(*confinedNode).handle(fd)
 		return nil
 	})
 	return ch, fh, 0, errno
@@ -464,7 +514,7 @@ func (n *confinedNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fus
 		unix.Close(fd)
 		return nil, nil, 0, fs.ToErrno(err)
 	}
-	return ch, fs.NewLoopbackFile(fd), 0, 0
+	return ch, ch.Operations().(*confinedNode).handle(fd), 0, 0
 }
 
 func (n *confinedNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
@@ -472,14 +522,16 @@ func (n *confinedNode) Link(ctx context.Context, target fs.InodeEmbedder, name s
 	if !ok || t.src != n.src {
 		return nil, syscall.EXDEV
 	}
-	// A file made with O_TMPFILE is in no directory: LINK carries no
-	// descriptor to link it from.
-	if _, parent := t.Parent(); parent == nil {
-		return nil, syscall.EXDEV
-	}
 	errno = t.self(func(tdir int, tname string) error {
 		if errno := n.inDir(name, func(dir int) (err error) {
-			if err := unix.Linkat(tdir, tname, dir, name, 0); err != nil {
+			// A file with no name (made with O_TMPFILE) is linked
+			// from its open file, as linkat(2) shows.
+			if tname == "" {
+				err = unix.Linkat(unix.AT_FDCWD, procFD(tdir), dir, name, unix.AT_SYMLINK_FOLLOW)
+			} else {
+				err = unix.Linkat(tdir, tname, dir, name, 0)
+			}
+			if err != nil {
 				return err
 			}
 			if ch, err = n.newEntry(ctx, dir, name, out); err != nil {

@@ -98,6 +98,7 @@ func fsScript(t *testing.T, dir string) string {
 	must(os.Remove(p("c")))
 	must(os.WriteFile(p("mapped"), mappedBefore, 0o644))
 	must(writeShared(p("mapped")))
+	noName(t, dir, note)
 
 	ents, err := os.ReadDir(dir)
 	must(err)
@@ -125,6 +126,44 @@ func fsScript(t *testing.T, dir string) string {
 	_, err = os.Stat(p("escape"))
 	note("stat escape: %v", errors.Is(err, os.ErrNotExist))
 	return log.String()
+}
+
+// noName works on files that have no name while open, as programs do: one
+// unlinked while open (a temporary file), and one made with O_TMPFILE and
+// linked into dir once written (an atomic create). Each call's result is
+// noted; the tmpfile is listed with the rest.
+func noName(t *testing.T, dir string, note func(string, ...any)) {
+	t.Helper()
+	try := func(what string, err error) { note("%s: %v", what, err) }
+	onFile := func(fd int) {
+		_, err := unix.Write(fd, []byte("written while nameless\n"))
+		try("write", err)
+		try("fchmod", unix.Fchmod(fd, 0o600))
+		try("fchown", unix.Fchown(fd, 65534, 65534))
+		try("fsetxattr", unix.Fsetxattr(fd, "user.k", []byte("v"), 0))
+		buf := make([]byte, 8)
+		n, err := unix.Fgetxattr(fd, "user.k", buf)
+		try(fmt.Sprintf("fgetxattr %q", buf[:max(n, 0)]), err)
+		try("ftruncate", unix.Ftruncate(fd, 7))
+		try("futimens", unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), []unix.Timespec{{Sec: 1}, {Sec: 2}}, 0))
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		try(fmt.Sprintf("fstat mode=%o uid=%d size=%d mtime=%d", st.Mode, st.Uid, st.Size, st.Mtim.Sec), err)
+	}
+	fd, err := unix.Open(filepath.Join(dir, "doomed"), unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	try("unlink while open", unix.Unlink(filepath.Join(dir, "doomed")))
+	onFile(fd)
+	unix.Close(fd)
+	fd, err = unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onFile(fd)
+	try("linkat tmpfile", unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, filepath.Join(dir, "tmpfile"), unix.AT_SYMLINK_FOLLOW))
+	unix.Close(fd)
 }
 
 // mappedBefore is the "mapped" file as fsScript writes it; writeShared
