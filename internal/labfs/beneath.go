@@ -232,7 +232,7 @@ func (n *confinedNode) openSelf(flags int, mode uint32) (fd int, errno syscall.E
 // viaProc runs f on a /proc path naming n itself, for the calls that have
 // no *at form that leaves a symlink unfollowed (chmod, truncate, xattrs):
 // the magic link leads to the very inode opened with O_PATH. A directory
-// uses the descriptor it keeps: a create asks its parent for a default ACL.
+// uses the descriptor it keeps.
 func (n *confinedNode) viaProc(f func(p string) error) syscall.Errno {
 	var fd int
 	if n.IsDir() {
@@ -570,7 +570,11 @@ func (n *confinedNode) Rename(ctx context.Context, name string, newParent fs.Ino
 }
 
 func (n *confinedNode) Getxattr(ctx context.Context, attr string, dest []byte) (size uint32, errno syscall.Errno) {
-	errno = n.viaProc(func(p string) error {
+	errno = n.xattr(func(dir int, name string) error {
+		k, err := getxattrat(dir, name, attr, dest)
+		size = uint32(k)
+		return err
+	}, func(p string) error {
 		k, err := unix.Getxattr(p, attr, dest)
 		size = uint32(k)
 		return err
@@ -579,15 +583,21 @@ func (n *confinedNode) Getxattr(ctx context.Context, attr string, dest []byte) (
 }
 
 func (n *confinedNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return n.viaProc(func(p string) error { return unix.Setxattr(p, attr, data, int(flags)) })
+	return n.xattr(func(dir int, name string) error { return setxattrat(dir, name, attr, data, int(flags)) },
+		func(p string) error { return unix.Setxattr(p, attr, data, int(flags)) })
 }
 
 func (n *confinedNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	return n.viaProc(func(p string) error { return unix.Removexattr(p, attr) })
+	return n.xattr(func(dir int, name string) error { return removexattrat(dir, name, attr) },
+		func(p string) error { return unix.Removexattr(p, attr) })
 }
 
 func (n *confinedNode) Listxattr(ctx context.Context, dest []byte) (size uint32, errno syscall.Errno) {
-	errno = n.viaProc(func(p string) error {
+	errno = n.xattr(func(dir int, name string) error {
+		k, err := listxattrat(dir, name, dest)
+		size = uint32(k)
+		return err
+	}, func(p string) error {
 		k, err := unix.Listxattr(p, dest)
 		size = uint32(k)
 		return err

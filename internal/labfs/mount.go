@@ -223,7 +223,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	w := &labRaw{
 		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
 		c: c, md: newMDCache(cfg.MDCacheTTL), wb: newWriteBehind(cfg.WriteBehind, c), lru: newInodeLRU(cfg.MaxInodes, c),
-		rda: newReaddirAhead(cfg.ReaddirAhead, c), lastClose: map[uint64]fileVersion{},
+		rda: newReaddirAhead(cfg.ReaddirAhead, c), lastClose: map[uint64]fileVersion{}, acls: newDefaultACLs(cfg.AttrTimeout),
 	}
 	w.pipe = newPipeline(cfg.ReadPipeline, cfg.ReadChunk, c, w.fetchChunk)
 	f.raw = w

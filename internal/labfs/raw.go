@@ -36,6 +36,7 @@ type labRaw struct {
 
 	ctoMu     sync.Mutex
 	lastClose map[uint64]fileVersion // --invalidation cto
+	acls      *defaultACLs           // nil: asked at every create
 
 	invalidateAttr func(node uint64) // drops the kernel's cached attributes of a node
 }
@@ -125,6 +126,7 @@ func (w *labRaw) entry(parent uint64, name string, out *fuse.EntryOut, st fuse.S
 func (w *labRaw) Forget(nodeid, nlookup uint64) {
 	w.lru.forgot(nodeid, nlookup)
 	w.md.drop(nodeid)
+	w.acls.drop(nodeid)
 	w.RawFileSystem.Forget(nodeid, nlookup)
 }
 
@@ -267,6 +269,9 @@ func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, d
 			w.killSgid(c, &in.InHeader)
 		}
 		w.md.drop(in.NodeId) // an ACL changes the mode with it
+		if attr == aclDefault {
+			w.acls.drop(in.NodeId)
+		}
 		return st, len(data), 0
 	})
 }
@@ -288,6 +293,9 @@ func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) f
 		remote.wait()
 		st := w.RawFileSystem.RemoveXAttr(c, h, attr)
 		w.md.drop(h.NodeId)
+		if attr == aclDefault {
+			w.acls.drop(h.NodeId)
+		}
 		return st, 0, 0
 	})
 }
@@ -331,10 +339,71 @@ func (w *labRaw) creationMode(c <-chan struct{}, parent uint64, mode, umask uint
 	if mode&^umask == mode {
 		return mode
 	}
-	if sz, st := w.RawFileSystem.GetXAttr(c, &fuse.InHeader{NodeId: parent}, aclDefault, nil); st == fuse.OK && sz > 0 {
+	now := monotonic()
+	has, known := w.acls.get(parent, now)
+	if !known {
+		sz, st := w.RawFileSystem.GetXAttr(c, &fuse.InHeader{NodeId: parent}, aclDefault, nil)
+		has = st == fuse.OK && sz > 0
+		w.acls.put(parent, has, now)
+	}
+	if has {
 		return mode
 	}
 	return mode &^ umask
+}
+
+// defaultACLs remembers which directories have a default ACL for as long as
+// the kernel trusts attributes (--attr-timeout): asking the backing file
+// system at every create cost 4-5 us here, a sixth of the daemon's CREATE.
+// A default ACL set through the mount counts at once; one set on the
+// source directly, after the timeout, as a mode changed there does. nil
+// (an attribute timeout of 0) remembers nothing.
+type defaultACLs struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[uint64]aclSeen
+}
+
+type aclSeen struct {
+	has   bool
+	until time.Duration // monotonic()
+}
+
+func newDefaultACLs(ttl time.Duration) *defaultACLs {
+	if ttl <= 0 {
+		return nil
+	}
+	return &defaultACLs{ttl: ttl, m: map[uint64]aclSeen{}}
+}
+
+func (d *defaultACLs) get(dir uint64, now time.Duration) (has, known bool) {
+	if d == nil {
+		return false, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.m[dir]
+	return e.has, ok && now < e.until
+}
+
+func (d *defaultACLs) put(dir uint64, has bool, now time.Duration) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.m[dir] = aclSeen{has: has, until: now + d.ttl}
+	d.mu.Unlock()
+}
+
+// drop forgets a directory: its default ACL changed, or the kernel forgot
+// the node, whose id go-fuse may give to another.
+func (d *defaultACLs) drop(dir uint64) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	delete(d.m, dir)
+	d.mu.Unlock()
 }
 
 const (

@@ -108,3 +108,33 @@ func TestMayKeepPrivs(t *testing.T) {
 		}
 	}
 }
+
+// What a directory's default ACL was is trusted for the attribute timeout,
+// forgotten when it changes or the kernel forgets the node, and never kept
+// with a timeout of 0.
+func TestDefaultACLsExpire(t *testing.T) {
+	if newDefaultACLs(0) != nil {
+		t.Fatal("an attribute timeout of 0 must remember nothing")
+	}
+	var none *defaultACLs
+	none.put(1, true, 0)
+	if _, known := none.get(1, 0); known {
+		t.Error("a nil cache answered")
+	}
+	d := newDefaultACLs(time.Second)
+	d.put(7, true, 10*time.Second)
+	if has, known := d.get(7, 10*time.Second+999*time.Millisecond); !has || !known {
+		t.Errorf("within the timeout: has %v known %v, want true true", has, known)
+	}
+	if _, known := d.get(7, 11*time.Second); known {
+		t.Error("trusted past the timeout")
+	}
+	if _, known := d.get(8, 10*time.Second); known {
+		t.Error("an unknown directory answered")
+	}
+	d.put(7, false, 20*time.Second)
+	d.drop(7)
+	if _, known := d.get(7, 20*time.Second); known {
+		t.Error("answered after drop")
+	}
+}
