@@ -36,9 +36,9 @@ type Config struct {
 	// GETXATTR security.capability before every write.
 	KillprivV2 bool `json:"handle_killpriv_v2" flag:"killpriv-v2"`
 	// DefaultPermissions has the kernel check file modes and POSIX ACLs
-	// (mount option default_permissions, FUSE_POSIX_ACL), as daemons that serve many users do; without
-	// it, only the mounting user may use the mount, since the daemon, which
-	// may run as root, checks nothing itself.
+	// (mount option default_permissions, FUSE_POSIX_ACL), as daemons that
+	// serve many users do; without it, only the mounting user may use the
+	// mount, since the daemon, which may run as root, checks nothing itself.
 	DefaultPermissions bool `json:"default_permissions" flag:"default-permissions"`
 
 	// User-space features (seeds 001 and 003), each off by default.

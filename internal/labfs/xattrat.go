@@ -15,9 +15,11 @@ import (
 // itself, and a close: 8-10 us per GETXATTR here against about 2. Older
 // kernels answer ENOSYS, and viaProc serves there.
 
-// xattrArgs is the kernel's struct xattr_args.
+// xattrArgs is the kernel's struct xattr_args on a 64-bit platform, where
+// its __aligned_u64 value holds a pointer; a typed pointer keeps the
+// buffer known to the garbage collector for the call.
 type xattrArgs struct {
-	value uint64
+	value *byte
 	size  uint32
 	flags uint32
 }
@@ -31,14 +33,16 @@ func atFlags(name string) int {
 	return unix.AT_SYMLINK_NOFOLLOW
 }
 
-func bytesPtr(b []byte) uint64 {
+func bytesPtr(b []byte) *byte {
 	if len(b) == 0 {
-		return 0
+		return nil
 	}
-	return uint64(uintptr(unsafe.Pointer(&b[0])))
+	return &b[0]
 }
 
-func getxattrat(dir int, name, attr string, dest []byte) (int, error) {
+// xattrCall makes the *xattrat call nr on attr of name in dir: a get or a
+// set with the value's buffer in args, a remove with args nil.
+func xattrCall(nr uintptr, dir int, name, attr string, args *xattrArgs) (int, error) {
 	p, err := unix.BytePtrFromString(name)
 	if err != nil {
 		return 0, err
@@ -47,25 +51,27 @@ func getxattrat(dir int, name, attr string, dest []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	args := xattrArgs{value: bytesPtr(dest), size: uint32(len(dest))}
-	r, _, e := unix.Syscall6(unix.SYS_GETXATTRAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(atFlags(name)),
-		uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
+	var size uintptr
+	if args != nil {
+		size = unsafe.Sizeof(*args)
+	}
+	r, _, e := unix.Syscall6(nr, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(atFlags(name)),
+		uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(args)), size)
 	return int(r), errnoErr(e)
 }
 
+func getxattrat(dir int, name, attr string, dest []byte) (int, error) {
+	return xattrCall(unix.SYS_GETXATTRAT, dir, name, attr, &xattrArgs{value: bytesPtr(dest), size: uint32(len(dest))})
+}
+
 func setxattrat(dir int, name, attr string, data []byte, flags int) error {
-	p, err := unix.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	a, err := unix.BytePtrFromString(attr)
-	if err != nil {
-		return err
-	}
-	args := xattrArgs{value: bytesPtr(data), size: uint32(len(data)), flags: uint32(flags)}
-	_, _, e := unix.Syscall6(unix.SYS_SETXATTRAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(atFlags(name)),
-		uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
-	return errnoErr(e)
+	_, err := xattrCall(unix.SYS_SETXATTRAT, dir, name, attr, &xattrArgs{value: bytesPtr(data), size: uint32(len(data)), flags: uint32(flags)})
+	return err
+}
+
+func removexattrat(dir int, name, attr string) error {
+	_, err := xattrCall(unix.SYS_REMOVEXATTRAT, dir, name, attr, nil)
+	return err
 }
 
 func listxattrat(dir int, name string, dest []byte) (int, error) {
@@ -74,22 +80,8 @@ func listxattrat(dir int, name string, dest []byte) (int, error) {
 		return 0, err
 	}
 	r, _, e := unix.Syscall6(unix.SYS_LISTXATTRAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(atFlags(name)),
-		uintptr(bytesPtr(dest)), uintptr(len(dest)), 0)
+		uintptr(unsafe.Pointer(bytesPtr(dest))), uintptr(len(dest)), 0)
 	return int(r), errnoErr(e)
-}
-
-func removexattrat(dir int, name, attr string) error {
-	p, err := unix.BytePtrFromString(name)
-	if err != nil {
-		return err
-	}
-	a, err := unix.BytePtrFromString(attr)
-	if err != nil {
-		return err
-	}
-	_, _, e := unix.Syscall6(unix.SYS_REMOVEXATTRAT, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(atFlags(name)),
-		uintptr(unsafe.Pointer(a)), 0, 0)
-	return errnoErr(e)
 }
 
 func errnoErr(e syscall.Errno) error {
@@ -118,6 +110,9 @@ func (n *confinedNode) xattr(at func(dir int, name string) error, proc func(p st
 // root directory without the attribute asked for answers ENODATA (or
 // EOPNOTSUPP, without xattrs).
 var haveXattrat = sync.OnceValue(func() bool {
+	if unsafe.Sizeof(xattrArgs{}) != 16 { // a 32-bit platform
+		return false
+	}
 	_, err := getxattrat(unix.AT_FDCWD, "/", "user.fusescope.probe", nil)
 	return err == nil || err == unix.ENODATA || err == unix.EOPNOTSUPP
 })
