@@ -12,16 +12,56 @@ CMD untraced (fork, exec, wait) and "empty" runs it under the first binary
 with programs that return at once (the floor). Prints, per variant, the
 median time, the median ratio to plain and the interquartile range of the
 ratios. Needs root.
+
+OTHERS="bpftrace-count bpftrace-latency perf-trace" adds the field's tools to
+the same interleaved run, each attached system-wide before CMD starts (as
+their users run them) and detached after it; CMD is timed as "plain" is:
+
+    bpftrace-count    syscount.bt's per-call work: a per-CPU count per call
+    bpftrace-latency  what bcc's syscount -L keeps: the thread's entry time
+                      in a hash, a count and a sum of latencies per call
+    perf-trace        perf trace -s (per-call events through perf buffers)
 """
 import json
 import os
 import random
+import signal
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+
+BPFTRACE = {
+    "bpftrace-count": "tracepoint:raw_syscalls:sys_enter { @calls[args->id] = count(); }",
+    "bpftrace-latency": (
+        "tracepoint:raw_syscalls:sys_enter { @start[tid] = nsecs; } "
+        "tracepoint:raw_syscalls:sys_exit /@start[tid]/ { "
+        "@ns[args->id] = sum(nsecs - @start[tid]); @calls[args->id] = count(); "
+        "delete(@start[tid]); }"),
+}
+
+
+def attached(argv, ready, timed):
+    """Starts a system-wide tracer, waits until it says it is attached, runs
+    timed() and stops the tracer with SIGINT, as its users would."""
+    tracer = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        if ready:
+            for line in tracer.stdout:
+                if ready in line:
+                    break
+            else:
+                sys.exit("%s exited before attaching" % argv[0])
+        else:
+            time.sleep(2)  # perf trace prints nothing when it is ready
+        return timed()
+    finally:
+        tracer.send_signal(signal.SIGINT)
+        tracer.communicate(timeout=60)
 
 
 def main():
@@ -57,6 +97,16 @@ def main():
         runs = {"plain": plain, "empty": lambda: traced(first, {"FUSESCOPE_BENCH_EMPTY_PROGRAMS": "1"})}
         for name, binary in builds.items():
             runs[name] = lambda b=binary: traced(b)
+        for name in os.environ.get("OTHERS", "").split():
+            if name in BPFTRACE:
+                runs[name] = lambda p=BPFTRACE[name]: attached(
+                    ["bpftrace", "-e", p], "Attaching", plain)
+            elif name == "perf-trace":
+                runs[name] = lambda: attached(
+                    ["perf", "trace", "-s", "-a", "-o", os.path.join(tmp, "perf.txt")],
+                    None, plain)
+            else:
+                sys.exit("OTHERS: unknown tool %r (bpftrace-count, bpftrace-latency, perf-trace)" % name)
         for _ in range(n):
             order = list(runs)
             random.shuffle(order)
