@@ -25,6 +25,7 @@ their users run them) and detached after it; CMD is timed as "plain" is:
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import struct
@@ -107,6 +108,9 @@ def main():
                     None, plain)
             else:
                 sys.exit("OTHERS: unknown tool %r (bpftrace-count, bpftrace-latency, perf-trace)" % name)
+            tool = name.split("-")[0]
+            if not shutil.which(tool):
+                sys.exit("OTHERS: %s is not installed (apt-get install %s)" % (tool, "linux-perf" if tool == "perf" else tool))
         for _ in range(n):
             order = list(runs)
             random.shuffle(order)
