@@ -33,6 +33,7 @@ volatile const __u64 detail_ns = 1000000;
 volatile const __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
 volatile const __u64 t0_ns = 0;
 volatile const __u8 empty_programs = 0; /* benchmarks: the cost of attaching alone */
+volatile const __u32 nr_cpus = 1;       /* possible CPUs: the per-CPU counters an exit sums */
 volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole; RARE_IF_DUP, RARE_IF_COUNTED: see is_rare */
 volatile const __u8 io_kind[MAX_NR] = {};  /* 1 + index in fd_io counters; 0: none */
 volatile const __u8 peer_arg[MAX_NR] = {}; /* 1 + argument holding a transfer call's second fd (splice's fd_out); 0: none */
@@ -45,6 +46,7 @@ volatile const __u8 flush_arg[MAX_NR] = {};/* 1 + argument naming an fd whose co
 
 /* Keeps the event type in BTF for bpf2go (ring buffers name no value type). */
 const struct sys_event *unused_sys_event __attribute__((unused));
+const struct sys_calls *unused_sys_calls __attribute__((unused));
 
 __u32 next_tslot = 0;
 __u32 next_pslot = 1; /* 0: the traced command or -p process */
@@ -127,10 +129,12 @@ static __always_inline void count_errno(__u32 nr, __s64 err)
 		(*n)++;
 }
 
-/* Slots of exited threads and processes, which user space hands back once
- * it has read their counters: a slot is taken from here first. The last
- * tslot, shared by the threads beyond MAX_TSLOTS, and pslot 0, the traced
- * command's, never come back. */
+/* Slots of exited threads and processes: a slot is taken from here first.
+ * An exit moves the slot's counters into the ring buffer and puts it back
+ * here itself, so that a fork storm never waits for the reader; only when
+ * the ring buffer is full does the reader read them and put it back. The
+ * last tslot, shared by the threads beyond MAX_TSLOTS, and pslot 0, the
+ * traced command's, never come back. */
 struct {
 	__uint(type, BPF_MAP_TYPE_QUEUE);
 	__uint(max_entries, MAX_TSLOTS);
@@ -144,15 +148,23 @@ struct {
 } free_pslots SEC(".maps");
 
 /* Bit nr of word tslot * NR_WORDS + nr / 64: the thread in tslot has
- * counted system call nr, so that user space reads only those counters
- * when it exits. Set at a counter's first call on a CPU. */
+ * counted system call nr, so that its exit hands over only those counters.
+ * Set at a counter's first call on a CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_TSLOTS * NR_WORDS);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u64);
 } used_nrs SEC(".maps");
+
+/* Bit fd of word (pslot * MAX_FDS + fd) / 64: the process in pslot has
+ * counted I/O on fd, so that its exit hands over only those counters. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FD_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} used_fds SEC(".maps");
 
 static __always_inline __u32 new_tslot(void)
 {
@@ -198,6 +210,7 @@ static __always_inline struct sys_event *reserve(__u32 kind, __u64 ts)
 	e->str_len = 0;
 	e->flushed_fd = -1;
 	e->flushed_mask = 0;
+	e->handed_over = 0;
 	e->ts = ts;
 	e->dur = 0;
 	e->ret = 0;
@@ -255,6 +268,18 @@ static __always_inline __u64 arg(struct sys_event *e, __u32 i)
 	return e->args[i];
 }
 
+/* Whether any of the IO_KINDS counters from key base has a call. */
+static __always_inline int has_counts(__s64 base)
+{
+	for (__u32 k = 0; k < IO_KINDS; k++) {
+		__u32 key = base + k;
+		struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
+		if (f && f->calls)
+			return 1;
+	}
+	return 0;
+}
+
 /* Whether call nr is sent whole whatever its length. fcntl only when it
  * duplicates an fd (find dups every directory it opens), not for the flag
  * reads and writes that make most of its calls; close only when its fd has
@@ -268,15 +293,7 @@ static __always_inline int is_rare(struct pt_regs *regs, __u32 nr, __u32 pslot)
 	}
 	if (r == RARE_IF_COUNTED) {
 		__s64 base = fd_key(pslot, (int)regs->di);
-		if (base < 0)
-			return 0;
-		for (__u32 k = 0; k < IO_KINDS; k++) {
-			__u32 key = base + k;
-			struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
-			if (f && f->calls)
-				return 1;
-		}
-		return 0;
+		return base >= 0 && has_counts(base);
 	}
 	return r;
 }
@@ -287,7 +304,12 @@ static __always_inline void count_io(__u32 key, __u64 dur, long ret)
 	struct fd_io *f = bpf_map_lookup_elem(&fdstats, &key);
 	if (!f)
 		return;
-	__sync_fetch_and_add(&f->calls, 1);
+	if (__sync_fetch_and_add(&f->calls, 1) == 0) {
+		__u32 fdi = key / IO_KINDS, w = fdi / 64;
+		__u64 *bits = bpf_map_lookup_elem(&used_fds, &w);
+		if (bits)
+			__sync_fetch_and_or(bits, 1ULL << (fdi % 64));
+	}
 	__sync_fetch_and_add(&f->ns, dur);
 	if (ret < 0)
 		__sync_fetch_and_add(&f->errors, 1);
@@ -542,6 +564,102 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, int old_pid, struct linu
 	return 0;
 }
 
+/* What an exit hands over: bpf_loop's context. */
+struct handover {
+	__u32 tslot;
+	__u32 pslot;
+	__u64 ts;
+	__u32 key;    /* sysstats key of the call being summed */
+	__u32 failed; /* the ring buffer was full: the rest stays for the reader */
+	struct sys_stats sum;
+};
+
+/* bpf_loop callback over the CPUs: moves one CPU's counters of h->key into
+ * h->sum. The thread is dead, so nothing adds to them any more. */
+static long sum_cpu(__u64 cpu, void *data)
+{
+	struct handover *h = data;
+	struct sys_stats *st = bpf_map_lookup_percpu_elem(&sysstats, &h->key, cpu);
+	if (!st)
+		return 1;
+	h->sum.calls += st->calls;
+	h->sum.errors += st->errors;
+	h->sum.ns += st->ns;
+	st->calls = 0;
+	st->errors = 0;
+	st->ns = 0;
+	return 0;
+}
+
+/* bpf_loop callback over system call numbers: hands over the exited
+ * thread's counters of nr, if it made that call. */
+static long hand_over_calls(__u64 i, void *data)
+{
+	struct handover *h = data;
+	__u32 nr = i;
+	__u32 w = h->tslot * NR_WORDS + nr / 64;
+	__u64 *bits = bpf_map_lookup_elem(&used_nrs, &w);
+	if (!bits || !(*bits & (1ULL << (nr % 64))))
+		return 0;
+	/* Reserved first: a full ring buffer leaves the counters in place. */
+	struct sys_calls *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+	if (!c) {
+		h->failed = 1;
+		return 1;
+	}
+	h->key = h->tslot * MAX_NR + nr;
+	h->sum.calls = 0;
+	h->sum.errors = 0;
+	h->sum.ns = 0;
+	bpf_loop(nr_cpus, sum_cpu, h, 0);
+	__u64 id = bpf_get_current_pid_tgid();
+	c->kind = SEV_CALLS;
+	c->nr = nr;
+	c->pid = id >> 32;
+	c->tid = (__u32)id;
+	c->calls = h->sum.calls;
+	c->errors = h->sum.errors;
+	c->ns = h->sum.ns;
+	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* bpf_loop callback over fds: hands over the dead process's counters of
+ * fd, if it has any left (a close hands them over already). */
+static long hand_over_fd(__u64 i, void *data)
+{
+	struct handover *h = data;
+	__u32 fd = i;
+	__u32 w = (h->pslot * MAX_FDS + fd) / 64;
+	__u64 *bits = bpf_map_lookup_elem(&used_fds, &w);
+	if (!bits || !(*bits & (1ULL << (fd % 64))))
+		return 0;
+	__s64 base = fd_key(h->pslot, fd);
+	if (base < 0 || !has_counts(base))
+		return 0;
+	struct sys_event *e = reserve(SEV_FD_IO, h->ts);
+	if (!e) {
+		h->failed = 1;
+		return 1;
+	}
+	e->tslot = h->tslot;
+	e->pslot = h->pslot;
+	flush_fd(e, h->pslot, fd);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* Clears n words of a bitmap from word first. */
+static __always_inline void clear_words(void *map, __u32 first, __u32 n)
+{
+	for (__u32 i = 0; i < n; i++) {
+		__u32 w = first + i;
+		__u64 *bits = bpf_map_lookup_elem(map, &w);
+		if (bits)
+			*bits = 0;
+	}
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p, _Bool group_dead)
 {
@@ -550,19 +668,41 @@ int BPF_PROG(sched_process_exit, struct task_struct *p, _Bool group_dead)
 	if (!s)
 		return 0;
 	s->tid = 0; /* the slot is free: the tid may be reused by any task */
-	struct sys_event *e = reserve(SEV_EXIT, bpf_ktime_get_ns());
+	struct handover h = {.tslot = s->tslot, .pslot = s->pslot, .ts = bpf_ktime_get_ns()};
+	__u32 handed = 0;
+	if (h.tslot < MAX_TSLOTS - 1) {
+		bpf_loop(MAX_NR, hand_over_calls, &h, 0);
+		if (!h.failed) {
+			clear_words(&used_nrs, h.tslot * NR_WORDS, NR_WORDS);
+			handed |= HANDED_TSLOT;
+		}
+	}
+	/* group_dead: the process's last thread, so its fd counters are final. */
+	if (group_dead && h.pslot > 0 && h.pslot < MAX_PSLOTS) {
+		h.failed = 0;
+		bpf_loop(MAX_FDS, hand_over_fd, &h, 0);
+		if (!h.failed) {
+			clear_words(&used_fds, h.pslot * MAX_FDS / 64, MAX_FDS / 64);
+			handed |= HANDED_PSLOT;
+		}
+	}
+	/* Reserved before the slots go back, so that the reader has this exit
+	 * before the fork of any task that reuses them. */
+	struct sys_event *e = reserve(SEV_EXIT, h.ts);
+	if (handed & HANDED_TSLOT)
+		bpf_map_push_elem(&free_tslots, &h.tslot, BPF_ANY);
+	if (handed & HANDED_PSLOT)
+		bpf_map_push_elem(&free_pslots, &h.pslot, BPF_ANY);
 	if (!e) {
 		drop(SDROP_RINGBUF);
 		return 0;
 	}
-	e->tslot = s->tslot;
-	e->pslot = s->pslot;
+	e->tslot = h.tslot;
+	e->pslot = h.pslot;
 	e->exit_code = p->exit_code;
-	e->ret = group_dead; /* its process is gone: its pslot's counters are final */
-	/* A process's slot comes back only once the reader has seen it die:
-	 * woken at once, it keeps up with a fork storm (a shell loop starting
-	 * a process per millisecond); a wakeup is cheap next to an exit. */
-	bpf_ringbuf_submit(e, group_dead ? BPF_RB_FORCE_WAKEUP : wakeup_flags());
+	e->ret = group_dead;
+	e->handed_over = handed;
+	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }
 

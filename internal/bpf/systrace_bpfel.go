@@ -27,24 +27,37 @@ type SysTraceFdIo struct {
 	Ns     uint64
 }
 
+type SysTraceSysCalls struct {
+	_      structs.HostLayout
+	Kind   uint32
+	Nr     uint32
+	Pid    uint32
+	Tid    uint32
+	Calls  uint64
+	Errors uint64
+	Ns     uint64
+}
+
 type SysTraceSysEvent struct {
 	_           structs.HostLayout
-	Ts          uint64
-	Dur         uint64
-	Ret         int64
-	Args        [6]uint64
 	Kind        uint32
 	Nr          uint32
 	Pid         uint32
 	Tid         uint32
+	Ts          uint64
+	Dur         uint64
+	Ret         int64
+	Args        [6]uint64
 	ChildPid    uint32
 	ChildTid    uint32
 	Tslot       uint32
 	Pslot       uint32
 	ExitCode    int32
 	StrLen      uint32
+	HandedOver  uint32
 	FlushedFd   int32
 	FlushedMask uint32
+	_           [4]byte
 	Flushed     [22]SysTraceFdIo
 	Str         [256]int8
 }
@@ -78,6 +91,7 @@ const (
 	SysTraceMapSdrops            = "sdrops"
 	SysTraceMapSysstats          = "sysstats"
 	SysTraceMapTasks             = "tasks"
+	SysTraceMapUsedFds           = "used_fds"
 	SysTraceMapUsedNrs           = "used_nrs"
 	SysTraceProgSchedProcessExec = "sched_process_exec"
 	SysTraceProgSchedProcessExit = "sched_process_exit"
@@ -95,11 +109,13 @@ const (
 	SysTraceVarIoKind            = "io_kind"
 	SysTraceVarNextPslot         = "next_pslot"
 	SysTraceVarNextTslot         = "next_tslot"
+	SysTraceVarNrCpus            = "nr_cpus"
 	SysTraceVarPeerArg           = "peer_arg"
 	SysTraceVarPeerKind          = "peer_kind"
 	SysTraceVarRare              = "rare"
 	SysTraceVarStrArg            = "str_arg"
 	SysTraceVarT0Ns              = "t0_ns"
+	SysTraceVarUnusedSysCalls    = "unused_sys_calls"
 	SysTraceVarUnusedSysEvent    = "unused_sys_event"
 	SysTraceVarWord8Arg          = "word8_arg"
 )
@@ -166,6 +182,7 @@ type SysTraceMapSpecs struct {
 	Sdrops     *ebpf.MapSpec `ebpf:"sdrops"`
 	Sysstats   *ebpf.MapSpec `ebpf:"sysstats"`
 	Tasks      *ebpf.MapSpec `ebpf:"tasks"`
+	UsedFds    *ebpf.MapSpec `ebpf:"used_fds"`
 	UsedNrs    *ebpf.MapSpec `ebpf:"used_nrs"`
 }
 
@@ -184,11 +201,13 @@ type SysTraceVariableSpecs struct {
 	IoKind         *ebpf.VariableSpec `ebpf:"io_kind"`
 	NextPslot      *ebpf.VariableSpec `ebpf:"next_pslot"`
 	NextTslot      *ebpf.VariableSpec `ebpf:"next_tslot"`
+	NrCpus         *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	PeerArg        *ebpf.VariableSpec `ebpf:"peer_arg"`
 	PeerKind       *ebpf.VariableSpec `ebpf:"peer_kind"`
 	Rare           *ebpf.VariableSpec `ebpf:"rare"`
 	StrArg         *ebpf.VariableSpec `ebpf:"str_arg"`
 	T0Ns           *ebpf.VariableSpec `ebpf:"t0_ns"`
+	UnusedSysCalls *ebpf.VariableSpec `ebpf:"unused_sys_calls"`
 	UnusedSysEvent *ebpf.VariableSpec `ebpf:"unused_sys_event"`
 	Word8Arg       *ebpf.VariableSpec `ebpf:"word8_arg"`
 }
@@ -222,6 +241,7 @@ type SysTraceMaps struct {
 	Sdrops     *ebpf.Map `ebpf:"sdrops"`
 	Sysstats   *ebpf.Map `ebpf:"sysstats"`
 	Tasks      *ebpf.Map `ebpf:"tasks"`
+	UsedFds    *ebpf.Map `ebpf:"used_fds"`
 	UsedNrs    *ebpf.Map `ebpf:"used_nrs"`
 }
 
@@ -236,6 +256,7 @@ func (m *SysTraceMaps) Close() error {
 		m.Sdrops,
 		m.Sysstats,
 		m.Tasks,
+		m.UsedFds,
 		m.UsedNrs,
 	)
 }
@@ -255,11 +276,13 @@ type SysTraceVariables struct {
 	IoKind         *ebpf.Variable `ebpf:"io_kind"`
 	NextPslot      *ebpf.Variable `ebpf:"next_pslot"`
 	NextTslot      *ebpf.Variable `ebpf:"next_tslot"`
+	NrCpus         *ebpf.Variable `ebpf:"nr_cpus"`
 	PeerArg        *ebpf.Variable `ebpf:"peer_arg"`
 	PeerKind       *ebpf.Variable `ebpf:"peer_kind"`
 	Rare           *ebpf.Variable `ebpf:"rare"`
 	StrArg         *ebpf.Variable `ebpf:"str_arg"`
 	T0Ns           *ebpf.Variable `ebpf:"t0_ns"`
+	UnusedSysCalls *ebpf.Variable `ebpf:"unused_sys_calls"`
 	UnusedSysEvent *ebpf.Variable `ebpf:"unused_sys_event"`
 	Word8Arg       *ebpf.Variable `ebpf:"word8_arg"`
 }

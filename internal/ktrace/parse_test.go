@@ -190,6 +190,7 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 		"IO_KINDS": sysIOKinds, "MAX_BINS": sysMaxBins, "CATEGORIES": sysCats, "ERRNO_SLOTS": sysErrnoSlots, "RARE_IF_DUP": rareIfDup,
 		"RARE_IF_COUNTED": rareIfCounted,
 		"SEV_SYSCALL":     sevSyscall, "SEV_FORK": sevFork, "SEV_EXEC": sevExec, "SEV_EXIT": sevExit, "SEV_ADOPT": sevAdopt,
+		"SEV_FD_IO": sevFDIO, "SEV_CALLS": sevCalls, "HANDED_TSLOT": handedTSlot, "HANDED_PSLOT": handedPSlot,
 	}
 	got := map[string]int{}
 	for _, m := range regexp.MustCompile(`(?m)^#define ([A-Z_]+) (\d+)\b|\b((?:SEV|SDROP)_[A-Z_]+) = (\d+)`).FindAllStringSubmatch(string(b), -1) {

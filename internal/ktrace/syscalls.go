@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	mathbits "math/bits"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -55,6 +54,11 @@ const (
 	sevExec    = 3
 	sevExit    = 4
 	sevAdopt   = 5
+	sevFDIO    = 6
+	sevCalls   = 7
+
+	handedTSlot = 1 // HANDED_TSLOT: an exit handed over its thread's per-call counters
+	handedPSlot = 2 // HANDED_PSLOT: and its process's per-fd counters
 )
 
 // sysDropNames name enum sys_drop_reason's counters in reports.
@@ -147,7 +151,6 @@ type SyscallTracer struct {
 	links  []link.Link
 	rd     *ringbuf.Reader
 	fdmem  *ebpf.Memory
-	nrmem  *ebpf.Memory // used_nrs: which counters each tslot has used
 	ncpu   int
 	opts   SyscallOptions
 	t0     uint64  // CLOCK_MONOTONIC ns at load
@@ -234,14 +237,18 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if minWait <= 0 {
 		minWait = DefaultMinWait
 	}
-	t := &SyscallTracer{opts: opts, procs: map[uint32]*liveProc{}, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	t := &SyscallTracer{ncpu: ncpu, opts: opts, procs: map[uint32]*liveProc{}, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
 		pslots: map[uint32]uint32{}, execs: map[uint32]string{}}
 	t.t0, t.wall0 = monotonicNow(), float64(time.Now().UnixNano())/1e9
 	t.began = time.Now()
 	consts := map[string]any{
 		"follow_tgid": uint32(opts.PID), "gate_pid": uint32(opts.GatePID), "detail_ns": uint64(minWait.Nanoseconds()),
 		"t0_ns": t.t0, "rare": rare, "io_kind": io, "peer_arg": peerArg, "peer_kind": peerKind, "category": cat, "str_arg": path, "addr_arg": addr,
-		"word8_arg": word8, "flush_arg": flush,
+		"word8_arg": word8, "flush_arg": flush, "nr_cpus": uint32(ncpu),
 	}
 	if opts.EmptyPrograms {
 		consts["empty_programs"] = uint8(1)
@@ -255,14 +262,6 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if t.fdmem, err = t.objs.Fdstats.Memory(); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("mapping the fd counters: %v", err)
-	}
-	if t.nrmem, err = t.objs.UsedNrs.Memory(); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("mapping the used-counter bitmaps: %v", err)
-	}
-	if t.ncpu, err = ebpf.PossibleCPU(); err != nil {
-		t.Close()
-		return nil, err
 	}
 	if t.rd, err = ringbuf.NewReader(t.objs.Events); err != nil {
 		t.Close()
@@ -475,6 +474,12 @@ func (p *liveProc) resolve(dirfd int, path string) string {
 }
 
 func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
+	if len(raw) >= int(unsafe.Sizeof(bpf.SysTraceSysCalls{})) {
+		if c := (*bpf.SysTraceSysCalls)(unsafe.Pointer(&raw[0])); c.Kind == sevCalls {
+			t.emitCalls(emit, c.Nr, int(c.Tid), int(c.Pid), []bpf.SysTraceSysStats{{Calls: c.Calls, Errors: c.Errors, Ns: c.Ns}})
+			return
+		}
+	}
 	if len(raw) < int(unsafe.Sizeof(bpf.SysTraceSysEvent{})) {
 		t.short++
 		return
@@ -520,9 +525,19 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 			e.Status = code >> 8 & 0xff
 		}
 		emit(e) // every thread's, as strace prints +++ exited +++ for each
-		t.releaseThread(ev.Tslot, ev.Tid, emit)
-		if ev.Ret == 1 {
-			t.releaseProcess(ev.Pslot, ev.Pid, emit)
+		// The counters came before the exit, and the programs took the
+		// slots back for new tasks. When the ring buffer was full, they
+		// stay where they are, with the slots, and are read at the end.
+		if ev.HandedOver&handedTSlot != 0 && t.tids[ev.Tslot] == ev.Tid {
+			delete(t.tids, ev.Tslot)
+			delete(t.tgids, ev.Tslot)
+		}
+		if ev.HandedOver&handedPSlot != 0 && t.pslots[ev.Pslot] == ev.Pid {
+			delete(t.pslots, ev.Pslot)
+		}
+	case sevFDIO:
+		if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
+			t.emitIO(emit, ev.Pid, t.proc(ev.Pid).pastTarget(int(ev.FlushedFd)), ev.Flushed[:], ev.FlushedMask)
 		}
 	case sevAdopt:
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
@@ -752,67 +767,6 @@ func sockaddr(b []byte) string {
 		return string(path)
 	}
 	return ""
-}
-
-// releaseThread hands an exited thread's per-call counters to emit, clears
-// them and gives its tslot back to the programs for a new thread. The last
-// tslot, which the threads beyond the others share, is read at the end.
-func (t *SyscallTracer) releaseThread(tslot, tid uint32, emit func(*systrace.Event)) {
-	if tslot >= sysMaxTSlots-1 || t.tids[tslot] != tid {
-		return
-	}
-	words := make([]byte, sysNRWords*8)
-	if _, err := t.nrmem.ReadAt(words, int64(tslot)*sysNRWords*8); err != nil {
-		return // kept, and read at the end
-	}
-	perCPU := make([]bpf.SysTraceSysStats, t.ncpu)
-	zero := make([]bpf.SysTraceSysStats, t.ncpu)
-	for w := 0; w < sysNRWords; w++ {
-		bits := binary.LittleEndian.Uint64(words[w*8:])
-		for bits != 0 {
-			nr := uint32(w*64 + mathbits.TrailingZeros64(bits))
-			bits &= bits - 1
-			key := tslot*sysMaxNR + nr
-			// Cleared before they are emitted: counters left by an error
-			// are read at the end instead, never twice.
-			if err := t.objs.Sysstats.Lookup(key, perCPU); err != nil {
-				return
-			}
-			if err := t.objs.Sysstats.Put(key, zero); err != nil {
-				return
-			}
-			t.emitCalls(emit, nr, int(tid), int(t.tgids[tslot]), perCPU)
-		}
-	}
-	clear(words)
-	if _, err := t.nrmem.WriteAt(words, int64(tslot)*sysNRWords*8); err != nil {
-		return
-	}
-	delete(t.tids, tslot)
-	delete(t.tgids, tslot)
-	t.objs.FreeTslots.Update(nil, tslot, ebpf.UpdateAny)
-}
-
-// releaseProcess hands a dead process's per-fd counters to emit under its
-// fds' names, clears them and gives its pslot back for a new process. The
-// traced command's pslot 0 is read at the end.
-func (t *SyscallTracer) releaseProcess(pslot, tgid uint32, emit func(*systrace.Event)) {
-	if pslot == 0 || pslot >= sysMaxPSlots || t.pslots[pslot] != tgid {
-		return
-	}
-	size := int(unsafe.Sizeof(bpf.SysTraceFdIo{}))
-	buf := make([]byte, sysMaxFDs*sysIOKinds*size)
-	off := int64(pslot) * int64(len(buf))
-	if _, err := t.fdmem.ReadAt(buf, off); err != nil {
-		return
-	}
-	if _, err := t.fdmem.WriteAt(make([]byte, len(buf)), off); err != nil {
-		return // left to be read at the end
-	}
-	t.emitFDs(emit, tgid, true, unsafe.Slice((*bpf.SysTraceFdIo)(unsafe.Pointer(&buf[0])), sysMaxFDs*sysIOKinds))
-	delete(t.pslots, pslot)
-	// A slot the queue refuses is only lost to reuse.
-	t.objs.FreePslots.Update(nil, pslot, ebpf.UpdateAny)
 }
 
 // emitFDs emits one pslot's per-fd counters (sysMaxFDs x sysIOKinds), each

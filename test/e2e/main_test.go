@@ -24,13 +24,8 @@ import (
 var fusescopeBin string
 
 // raceBuild: this test binary has the race detector (race_test.go), and
-// so has fusescopeBin. shippedBin is fusescope as make build makes it, for
-// the tests whose oracle needs its reader to keep up with a fork storm
-// (the race detector slows it about tenfold).
-var (
-	raceBuild  bool
-	shippedBin string
-)
+// so has fusescopeBin.
+var raceBuild bool
 
 // helper runs this test binary as a helper process doing one of the
 // helpers below, for work this process must not do itself.
@@ -65,20 +60,16 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	fusescopeBin, shippedBin = filepath.Join(dir, "fusescope"), filepath.Join(dir, "fusescope")
-	builds := map[string][]string{fusescopeBin: nil}
+	fusescopeBin = filepath.Join(dir, "fusescope")
+	args := []string{"build", "-o", fusescopeBin}
 	if raceBuild {
-		shippedBin = filepath.Join(dir, "fusescope-shipped")
-		builds = map[string][]string{fusescopeBin: {"-race"}, shippedBin: nil}
+		args = append(args, "-race")
 	}
-	for bin, flags := range builds {
-		args := append(append([]string{"build", "-o", bin}, flags...), "github.com/fusescope/fusescope/cmd/fusescope")
-		build := exec.Command("go", args...)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: building fusescope:", err)
-			os.Exit(1)
-		}
+	build := exec.Command("go", append(args, "github.com/fusescope/fusescope/cmd/fusescope")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building fusescope:", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/systrace"
+	"golang.org/x/sys/unix"
 )
 
 // liveReport runs fusescope syscalls with args and decodes its JSON report.
@@ -135,23 +137,30 @@ func TestSyscallsLiveChildren(t *testing.T) {
 	}
 }
 
-// Slots of exited threads and processes are reused: 300 processes one
-// after another each get their own per-call counters (every /bin/true makes
-// the same calls), and 100 cats one after another, more than the 64
-// processes with per-fd counters, each read their own file's bytes, exactly.
-// Per-syscall counts equal strace -c's. A slot comes back once the reader
-// has handed its counters over: the shipped binary's reader keeps up with
-// this loop, the race detector's does not.
+// Slots of exited threads and processes are reused, and the programs take
+// them back themselves: with the reader stopped (SIGSTOP) for the whole
+// run, 300 processes one after another each get their own per-call
+// counters (every /bin/true makes the same calls), and 100 cats one after
+// another, more than the 64 processes with per-fd counters, each read
+// their own file's bytes, exactly. Per-syscall counts equal strace -c's.
 func TestSyscallsLiveReusesSlots(t *testing.T) {
 	need(t, "strace")
-	dir := t.TempDir()
+	dir, fifos := t.TempDir(), t.TempDir()
 	for i := range 100 {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), make([]byte, 1000+i), 0o644)
 	}
-	script := "for i in $(seq 1 300); do /bin/true; done; for f in " + dir + "/f*; do cat $f >/dev/null; done"
-	r := liveReportOf(t, shippedBin, "--", "sh", "-c", script)
+	gate, done := filepath.Join(fifos, "gate"), filepath.Join(fifos, "done")
+	for _, f := range []string{gate, done} {
+		if err := unix.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := "read x < " + gate + "; for i in $(seq 1 300); do /bin/true; done; for f in " + dir + "/f*; do cat $f >/dev/null; done; : > " + done
+	out := filepath.Join(t.TempDir(), "report.json")
+	runGated(t, exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-o", out, "--", "sh", "-c", script), gate, done, true)
+	r := decodeReport(t, out)
 	log := filepath.Join(t.TempDir(), "strace.log")
-	run(t, "strace", "-f", "-C", "-o", log, "sh", "-c", script)
+	runGated(t, exec.Command("strace", "-f", "-C", "-o", log, "sh", "-c", script), gate, done, false)
 	want := straceSummary(t, log)
 	calls := map[string]int{}
 	for _, s := range r.Syscalls {
@@ -171,8 +180,14 @@ func TestSyscallsLiveReusesSlots(t *testing.T) {
 			perTrue[p.Calls]++
 		}
 	}
-	if len(perTrue) != 1 {
-		t.Errorf("/bin/true processes by their number of calls: %v, want all 300 alike", perTrue)
+	for _, n := range perTrue {
+		if len(perTrue) != 1 || n != 300 {
+			t.Errorf("/bin/true processes by their number of calls: %v, want all 300 alike", perTrue)
+			break
+		}
+	}
+	if len(perTrue) == 0 {
+		t.Error("no /bin/true process in the report")
 	}
 	files := map[string]systrace.FileStat{}
 	for _, f := range r.Files {
@@ -183,6 +198,97 @@ func TestSyscallsLiveReusesSlots(t *testing.T) {
 		if f := files[name]; f.BytesRead != int64(1000+i) || f.Opens != 1 {
 			t.Errorf("%s: %+v, want %d bytes read, one open", name, f, 1000+i)
 		}
+	}
+}
+
+// When the ring buffer is full, an exit cannot hand its counters over: they
+// stay in the kernel's maps with their slots and are read at the end, so
+// no call goes uncounted. The reader is stopped while one shell fills the
+// ring with redirections (each open and dup sent whole) and then starts
+// 50 programs; every call still counts, as strace -c counts them.
+func TestSyscallsLiveRingFull(t *testing.T) {
+	need(t, "strace")
+	fifos := t.TempDir()
+	gate, done := filepath.Join(fifos, "gate"), filepath.Join(fifos, "done")
+	for _, f := range []string{gate, done} {
+		if err := unix.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	os.WriteFile(data, make([]byte, 5000), 0o644)
+	script := "read x < " + gate + "; i=0; while [ $i -lt 20000 ]; do : < /dev/null; i=$((i+1)); done; " +
+		"for i in $(seq 1 25); do /bin/true; cat " + data + " >/dev/null; done; : > " + done
+	out := filepath.Join(t.TempDir(), "report.json")
+	runGated(t, exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-o", out, "--", "sh", "-c", script), gate, done, true)
+	r := decodeReport(t, out)
+	log := filepath.Join(t.TempDir(), "strace.log")
+	runGated(t, exec.Command("strace", "-f", "-C", "-o", log, "sh", "-c", script), gate, done, false)
+	want := straceSummary(t, log)
+	calls := map[string]int{}
+	for _, s := range r.Syscalls {
+		calls[s.Name] = s.Calls
+	}
+	for _, name := range []string{"execve", "vfork", "clone", "wait4", "openat", "read", "close", "mmap", "dup2", "fcntl"} {
+		if calls[name] != want[name] {
+			t.Errorf("%s: live %d calls, strace -c %d", name, calls[name], want[name])
+		}
+	}
+	if r.Live.Drops["ring buffer full (calls counted, not kept whole)"] == 0 {
+		t.Errorf("drops %v: the ring buffer never filled up, so this test tests nothing", r.Live.Drops)
+	}
+}
+
+// runGated runs cmd, whose script waits to read a line from the FIFO gate
+// and opens the FIFO done last. With stop, cmd (the tracer) is stopped
+// from before the script passes the gate until it has reached done.
+func runGated(t *testing.T, cmd *exec.Cmd, gate, done string, stop bool) {
+	t.Helper()
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// A FIFO opens for writing without blocking only once a reader has it.
+	var g *os.File
+	for deadline := time.Now().Add(30 * time.Second); g == nil; time.Sleep(10 * time.Millisecond) {
+		f, err := os.OpenFile(gate, os.O_WRONLY|unix.O_NONBLOCK, 0)
+		if err == nil {
+			g = f
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%v never reached its gate: %v\n%s", cmd.Args, err, output.String())
+		}
+	}
+	if stop {
+		if err := cmd.Process.Signal(unix.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.WriteString("go\n")
+	g.Close()
+	reached := make(chan error, 1)
+	go func() {
+		f, err := os.Open(done) // blocks until the script opens it
+		if err == nil {
+			_, err = io.ReadAll(f)
+			f.Close()
+		}
+		reached <- err
+	}()
+	select {
+	case err := <-reached:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%v: the script never finished\n%s", cmd.Args, output.String())
+	}
+	if stop {
+		cmd.Process.Signal(unix.SIGCONT)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, output.String())
 	}
 }
 
