@@ -157,6 +157,9 @@ func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOu
 		w.pipe.invalidate(in.NodeId)
 		remote.wait()
 		st := w.RawFileSystem.SetAttr(c, in, out)
+		if in.Valid&fuse.FATTR_SIZE != 0 {
+			shrinks.Add(1)
+		}
 		if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && in.Valid&fuse.FATTR_MODE == 0 {
 			w.killSuidgid(c, &in.InHeader, in.Fh, out)
 		}
@@ -306,6 +309,9 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 		in.Flags = w.backingFlags(in.Flags)
 		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
 		st := w.entry(in.NodeId, name, &out.EntryOut, w.RawFileSystem.Create(c, in, name, out))
+		if in.Flags&syscall.O_TRUNC != 0 { // an existing file
+			shrinks.Add(1)
+		}
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
 		}
@@ -417,6 +423,9 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 		in.Flags = w.backingFlags(in.Flags)
 		w.lru.touch(in.NodeId)
 		st := w.RawFileSystem.Open(c, in, out)
+		if in.Flags&syscall.O_TRUNC != 0 {
+			shrinks.Add(1)
+		}
 		if st == fuse.OK {
 			w.openFlags(out)
 			w.closeToOpen(c, in.NodeId, out)
@@ -524,7 +533,7 @@ func (w *labRaw) openFlags(out *fuse.OpenOut) {
 type timedRead struct {
 	fuse.ReadResult
 	done func(n int)
-	n    int // the reply's data bytes, once known; -1 before
+	n    int // the reply's data bytes
 }
 
 // Bytes is how go-fuse gets the data when it does not splice.
@@ -535,9 +544,6 @@ func (r *timedRead) Bytes(buf []byte) ([]byte, fuse.Status) {
 }
 
 func (r *timedRead) Done() {
-	if r.n < 0 {
-		r.n = r.Size()
-	}
 	r.ReadResult.Done()
 	r.done(r.n)
 }
@@ -553,31 +559,11 @@ type timedSeekableRead struct {
 	}
 }
 
-// Seekable is called just before the splice. Size says only what was
-// asked for; the splice carries less where the file ends first, so the
-// file's size is read here, while the READ still holds the file open (by
-// Done, a RELEASE may have closed the fd, or another open reused it).
-func (r *timedSeekableRead) Seekable() (fd uintptr, off int64, sz int) {
-	fd, off, sz = r.seekable.Seekable()
-	if r.n < 0 { // not already read for the --bandwidth throttle
-		r.n = spliced(fd, off, sz)
-	}
-	return fd, off, sz
-}
-
-// spliced is how much of sz bytes at off a splice from fd carries: less
-// where the file ends first.
-func spliced(fd uintptr, off int64, sz int) int {
-	var st unix.Stat_t
-	if unix.Fstat(int(fd), &st) != nil {
-		return sz
-	}
-	return int(max(0, min(int64(sz), st.Size-off)))
-}
+func (r *timedSeekableRead) Seekable() (fd uintptr, off int64, sz int) { return r.seekable.Seekable() }
 
 // timeRead wraps res so that done runs when go-fuse has sent the reply,
-// keeping whatever lets go-fuse splice it. n is the reply's data bytes when
-// the handler already knows them, -1 otherwise.
+// keeping whatever lets go-fuse splice it. n is the reply's data bytes as
+// the handler sized it (Bytes, when go-fuse copies, counts them again).
 func timeRead(res fuse.ReadResult, n int, done func(n int)) fuse.ReadResult {
 	t := timedRead{ReadResult: res, done: done, n: n}
 	if s, ok := res.(interface {
@@ -590,7 +576,7 @@ func timeRead(res fuse.ReadResult, n int, done func(n int)) fuse.ReadResult {
 
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
 	start := monotonic()
-	n, known, deferred := 0, -1, false
+	n, deferred := 0, false
 	w.serveFrom(start, fuseproto.Read, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		if w.pipe != nil {
@@ -602,12 +588,11 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 		remote.wait()
 		res, st = w.RawFileSystem.Read(c, in, buf)
 		if st == fuse.OK && res != nil {
-			n = res.Size()
-			if s, ok := res.(interface {
-				Seekable() (fd uintptr, off int64, sz int)
-			}); ok && w.link.rate > 0 {
-				n = spliced(s.Seekable()) // what crosses the emulated link
-				known = n
+			n = res.Size() // exact: openHandle.Read sizes it to the file
+			if n == 0 {
+				// Recorded now: go-fuse sends an empty reply without
+				// calling the result's Done.
+				return fuse.OK, 0, 0
 			}
 			w.link.wait(n)
 			deferred = true
@@ -616,7 +601,7 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 		return st, 0, 0
 	})
 	if deferred {
-		res = timeRead(res, known, func(n int) { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
+		res = timeRead(res, n, func(n int) { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
 	}
 	return res, st
 }
@@ -822,7 +807,9 @@ func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status 
 		w.md.drop(in.NodeId)
 		w.pipe.invalidate(in.NodeId)
 		remote.wait()
-		return w.RawFileSystem.Fallocate(c, in), 0, 0
+		st := w.RawFileSystem.Fallocate(c, in)
+		shrinks.Add(1) // FALLOC_FL_COLLAPSE_RANGE shortens
+		return st, 0, 0
 	})
 }
 
