@@ -126,8 +126,18 @@ var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool) e
 }
 
 func mountForeground(src, mnt string, cfg labfs.Config) error {
-	fsys, err := labfs.Mount(src, mnt, cfg)
 	ready := os.Getenv(readyEnv)
+	// Caught from before the mount: a signal that came as soon as the
+	// mount showed up killed the daemon and left the mount behind.
+	sigs := make(chan os.Signal, 1)
+	if ready != "" {
+		signal.Ignore(syscall.SIGHUP) // a detached daemon outlives its terminal
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	}
+	defer signal.Stop(sigs)
+	fsys, err := labfs.Mount(src, mnt, cfg)
 	if ready != "" {
 		fd, _ := strconv.Atoi(ready)
 		pipe := os.NewFile(uintptr(fd), "ready")
@@ -146,13 +156,6 @@ func mountForeground(src, mnt string, cfg labfs.Config) error {
 	}
 	if ready == "" {
 		fmt.Fprintf(os.Stderr, "fusescope fs: %s mounted at %s (conn %d); Ctrl-C or fusescope fs umount %s ends it\n", fsys.Source, fsys.MountPoint, fsys.Conn, fsys.MountPoint)
-	}
-	sigs := make(chan os.Signal, 1)
-	if ready != "" {
-		signal.Ignore(syscall.SIGHUP) // a detached daemon outlives its terminal
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	} else {
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	}
 	done := make(chan struct{})
 	go func() { fsys.Wait(); close(done) }()
