@@ -664,13 +664,7 @@ func TestLabFSListingBytesAgreeWithTrace(t *testing.T) {
 func TestLabFSKilledDaemon(t *testing.T) {
 	src, mnt := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
-	daemon := exec.Command(fusescopeBin, "fs", "mount", src, mnt)
-	var stderr bytes.Buffer
-	daemon.Stderr = &stderr
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitMounted(t, mnt)
+	daemon := startDaemon(t, src, mnt)
 	daemon.Process.Kill()
 	daemon.Wait()
 	var sfs unix.Statfs_t
@@ -716,11 +710,7 @@ func TestLabFSKilledDaemon(t *testing.T) {
 		}
 	}
 
-	term := exec.Command(fusescopeBin, "fs", "mount", src, mnt)
-	if err := term.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitMounted(t, mnt)
+	term := startDaemon(t, src, mnt)
 	term.Process.Signal(syscall.SIGTERM)
 	if err := term.Wait(); err != nil {
 		t.Errorf("SIGTERM: exit %v", err)
@@ -775,6 +765,48 @@ func TestLabFSSigtermFlushesWriteBehind(t *testing.T) {
 func mounted(mnt string) bool {
 	b, _ := os.ReadFile("/proc/self/mounts")
 	return strings.Contains(string(b), " "+mnt+" ")
+}
+
+// startDaemon starts `fusescope fs mount SRC MNT` in the foreground and
+// returns once it says it has mounted. Not merely once the mount shows up:
+// go-fuse then still opens a file of the new mount from inside the daemon,
+// and a daemon killed while its own request is in flight hangs in the
+// kernel, waiting for itself, with the mount alive.
+func startDaemon(t *testing.T, src, mnt string) *exec.Cmd {
+	t.Helper()
+	daemon := exec.Command(fusescopeBin, "fs", "mount", src, mnt)
+	stderr, err := daemon.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	said := make(chan string, 1)
+	go func() {
+		lines := bufio.NewScanner(stderr)
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), " mounted at ") {
+				select {
+				case said <- lines.Text():
+				default:
+				}
+			}
+		}
+		close(said)
+	}()
+	select {
+	case line, ok := <-said:
+		if !ok {
+			daemon.Wait()
+			t.Fatalf("fs mount %s %s ended without mounting", src, mnt)
+		}
+		t.Log(line)
+	case <-time.After(10 * time.Second):
+		daemon.Process.Kill()
+		t.Fatalf("fs mount %s %s did not say it had mounted within 10 s", src, mnt)
+	}
+	return daemon
 }
 
 func waitMounted(t *testing.T, mnt string) {
