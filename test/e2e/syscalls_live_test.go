@@ -145,32 +145,12 @@ func TestSyscallsLiveChildren(t *testing.T) {
 // their own file's bytes, exactly. Per-syscall counts equal strace -c's.
 func TestSyscallsLiveReusesSlots(t *testing.T) {
 	need(t, "strace")
-	dir, fifos := t.TempDir(), t.TempDir()
+	dir := t.TempDir()
 	for i := range 100 {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), make([]byte, 1000+i), 0o644)
 	}
-	gate, done := filepath.Join(fifos, "gate"), filepath.Join(fifos, "done")
-	for _, f := range []string{gate, done} {
-		if err := unix.Mkfifo(f, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	script := "read x < " + gate + "; for i in $(seq 1 300); do /bin/true; done; for f in " + dir + "/f*; do cat $f >/dev/null; done; : > " + done
-	out := filepath.Join(t.TempDir(), "report.json")
-	runGated(t, exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-o", out, "--", "sh", "-c", script), gate, done, true)
-	r := decodeReport(t, out)
-	log := filepath.Join(t.TempDir(), "strace.log")
-	runGated(t, exec.Command("strace", "-f", "-C", "-o", log, "sh", "-c", script), gate, done, false)
-	want := straceSummary(t, log)
-	calls := map[string]int{}
-	for _, s := range r.Syscalls {
-		calls[s.Name] = s.Calls
-	}
-	for _, name := range []string{"execve", "vfork", "clone", "wait4", "openat", "read", "close", "mmap"} {
-		if calls[name] != want[name] {
-			t.Errorf("%s: live %d calls, strace -c %d", name, calls[name], want[name])
-		}
-	}
+	r := liveWithReaderStopped(t, "for i in $(seq 1 300); do /bin/true; done; for f in "+dir+"/f*; do cat $f >/dev/null; done",
+		"execve", "vfork", "clone", "wait4", "openat", "read", "close", "mmap")
 	if len(r.Live.Drops) != 0 {
 		t.Errorf("drops %v: with slots reused, none", r.Live.Drops)
 	}
@@ -208,6 +188,22 @@ func TestSyscallsLiveReusesSlots(t *testing.T) {
 // 50 programs; every call still counts, as strace -c counts them.
 func TestSyscallsLiveRingFull(t *testing.T) {
 	need(t, "strace")
+	data := filepath.Join(t.TempDir(), "data")
+	os.WriteFile(data, make([]byte, 5000), 0o644)
+	r := liveWithReaderStopped(t, "i=0; while [ $i -lt 20000 ]; do : < /dev/null; i=$((i+1)); done; "+
+		"for i in $(seq 1 25); do /bin/true; cat "+data+" >/dev/null; done",
+		"execve", "vfork", "clone", "wait4", "openat", "read", "close", "mmap", "dup2", "fcntl")
+	if r.Live.Drops["ring buffer full (calls counted, not kept whole)"] == 0 {
+		t.Errorf("drops %v: the ring buffer never filled up, so this test tests nothing", r.Live.Drops)
+	}
+}
+
+// liveWithReaderStopped runs the shell script body under fusescope
+// syscalls with the tracer stopped (SIGSTOP) from before body starts until
+// it has ended, then under strace -f, and requires the named calls to be
+// counted alike. It returns fusescope's report.
+func liveWithReaderStopped(t *testing.T, body string, names ...string) *systrace.Report {
+	t.Helper()
 	fifos := t.TempDir()
 	gate, done := filepath.Join(fifos, "gate"), filepath.Join(fifos, "done")
 	for _, f := range []string{gate, done} {
@@ -215,10 +211,7 @@ func TestSyscallsLiveRingFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data := filepath.Join(t.TempDir(), "data")
-	os.WriteFile(data, make([]byte, 5000), 0o644)
-	script := "read x < " + gate + "; i=0; while [ $i -lt 20000 ]; do : < /dev/null; i=$((i+1)); done; " +
-		"for i in $(seq 1 25); do /bin/true; cat " + data + " >/dev/null; done; : > " + done
+	script := "read x < " + gate + "; " + body + "; : > " + done
 	out := filepath.Join(t.TempDir(), "report.json")
 	runGated(t, exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-o", out, "--", "sh", "-c", script), gate, done, true)
 	r := decodeReport(t, out)
@@ -229,14 +222,12 @@ func TestSyscallsLiveRingFull(t *testing.T) {
 	for _, s := range r.Syscalls {
 		calls[s.Name] = s.Calls
 	}
-	for _, name := range []string{"execve", "vfork", "clone", "wait4", "openat", "read", "close", "mmap", "dup2", "fcntl"} {
+	for _, name := range names {
 		if calls[name] != want[name] {
 			t.Errorf("%s: live %d calls, strace -c %d", name, calls[name], want[name])
 		}
 	}
-	if r.Live.Drops["ring buffer full (calls counted, not kept whole)"] == 0 {
-		t.Errorf("drops %v: the ring buffer never filled up, so this test tests nothing", r.Live.Drops)
-	}
+	return r
 }
 
 // runGated runs cmd, whose script waits to read a line from the FIFO gate
