@@ -30,6 +30,7 @@ import (
 type confinedNode struct {
 	fs.LoopbackNode
 	src    int          // O_PATH descriptor of the source directory, shared by all nodes
+	held   *heldFDs     // what the mount's nodes keep open, shared by all nodes
 	cached atomic.Int64 // 1 + this directory's O_PATH descriptor; 0: none
 
 	// The descriptors of this file's open handles: a file with no name
@@ -80,6 +81,36 @@ const maxDirFDs = 4096
 
 var dirFDs atomic.Int64 // directory descriptors kept open, all mounts
 
+// heldFDs is what a mount's nodes keep open until the kernel says it is done
+// with them: open files until RELEASE, directories until FORGET. The kernel
+// drops the RELEASEs and FORGETs still pending when the mount goes away, so
+// the rest is closed when serving stops; a daemon embedded in a longer
+// process (the tests, a library user) would otherwise keep SRC busy.
+type heldFDs struct {
+	mu      sync.Mutex
+	handles map[*openHandle]struct{}
+	dirs    map[*confinedNode]struct{}
+}
+
+func newHeldFDs() *heldFDs {
+	return &heldFDs{handles: map[*openHandle]struct{}{}, dirs: map[*confinedNode]struct{}{}}
+}
+
+// closeAll closes what the kernel never released; no request may be served
+// any more.
+func (h *heldFDs) closeAll() {
+	h.mu.Lock()
+	handles, dirs := h.handles, h.dirs
+	h.handles, h.dirs = map[*openHandle]struct{}{}, map[*confinedNode]struct{}{}
+	h.mu.Unlock()
+	for fh := range handles {
+		fh.LoopbackFile.Release(context.Background()) // closes once, whoever asks first
+	}
+	for n := range dirs {
+		n.closeDir()
+	}
+}
+
 var (
 	_ fs.NodeLookuper       = (*confinedNode)(nil)
 	_ fs.NodeGetattrer      = (*confinedNode)(nil)
@@ -118,17 +149,24 @@ func newConfinedRoot(src string) (*confinedNode, error) {
 		return nil, err
 	}
 	root := &fs.LoopbackRoot{Path: src, Dev: st.Dev}
-	n := &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: root}, src: fd}
+	n := &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: root}, src: fd, held: newHeldFDs()}
 	root.RootNode = n
 	return n, nil
 }
 
 func (n *confinedNode) child() *confinedNode {
-	return &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: n.RootData}, src: n.src}
+	return &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: n.RootData}, src: n.src, held: n.held}
 }
 
 // OnForget closes the directory's descriptor: no request can use it any more.
 func (n *confinedNode) OnForget() {
+	n.held.mu.Lock()
+	delete(n.held.dirs, n)
+	n.held.mu.Unlock()
+	n.closeDir()
+}
+
+func (n *confinedNode) closeDir() {
 	if v := n.cached.Swap(0); v > 0 {
 		unix.Close(int(v - 1))
 		dirFDs.Add(-1)
@@ -168,6 +206,9 @@ func (n *confinedNode) dir() (int, func(), error) {
 		return -1, nil, err
 	}
 	if dirFDs.Add(1) <= maxDirFDs && n.cached.CompareAndSwap(0, int64(fd)+1) {
+		n.held.mu.Lock()
+		n.held.dirs[n] = struct{}{}
+		n.held.mu.Unlock()
 		return fd, noop, nil
 	}
 	dirFDs.Add(-1)
@@ -225,7 +266,11 @@ func (n *confinedNode) handle(fd int) fs.FileHandle {
 	n.openMu.Lock()
 	n.opens = append(n.opens, fd)
 	n.openMu.Unlock()
-	return &openHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), node: n, fd: fd}
+	h := &openHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), node: n, fd: fd}
+	n.held.mu.Lock()
+	n.held.handles[h] = struct{}{}
+	n.held.mu.Unlock()
+	return h
 }
 
 // Read answers with the part of the file that is there, for go-fuse to
@@ -245,6 +290,9 @@ func (h *openHandle) Release(ctx context.Context) syscall.Errno {
 		n.opens = slices.Delete(n.opens, i, i+1)
 	}
 	n.openMu.Unlock()
+	n.held.mu.Lock()
+	delete(n.held.handles, h)
+	n.held.mu.Unlock()
 	return h.LoopbackFile.Release(ctx)
 }
 

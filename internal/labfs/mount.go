@@ -241,6 +241,11 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	go func() {
 		f.server.Serve()
+		// Serving has stopped, from Unmount or from outside: finish what
+		// was acknowledged, then close what the kernel never released.
+		w.wb.drainAll()
+		w.pipe.forgetAll()
+		loop.held.closeAll()
 		unix.Close(loop.src)
 		close(f.unmounts)
 	}()

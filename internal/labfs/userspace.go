@@ -363,6 +363,22 @@ func (p *pipeline) forget(fh uint64) {
 	}
 }
 
+// forgetAll waits for every fetch in flight, as forget does for one file.
+func (p *pipeline) forgetAll() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	fhs := make([]uint64, 0, len(p.fetching))
+	for fh := range p.fetching {
+		fhs = append(fhs, fh)
+	}
+	p.mu.Unlock()
+	for _, fh := range fhs {
+		p.forget(fh)
+	}
+}
+
 // invalidate drops fetched data of an inode that was written to.
 func (p *pipeline) invalidate(node uint64) {
 	if p == nil {

@@ -1140,3 +1140,52 @@ func TestLabFSStatsIntervals(t *testing.T) {
 		t.Errorf("show of the intervals: want the configuration once and four reports:\n%s", text)
 	}
 }
+
+// The kernel drops the FORGETs and RELEASEs still pending when a FUSE
+// mount goes away, so a daemon that closes descriptors only when told keeps
+// some of SRC open after the unmount. A daemon process exits and loses
+// them; a lab file system embedded in a longer process (these tests, a
+// library user) must close them itself, or SRC stays busy.
+func TestLabFSUnmountClosesWhatItHeld(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", src).CombinedOutput(); err != nil {
+		t.Fatalf("tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", "-l", src).Run()
+	if err := os.MkdirAll(filepath.Join(src, "d", "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "d", "e", "f"), []byte("held"), 0o644)
+	f, err := labfs.Mount(src, mnt, preset(t, "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Directories the daemon keeps descriptors of until FORGET, and a file
+	// still open when the mount is detached: its RELEASE comes only as
+	// the last reference to the mount goes.
+	if _, err := os.Stat(filepath.Join(mnt, "d", "e", "f")); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.Open(filepath.Join(mnt, "d", "e", "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	f.Wait()
+	var held []string
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, src) {
+			held = append(held, e.Name()+" -> "+target)
+		}
+	}
+	if len(held) > 0 {
+		t.Errorf("after the unmount the process still holds %d descriptors in SRC:\n%s", len(held), strings.Join(held, "\n"))
+	}
+	if out, err := exec.Command("umount", src).CombinedOutput(); err != nil {
+		t.Errorf("SRC cannot be unmounted after the lab file system was: %v %s", err, out)
+	}
+}
