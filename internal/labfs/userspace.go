@@ -2,6 +2,8 @@ package labfs
 
 import (
 	"container/list"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,10 +229,7 @@ func (wb *writeBehind) drainAll() {
 		return
 	}
 	wb.mu.Lock()
-	nodes := make([]uint64, 0, len(wb.nodes))
-	for n := range wb.nodes {
-		nodes = append(nodes, n)
-	}
+	nodes := slices.Collect(maps.Keys(wb.nodes))
 	wb.mu.Unlock()
 	for _, n := range nodes {
 		wb.drain(n, false)
@@ -369,10 +368,7 @@ func (p *pipeline) forgetAll() {
 		return
 	}
 	p.mu.Lock()
-	fhs := make([]uint64, 0, len(p.fetching))
-	for fh := range p.fetching {
-		fhs = append(fhs, fh)
-	}
+	fhs := slices.Collect(maps.Keys(p.fetching))
 	p.mu.Unlock()
 	for _, fh := range fhs {
 		p.forget(fh)
