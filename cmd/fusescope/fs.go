@@ -165,19 +165,9 @@ func mountForeground(src, mnt string, cfg labfs.Config) error {
 	case <-done:
 	}
 	if ready != "" && err == nil {
-		// A detached daemon's log is kept only when it says something.
-		logPath := daemonLog(mnt)
-		if fi, serr := os.Stat(logPath); serr == nil && fi.Size() == 0 {
-			os.Remove(logPath)
-		}
+		labfs.RemoveEmptyLog(mnt) // kept only when the daemon said something
 	}
 	return err
-}
-
-// daemonLog is where a detached daemon's output goes: beside its control
-// socket.
-func daemonLog(mnt string) string {
-	return strings.TrimSuffix(labfs.SocketPath(mnt), ".sock") + ".log"
 }
 
 // mountInBackground runs this command again, detached, without
@@ -200,7 +190,7 @@ func mountInBackground(mnt string) error {
 	if _, err := labfs.PrivateControlDir(); err != nil {
 		return err
 	}
-	logPath := daemonLog(mnt)
+	logPath := labfs.LogPath(mnt)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
@@ -259,6 +249,14 @@ func newFSUmountCmd() *cobra.Command {
 			}
 			if m.FSType != labfs.FSType {
 				return fmt.Errorf("%s is a %s mount, not a fusescope lab file system: unmount it with umount", mnt, m.FSType)
+			}
+			// A dead mount is detached lazily, as fs mount does: nothing
+			// can be written to it, and a shell may still be inside.
+			if dead, err := labfs.DetachDead(mnt); err != nil || dead {
+				if dead {
+					fmt.Fprintln(os.Stderr, "fusescope: "+labfs.DeadMessage(mnt))
+				}
+				return err
 			}
 			if err := unix.Unmount(mnt, 0); err != nil {
 				if err == unix.EBUSY {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,20 @@ func SocketPath(mnt string) string {
 	return filepath.Join(ControlDir(), hex.EncodeToString(sum[:8])+".sock")
 }
 
+// LogPath is where a detached daemon of the mount at mnt writes its
+// output: beside its control socket.
+func LogPath(mnt string) string {
+	return strings.TrimSuffix(SocketPath(mnt), ".sock") + ".log"
+}
+
+// removeIfEmpty removes a daemon's log that holds nothing: kept only when
+// the daemon said something.
+func removeIfEmpty(log string) {
+	if fi, err := os.Lstat(log); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		os.Remove(log)
+	}
+}
+
 // controlServer answers on the control socket with plain blocking system
 // calls on a thread of its own. A goroutine parked in Go's network poller
 // (net.Listener.Accept) makes the runtime's idle threads sleep in epoll
@@ -107,19 +122,27 @@ func serveControl(f *FS) (*controlServer, error) {
 
 // removeStaleSockets removes the control sockets in dir that no daemon
 // answers on: those of daemons that were killed, whichever mount points
-// they served (a remount at the same place would replace its own anyway).
+// they served (a remount at the same place would replace its own anyway),
+// and their logs where they are empty.
 func removeStaleSockets(dir string) {
 	socks, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
 	for _, sock := range socks {
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-		if err != nil {
-			return
-		}
-		err = unix.Connect(fd, &unix.SockaddrUnix{Name: sock})
-		unix.Close(fd)
-		if errors.Is(err, unix.ECONNREFUSED) {
-			os.Remove(sock)
-		}
+		removeStaleSocket(sock)
+	}
+}
+
+// removeStaleSocket removes a control socket, and its log if empty, when no
+// daemon answers on it.
+func removeStaleSocket(sock string) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	err = unix.Connect(fd, &unix.SockaddrUnix{Name: sock})
+	unix.Close(fd)
+	if errors.Is(err, unix.ECONNREFUSED) {
+		os.Remove(sock)
+		removeIfEmpty(strings.TrimSuffix(sock, ".sock") + ".log")
 	}
 }
 
@@ -221,3 +244,6 @@ func unwrapSyscall(err error) error {
 	}
 	return err
 }
+
+// RemoveEmptyLog removes the log of the daemon of mnt if it is empty.
+func RemoveEmptyLog(mnt string) { removeIfEmpty(LogPath(mnt)) }

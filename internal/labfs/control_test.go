@@ -60,9 +60,15 @@ func TestRemoveStaleSockets(t *testing.T) {
 	live := listen("live.sock")
 	defer unix.Close(live)
 	unix.Close(listen("dead.sock")) // the file stays, as after SIGKILL
+	unix.Close(listen("quiet.sock"))
 	os.WriteFile(filepath.Join(dir, "dead.log"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(dir, "quiet.log"), nil, 0o600)
+	os.WriteFile(filepath.Join(dir, "live.log"), nil, 0o600)
 	removeStaleSockets(dir)
-	for name, want := range map[string]bool{"live.sock": true, "dead.sock": false, "dead.log": true} {
+	// A dead daemon's empty log goes with its socket; one that says
+	// something stays, as does a live daemon's.
+	for name, want := range map[string]bool{"live.sock": true, "dead.sock": false, "dead.log": true,
+		"quiet.sock": false, "quiet.log": false, "live.log": true} {
 		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
 			t.Errorf("%s: exists %v, want %v", name, err == nil, want)
 		}

@@ -18,6 +18,17 @@ const DefaultReadChunk = 1 << 20
 // to mount the same file system again. Over another preset, the first flag
 // is --preset=NAME. The flag names are the Config fields' flag tags.
 func (c Config) Flags() []string {
+	args := c.Args()
+	for i, a := range args {
+		if name, v, ok := strings.Cut(a, "="); ok {
+			args[i] = name + "=" + shellQuote(v)
+		}
+	}
+	return args
+}
+
+// Args is Flags as a command's arguments, for exec rather than a shell.
+func (c Config) Args() []string {
 	best := c.flagsOver("default")
 	for _, name := range PresetNames() {
 		if name == "default" {
@@ -52,7 +63,7 @@ func (c Config) flagsOver(preset string) []string {
 		case is == "true":
 			out = append(out, "--"+name)
 		default:
-			out = append(out, "--"+name+"="+shellQuote(is))
+			out = append(out, "--"+name+"="+is)
 		}
 	}
 	return out

@@ -94,17 +94,16 @@ func (c *Config) capabilities() (extra, disabled uint64) {
 
 // CleanStale checks a mount point before mounting. A FUSE mount whose
 // daemon died is unmounted and reported; any other mount there is an error.
-// statfs is the probe because the kernel never caches it: a stat may still
-// be answered from cached attributes after the daemon is gone.
 func CleanStale(mnt string) (string, error) {
-	var sfs unix.Statfs_t
-	err := unix.Statfs(mnt, &sfs)
-	if errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED) {
-		if uerr := unix.Unmount(mnt, unix.MNT_DETACH); uerr != nil {
-			return "", fmt.Errorf("%s is a dead FUSE mount (its daemon is gone) and unmounting it failed: %v: run umount -l %s", mnt, uerr, mnt)
-		}
-		return fmt.Sprintf("%s was a dead FUSE mount (its daemon was killed); unmounted it", mnt), nil
+	dead, err := DetachDead(mnt)
+	if err != nil {
+		return "", err
 	}
+	if dead {
+		return DeadMessage(mnt), nil
+	}
+	var sfs unix.Statfs_t
+	err = unix.Statfs(mnt, &sfs)
 	var st unix.Stat_t
 	if err == nil {
 		err = unix.Stat(mnt, &st)
@@ -211,6 +210,10 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	raw := fs.NewNodeFS(loop, &fs.Options{
 		EntryTimeout: &cfg.EntryTimeout, AttrTimeout: &cfg.AttrTimeout, NegativeTimeout: negTimeout,
+		// Modes as SRC has them: without it go-fuse shows a mode of 0000
+		// as 0644 (0755 for a directory), and the kernel's permission
+		// checks let every user read a file nobody may read.
+		NullPermissions: true,
 	})
 	f := &FS{Source: src, MountPoint: mnt, Config: cfg, stats: &daemonStats{}, started: time.Now(), killed: killed, unmounts: make(chan struct{})}
 	// The precise sleeper lowers its threads' timer slack; only a mount
@@ -296,6 +299,29 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// DetachDead unmounts mnt if it is a FUSE mount whose daemon died, lazily,
+// as nothing can be written to it any more and a shell may still be inside
+// it, and removes the dead daemon's control socket and empty log. statfs is
+// the probe because the kernel never caches it: a stat may still be
+// answered from cached attributes after the daemon is gone.
+func DetachDead(mnt string) (bool, error) {
+	var sfs unix.Statfs_t
+	err := unix.Statfs(mnt, &sfs)
+	if !errors.Is(err, unix.ENOTCONN) && !errors.Is(err, unix.ECONNABORTED) {
+		return false, nil
+	}
+	if uerr := unix.Unmount(mnt, unix.MNT_DETACH); uerr != nil {
+		return false, fmt.Errorf("%s is a dead FUSE mount (its daemon is gone) and unmounting it failed: %v: run umount -l %s", mnt, uerr, mnt)
+	}
+	removeStaleSocket(SocketPath(mnt))
+	return true, nil
+}
+
+// DeadMessage says what DetachDead did.
+func DeadMessage(mnt string) string {
+	return fmt.Sprintf("%s was a dead FUSE mount (its daemon was killed); unmounted it", mnt)
 }
 
 // Stale says what CleanStale found before this mount, or "".

@@ -105,9 +105,10 @@ func monotonic() time.Duration { return time.Since(epoch) }
 func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	return w.serve(fuseproto.Lookup, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
+		since := w.md.begin()
 		st := w.RawFileSystem.Lookup(c, h, name, out)
 		if st == fuse.OK {
-			w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr})
+			w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr}, since)
 			w.lru.looked(h.NodeId, name, out.NodeId)
 		}
 		return st, 0, 0
@@ -125,7 +126,7 @@ func (w *labRaw) entry(parent uint64, name string, out *fuse.EntryOut, st fuse.S
 
 func (w *labRaw) Forget(nodeid, nlookup uint64) {
 	w.lru.forgot(nodeid, nlookup)
-	w.md.drop(nodeid)
+	w.md.forget(nodeid)
 	w.acls.drop(nodeid)
 	w.RawFileSystem.Forget(nodeid, nlookup)
 }
@@ -142,9 +143,10 @@ func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOu
 			w.c.mdMisses.Add(1)
 		}
 		remote.wait()
+		since := w.md.begin()
 		st := w.RawFileSystem.GetAttr(c, in, out)
 		if st == fuse.OK {
-			w.md.put(in.NodeId, out)
+			w.md.put(in.NodeId, out, since)
 		}
 		return st, 0, 0
 	})
@@ -153,10 +155,9 @@ func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOu
 func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	return w.serve(fuseproto.Setattr, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
-		w.md.drop(in.NodeId)
-		w.pipe.invalidate(in.NodeId)
 		remote.wait()
-		st := w.RawFileSystem.SetAttr(c, in, out)
+		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.SetAttr(c, in, out) })
+		w.md.drop(in.NodeId) // after the change: an answer fetched before it is not cached
 		if in.Valid&fuse.FATTR_SIZE != 0 {
 			shrinks.Add(1)
 		}
@@ -186,7 +187,7 @@ func (w *labRaw) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fu
 func (w *labRaw) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	return w.serve(fuseproto.Unlink, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
-		w.md.clear()
+		defer w.md.clear()
 		return w.RawFileSystem.Unlink(c, h, name), 0, 0
 	})
 }
@@ -194,7 +195,7 @@ func (w *labRaw) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.S
 func (w *labRaw) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	return w.serve(fuseproto.Rmdir, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
-		w.md.clear()
+		defer w.md.clear()
 		return w.RawFileSystem.Rmdir(c, h, name), 0, 0
 	})
 }
@@ -202,7 +203,7 @@ func (w *labRaw) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.St
 func (w *labRaw) Rename(c <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	return w.serve(fuseproto.Rename, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
-		w.md.clear()
+		defer w.md.clear()
 		return w.RawFileSystem.Rename(c, in, oldName, newName), 0, 0
 	})
 }
@@ -314,6 +315,7 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 		}
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
+			w.openedForWrite(out.NodeId, in.Flags)
 		}
 		return st, 0, 0
 	})
@@ -428,6 +430,7 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 		}
 		if st == fuse.OK {
 			w.openFlags(out)
+			w.openedForWrite(in.NodeId, in.Flags)
 			w.closeToOpen(c, in.NodeId, out)
 			// O_TRUNC by a caller without CAP_FSETID (FUSE_OPEN_KILL_SUIDGID).
 			if in.Mode&1 != 0 && in.Flags&syscall.O_TRUNC != 0 {
@@ -439,6 +442,15 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 		}
 		return st, 0, 0
 	})
+}
+
+// openedForWrite tells the md-cache about a passthrough file opened for
+// writing: its writes go to the backing file without a request to the
+// daemon, so the cache must not hold its attributes while it is open.
+func (w *labRaw) openedForWrite(node uint64, flags uint32) {
+	if w.cfg.Passthrough && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		w.md.opened(node)
+	}
 }
 
 // backingFlags adapts open flags for the backing file. With write-back
@@ -620,8 +632,11 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 		size += len(d)
 	}
 	w.serve(fuseproto.Write, func(remote backend) (fuse.Status, int, int) {
-		w.md.drop(in.NodeId)
-		w.pipe.invalidate(in.NodeId)
+		node := in.NodeId
+		// The caches are dropped once the backend has the data: an answer
+		// fetched before it must not be kept after it (pipeline.begin,
+		// mdCache.put).
+		w.pipe.begin(node)
 		write := func(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
 			remote.wait()
 			w.link.wait(size)
@@ -636,6 +651,8 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 				var a fuse.AttrOut
 				w.killSuidgid(c, &in.InHeader, in.Fh, &a)
 			}
+			w.pipe.end(node)
+			w.md.drop(node)
 			return n, st
 		}
 		if w.wb == nil {
@@ -757,6 +774,9 @@ func (w *labRaw) Release(c <-chan struct{}, in *fuse.ReleaseIn) {
 		w.noteClose(c, in.NodeId)
 		remote.wait()
 		w.RawFileSystem.Release(c, in)
+		if w.cfg.Passthrough && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+			w.md.closed(in.NodeId)
+		}
 		return fuse.OK, 0, 0
 	})
 }
@@ -765,10 +785,12 @@ func (w *labRaw) CopyFileRange(c <-chan struct{}, in *fuse.CopyFileRangeIn) (n u
 	w.serve(fuseproto.CopyFileRange, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
 		w.wb.drain(in.NodeIdOut, false)
-		w.md.clear()
-		w.pipe.invalidate(in.NodeIdOut)
 		remote.wait()
-		n, st = w.RawFileSystem.CopyFileRange(c, in)
+		st = w.pipe.change(in.NodeIdOut, func() fuse.Status {
+			n, st = w.RawFileSystem.CopyFileRange(c, in)
+			return st
+		})
+		w.md.drop(in.NodeIdOut)
 		return st, 0, 0
 	})
 	return n, st
@@ -804,10 +826,9 @@ func (w *labRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 	return w.serve(fuseproto.Fallocate, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
-		w.md.drop(in.NodeId)
-		w.pipe.invalidate(in.NodeId)
 		remote.wait()
-		st := w.RawFileSystem.Fallocate(c, in)
+		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.Fallocate(c, in) })
+		w.md.drop(in.NodeId)
 		shrinks.Add(1) // FALLOC_FL_COLLAPSE_RANGE shortens
 		return st, 0, 0
 	})
@@ -846,9 +867,10 @@ func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 	return w.serve(fuseproto.Readdirplus, func(remote backend) (fuse.Status, int, int) {
 		w.listing(in.Fh, remote)
 		before := len(out.Bytes())
+		since := w.md.begin()
 		st := w.RawFileSystem.ReadDirPlus(c, in, out)
 		if st == fuse.OK {
-			w.lookedPlus(in.NodeId, out.Bytes()[before:])
+			w.lookedPlus(in.NodeId, out.Bytes()[before:], since)
 		}
 		return st, 0, len(out.Bytes()) - before
 	})
@@ -859,7 +881,7 @@ func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 // reference the kernel now holds (one per entry with a node id; the kernel
 // skips "." and ".."), so that an `ls -l` cannot take the inode count past
 // --max-inodes.
-func (w *labRaw) lookedPlus(dir uint64, reply []byte) {
+func (w *labRaw) lookedPlus(dir uint64, reply []byte, since uint64) {
 	if (w.lru == nil && w.md == nil) || len(reply) == 0 {
 		return
 	}
@@ -874,7 +896,7 @@ func (w *labRaw) lookedPlus(dir uint64, reply []byte) {
 			continue
 		}
 		names, ids = append(names, e.Name), append(ids, out.NodeId)
-		w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr})
+		w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr}, since)
 	}
 	w.lru.lookedAll(dir, names, ids)
 }

@@ -52,22 +52,50 @@ func (c *counters) snapshot(cfg *Config) map[string]uint64 {
 
 // mdCache is a user-space attribute cache (gluster's md-cache): GETATTR is
 // answered from memory for TTL after the backend last answered it.
+//
+// An answer is cached only if nothing dropped the node between the moment
+// its backend call began and the put: a GETATTR that read the backend just
+// before a WRITE, and put its answer just after the WRITE dropped the
+// entry, would otherwise serve the size before the write for a whole TTL.
+// So every drop moves a generation on, a put carries the generation seen
+// before its backend call, and a dropped node keeps the generation of its
+// drop until the kernel forgets it.
 type mdCache struct {
 	ttl time.Duration
 	mu  sync.Mutex
-	m   map[uint64]mdEntry
+	gen uint64 // moved on by every drop and clear
+	// cleared is the generation of the last clear: no answer fetched
+	// before it is put.
+	cleared uint64
+	m       map[uint64]mdEntry
+	// writers counts the open passthrough files of a node that may be
+	// written: their writes go to the backing file without a request, so
+	// nothing would drop what the cache holds; such a node is not cached.
+	writers map[uint64]int
 }
 
 type mdEntry struct {
-	out   fuse.AttrOut
-	until time.Time
+	out     fuse.AttrOut
+	until   time.Time
+	dropped uint64 // > 0: no answer, dropped at this generation
 }
 
 func newMDCache(ttl time.Duration) *mdCache {
 	if ttl <= 0 {
 		return nil
 	}
-	return &mdCache{ttl: ttl, m: map[uint64]mdEntry{}}
+	return &mdCache{ttl: ttl, m: map[uint64]mdEntry{}, writers: map[uint64]int{}}
+}
+
+// begin is the generation to give put for an answer the backend is about
+// to give.
+func (c *mdCache) begin() uint64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
 }
 
 func (c *mdCache) get(node uint64, out *fuse.AttrOut) bool {
@@ -77,23 +105,39 @@ func (c *mdCache) get(node uint64, out *fuse.AttrOut) bool {
 	c.mu.Lock()
 	e, ok := c.m[node]
 	c.mu.Unlock()
-	if !ok || time.Now().After(e.until) {
+	if !ok || e.dropped > 0 || time.Now().After(e.until) {
 		return false
 	}
 	*out = e.out
 	return true
 }
 
-func (c *mdCache) put(node uint64, out *fuse.AttrOut) {
+// put caches the backend's answer, fetched from generation since on,
+// unless the node was dropped since or a passthrough writer has it open.
+func (c *mdCache) put(node uint64, out *fuse.AttrOut, since uint64) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if since < c.cleared || c.writers[node] > 0 || c.m[node].dropped > since {
+		return
+	}
 	c.m[node] = mdEntry{out: *out, until: time.Now().Add(c.ttl)}
-	c.mu.Unlock()
 }
 
 func (c *mdCache) drop(node uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.gen++
+	c.m[node] = mdEntry{dropped: c.gen}
+	c.mu.Unlock()
+}
+
+// forget is the kernel's FORGET: the node id may be given to another.
+func (c *mdCache) forget(node uint64) {
 	if c == nil {
 		return
 	}
@@ -109,8 +153,35 @@ func (c *mdCache) clear() {
 		return
 	}
 	c.mu.Lock()
+	c.gen++
+	c.cleared = c.gen
 	clear(c.m)
 	c.mu.Unlock()
+}
+
+// opened and closed count a node's passthrough files open for writing: the
+// cache holds nothing for the node while one is open, and drops what it
+// has at either end.
+func (c *mdCache) opened(node uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.writers[node]++
+	c.mu.Unlock()
+	c.drop(node)
+}
+
+func (c *mdCache) closed(node uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.writers[node]--; c.writers[node] <= 0 {
+		delete(c.writers, node)
+	}
+	c.mu.Unlock()
+	c.drop(node)
 }
 
 // writeBehind acknowledges WRITEs at once and writes them to the backend in
@@ -238,7 +309,16 @@ func (wb *writeBehind) drainAll() {
 
 // pipeline keeps up to depth reads of chunk bytes in flight ahead of each
 // open file's last read (GFFS's 4 x 32 MB), so a sequential reader finds its
-// data already fetched from the (slow) backend.
+// data already fetched from the (slow) backend. As the kernel's read-ahead
+// does, it reads ahead only for a sequential stream: a read that starts
+// where the file handle's last one ended (at 0 for the first). A random
+// reader would otherwise fetch depth chunks per read and use few of them.
+//
+// No reader is served data older than a change that completed before its
+// read began: a change (write, truncate, fallocate, copy into the file)
+// drops the node's chunks when it starts and again when it is done, and no
+// fetch starts in between, so a chunk fetched before the change reached
+// the backend cannot be put back after it.
 type pipeline struct {
 	depth, chunk int
 	c            *counters
@@ -246,11 +326,12 @@ type pipeline struct {
 	mu           sync.Mutex
 	files        map[uint64]*pipeFile       // by file handle
 	fetching     map[uint64]*sync.WaitGroup // fetches in flight, by file handle
+	changing     map[uint64]int             // changes in flight, by node
 }
 
 type pipeFile struct {
 	node   uint64
-	mu     sync.Mutex
+	next   int64                // where the last read ended
 	chunks map[int64]*pipeChunk // by chunk offset
 }
 
@@ -258,7 +339,7 @@ type pipeChunk struct {
 	done chan struct{}
 	data []byte
 	ok   bool // false: the fetch failed; readers go to the backend themselves
-	used bool // a reader took it (under pipeFile.mu)
+	used bool // a reader took it (under pipeline.mu)
 }
 
 func newPipeline(depth, chunk int, c *counters, fetch func(node, fh uint64, off int64, size int) ([]byte, bool)) *pipeline {
@@ -268,26 +349,21 @@ func newPipeline(depth, chunk int, c *counters, fetch func(node, fh uint64, off 
 	if chunk <= 0 {
 		chunk = 1 << 20
 	}
-	return &pipeline{depth: depth, chunk: chunk, c: c, fetch: fetch, files: map[uint64]*pipeFile{}, fetching: map[uint64]*sync.WaitGroup{}}
+	return &pipeline{depth: depth, chunk: chunk, c: c, fetch: fetch, files: map[uint64]*pipeFile{},
+		fetching: map[uint64]*sync.WaitGroup{}, changing: map[uint64]int{}}
 }
 
 // read serves [off, off+size) from fetched chunks if it can, and schedules
-// the chunks ahead; ok is false when the caller must read it itself.
+// the chunks ahead of a sequential reader; ok is false when the caller must
+// read it itself.
 func (p *pipeline) read(node, fh uint64, off int64, size int) (data []byte, ok bool) {
+	start := off - off%int64(p.chunk)
 	p.mu.Lock()
 	f := p.files[fh]
 	if f == nil {
 		f = &pipeFile{node: node, chunks: map[int64]*pipeChunk{}}
 		p.files[fh] = f
 	}
-	wg := p.fetching[fh]
-	if wg == nil {
-		wg = &sync.WaitGroup{}
-		p.fetching[fh] = wg
-	}
-	p.mu.Unlock()
-	start := off - off%int64(p.chunk)
-	f.mu.Lock()
 	c := f.chunks[start]
 	if c != nil {
 		// Taken under the lock that drops chunks: the drop's count of
@@ -295,33 +371,38 @@ func (p *pipeline) read(node, fh uint64, off int64, size int) (data []byte, ok b
 		// sees it.
 		c.used = true
 	}
-	// Chunks behind the reader will not be read again by a sequential reader.
-	for o, old := range f.chunks {
-		if o < start {
-			delete(f.chunks, o)
-			go func(old *pipeChunk) {
-				<-old.done
-				if !old.used {
-					p.c.pipeWasted.Add(uint64(len(old.data)))
-				}
-			}(old)
+	sequential := off == f.next // 0 for a file's first read
+	f.next = off + int64(size)
+	if sequential && p.changing[node] == 0 {
+		// Chunks behind the reader will not be read again by a
+		// sequential reader.
+		for o, old := range f.chunks {
+			if o < start {
+				delete(f.chunks, o)
+				p.wasted(old)
+			}
+		}
+		wg := p.fetching[fh]
+		if wg == nil {
+			wg = &sync.WaitGroup{}
+			p.fetching[fh] = wg
+		}
+		for i := 1; i <= p.depth; i++ {
+			o := start + int64(i*p.chunk)
+			if _, ok := f.chunks[o]; !ok {
+				nc := &pipeChunk{done: make(chan struct{})}
+				f.chunks[o] = nc
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					nc.data, nc.ok = p.fetch(node, fh, o, p.chunk)
+					p.c.pipeFetched.Add(uint64(len(nc.data)))
+					close(nc.done)
+				}()
+			}
 		}
 	}
-	for i := 1; i <= p.depth; i++ {
-		o := start + int64(i*p.chunk)
-		if _, ok := f.chunks[o]; !ok {
-			nc := &pipeChunk{done: make(chan struct{})}
-			f.chunks[o] = nc
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				nc.data, nc.ok = p.fetch(node, fh, o, p.chunk)
-				p.c.pipeFetched.Add(uint64(len(nc.data)))
-				close(nc.done)
-			}()
-		}
-	}
-	f.mu.Unlock()
+	p.mu.Unlock()
 	if c == nil {
 		p.c.pipeMisses.Add(1)
 		return nil, false
@@ -346,6 +427,66 @@ func (p *pipeline) read(node, fh uint64, off int64, size int) (data []byte, ok b
 	return c.data[rel:end], true
 }
 
+// wasted counts a dropped chunk's bytes once its fetch is done, unless a
+// reader took it.
+func (p *pipeline) wasted(c *pipeChunk) {
+	go func() {
+		<-c.done
+		p.mu.Lock()
+		used := c.used
+		p.mu.Unlock()
+		if !used {
+			p.c.pipeWasted.Add(uint64(len(c.data)))
+		}
+	}()
+}
+
+// dropLocked drops the fetched and fetching chunks of a node.
+func (p *pipeline) dropLocked(node uint64) {
+	for _, f := range p.files {
+		if f.node != node {
+			continue
+		}
+		for o, c := range f.chunks {
+			delete(f.chunks, o)
+			p.wasted(c)
+		}
+	}
+}
+
+// change runs do, a change to node's data in the backend, so that no chunk
+// fetched before it completed is served after it.
+func (p *pipeline) change(node uint64, do func() fuse.Status) fuse.Status {
+	p.begin(node)
+	defer p.end(node)
+	return do()
+}
+
+// begin and end bracket a change to node's data: from the moment a client
+// may see it (a write-behind write is acknowledged before the backend has
+// it) to the moment the backend has it.
+func (p *pipeline) begin(node uint64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.changing[node]++
+	p.dropLocked(node)
+	p.mu.Unlock()
+}
+
+func (p *pipeline) end(node uint64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.changing[node]--; p.changing[node] <= 0 {
+		delete(p.changing, node)
+	}
+	p.dropLocked(node) // fetched while the change was under way
+	p.mu.Unlock()
+}
+
 // forget drops an open file's chunks and waits for its fetches: the file
 // handle must not be used once the kernel has released it.
 func (p *pipeline) forget(fh uint64) {
@@ -353,6 +494,11 @@ func (p *pipeline) forget(fh uint64) {
 		return
 	}
 	p.mu.Lock()
+	if f := p.files[fh]; f != nil {
+		for _, c := range f.chunks {
+			p.wasted(c)
+		}
+	}
 	delete(p.files, fh)
 	wg := p.fetching[fh]
 	delete(p.fetching, fh)
@@ -372,20 +518,6 @@ func (p *pipeline) forgetAll() {
 	p.mu.Unlock()
 	for _, fh := range fhs {
 		p.forget(fh)
-	}
-}
-
-// invalidate drops fetched data of an inode that was written to.
-func (p *pipeline) invalidate(node uint64) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for fh, f := range p.files {
-		if f.node == node {
-			delete(p.files, fh)
-		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -721,6 +722,62 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); err == nil {
 		t.Errorf("control socket %s is left behind after SIGTERM", sock)
+	}
+}
+
+// A detached daemon killed outright, with a shell still inside its mount:
+// fs umount detaches the dead mount (as fs mount would) instead of calling
+// it busy, and neither its control socket nor its empty log is left in the
+// control directory.
+func TestLabFSKilledBackgroundDaemon(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	out, err := exec.Command(fusescopeBin, "fs", "mount", "--background", src, mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fs mount --background: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`daemon pid (\d+)`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("fs mount --background did not name its daemon:\n%s", out)
+	}
+	sock, log := labfs.SocketPath(mnt), labfs.LogPath(mnt)
+	for _, p := range []string{sock, log} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("while mounted: %v", err)
+		}
+	}
+	shell := exec.Command("sh", "-c", `cd "$1" && echo in && exec sleep 60`, "sh", mnt)
+	stdout, _ := shell.StdoutPipe()
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { shell.Process.Kill(); shell.Wait() }()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "in\n" {
+		t.Fatalf("the shell did not enter %s: %q", mnt, line)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	syscall.Kill(pid, syscall.SIGKILL)
+	var sfs unix.Statfs_t
+	for i := 0; ; i++ {
+		if err := unix.Statfs(mnt, &sfs); errors.Is(err, syscall.ENOTCONN) {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("%s still answers 5 s after SIGKILL of its daemon", mnt)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out, err = exec.Command(fusescopeBin, "fs", "umount", mnt).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dead FUSE mount") {
+		t.Errorf("fs umount of a dead mount with a shell inside: %v, want a line saying it was dead and exit 0:\n%s", err, out)
+	}
+	if mounted(mnt) {
+		t.Errorf("%s is still mounted", mnt)
+		exec.Command("umount", "-l", mnt).Run()
+	}
+	for _, p := range []string{sock, log} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is left behind by the killed daemon", p)
+		}
 	}
 }
 

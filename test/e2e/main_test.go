@@ -21,7 +21,13 @@ import (
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
-var fusescopeBin string
+var (
+	fusescopeBin string
+	// plainBin is fusescope without the race detector, for daemons under
+	// long workloads (the model checker), which it would slow several
+	// times; fsxBin is the model checker (test/fsx/cmd/fsx).
+	plainBin, fsxBin string
+)
 
 // raceBuild: this test binary has the race detector (race_test.go), and
 // so has fusescopeBin.
@@ -37,6 +43,11 @@ func helper(name string, args ...string) *exec.Cmd {
 
 var helpers = map[string]func(args []string) error{
 	"write-shared": func(args []string) error { return writeSharedHere(args[0]) },
+	"check-permissions": func(args []string) error {
+		out, err := checkPermissions(args[0])
+		fmt.Print(out)
+		return err
+	},
 }
 
 func TestMain(m *testing.M) {
@@ -60,16 +71,22 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	fusescopeBin = filepath.Join(dir, "fusescope")
-	args := []string{"build", "-o", fusescopeBin}
+	fusescopeBin, plainBin, fsxBin = filepath.Join(dir, "fusescope"), filepath.Join(dir, "fusescope-plain"), filepath.Join(dir, "fsx")
+	builds := [][]string{{"-o", fusescopeBin, "github.com/fusescope/fusescope/cmd/fusescope"},
+		{"-o", fsxBin, "github.com/fusescope/fusescope/test/fsx/cmd/fsx"}}
 	if raceBuild {
-		args = append(args, "-race")
+		builds[0] = append([]string{"-race"}, builds[0]...)
+		builds = append(builds, []string{"-o", plainBin, "github.com/fusescope/fusescope/cmd/fusescope"})
+	} else {
+		plainBin = fusescopeBin
 	}
-	build := exec.Command("go", append(args, "github.com/fusescope/fusescope/cmd/fusescope")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: building fusescope:", err)
-		os.Exit(1)
+	for _, args := range builds {
+		build := exec.Command("go", append([]string{"build"}, args...)...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: go build %v: %v\n", args, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

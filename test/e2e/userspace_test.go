@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fusectl"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/labfs"
 )
@@ -344,5 +345,143 @@ func TestLabFSReaddirAhead(t *testing.T) {
 	}
 	if p50 := rd.Latency.Quantile(0.5); p50 > float64(time.Millisecond) {
 		t.Errorf("READDIR p50 %.0f ns: answered from the prefetch, it should not pay the 5 ms backend delay", p50)
+	}
+}
+
+// A write that has returned is seen by every read that begins after it,
+// also where the read pipeline fetched the old bytes while the write was on
+// its way to the backend; the chunks it drops unused count as wasted.
+func TestLabFSReadPipelineNeverStale(t *testing.T) {
+	cfg := preset(t, "nocache") // direct_io: every read and write reaches the daemon
+	cfg.ReadPipeline, cfg.ReadChunk = 4, 64<<10
+	cfg.Latency = labfs.LatencySpec{"WRITE": {Base: 50 * time.Millisecond}}
+	src, mnt, f := mountLabFS(t, cfg)
+	old := bytes.Repeat([]byte("o"), 1<<20)
+	if err := os.WriteFile(filepath.Join(src, "f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	writer, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	fresh := bytes.Repeat([]byte("n"), 4096)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := writer.WriteAt(fresh, 64<<10) // in the chunk after the first
+		wrote <- err
+	}()
+	// While the WRITE waits for its emulated backend, a sequential read
+	// of the first chunk has the pipeline fetch the chunks after it.
+	waitFor(t, "the WRITE in flight", func() bool {
+		ci := fusectl.Read(f.Conn)
+		return ci != nil && ci.Waiting > 0
+	})
+	buf := make([]byte, 4096)
+	if _, err := reader.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.ReadAt(buf, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, fresh) {
+		t.Errorf("a read after the write returned got %q..., the bytes from before it", buf[:8])
+	}
+
+	// A write drops the chunks fetched ahead, unused: they count as wasted.
+	// A new reader's first read fetches the four chunks after it...
+	reader2, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader2.Close()
+	fetched0, wasted0 := counter(t, f, "read_pipeline_fetched_bytes"), counter(t, f, "read_pipeline_wasted_bytes")
+	if _, err := reader2.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "four chunks fetched", func() bool { return counter(t, f, "read_pipeline_fetched_bytes")-fetched0 == 4*64<<10 })
+	// ...which a write then drops, unread.
+	if _, err := writer.WriteAt(fresh, 128<<10); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dropped chunks counted", func() bool { return counter(t, f, "read_pipeline_wasted_bytes")-wasted0 == 4*64<<10 })
+}
+
+// The pipeline reads ahead of sequential readers only: random 4 KiB reads
+// make it fetch nothing beyond what a stream starting at offset 0 asks for.
+func TestLabFSReadPipelineRandomReads(t *testing.T) {
+	cfg := preset(t, "nocache")
+	cfg.ReadPipeline, cfg.ReadChunk = 4, 1<<20
+	src, mnt, f := mountLabFS(t, cfg)
+	if err := os.WriteFile(filepath.Join(src, "db"), bytes.Repeat([]byte("d"), 16<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.Open(filepath.Join(mnt, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	const reads = 300
+	for i := range reads {
+		off := int64((i*7919)%4096) * 4096 // a scatter over the 16 MiB
+		if _, err := fh.ReadAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fh.Close()
+	fetched := counter(t, f, "read_pipeline_fetched_bytes")
+	if limit := uint64(reads*4096 + 4<<20); fetched > limit {
+		t.Errorf("%d random 4 KiB reads made the pipeline fetch %d bytes, want at most %d", reads, fetched, limit)
+	}
+	t.Logf("%d random 4 KiB reads: %d bytes fetched ahead", reads, fetched)
+}
+
+// Passthrough writes go to the backing file without a request to the
+// daemon: its md-cache must not serve the size from before them.
+func TestLabFSPassthroughMDCache(t *testing.T) {
+	cfg := preset(t, "passthrough")
+	cfg.MDCacheTTL = time.Minute
+	src, mnt, _ := mountLabFS(t, cfg)
+	for i := range 10 {
+		name := filepath.Join(mnt, fmt.Sprintf("f%d", i))
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%d", i)), nil, 0o644)
+		if _, err := os.Stat(name); err != nil { // the md-cache learns size 0
+			t.Fatal(err)
+		}
+		fh, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fh.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(name)
+		if err != nil || fi.Size() != 1 {
+			t.Errorf("try %d: stat after a 1-byte write through passthrough: size %d, %v; want 1", i, fi.Size(), err)
+		}
+		fh.Write(bytes.Repeat([]byte("y"), 100005))
+		fh.Close()
+		if fi, err := os.Stat(name); err != nil || fi.Size() != 100006 {
+			t.Errorf("try %d: stat after close: size %d, %v; want 100006", i, fi.Size(), err)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, for at most 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i == 1000 {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
