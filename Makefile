@@ -11,7 +11,7 @@ export PATH := $(TOOLS):$(PATH)
 DEPS_GENERATE := clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev \
 	/usr/include/x86_64-linux-gnu/asm/types.h:linux-libc-dev
 DEPS_RUN := bindfs:bindfs fusermount3:fuse3 python3:python3 pkill:procps
-DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpriv:util-linux strace:strace setfacl:acl rsync:rsync \
+DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpriv:util-linux strace:strace setfacl:acl rsync:rsync sqlite3:sqlite3 \
 	gcc:gcc
 DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
 

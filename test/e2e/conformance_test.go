@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fusescope/fusescope/test/labmodes"
 	"golang.org/x/sys/unix"
 )
 
@@ -216,7 +217,7 @@ func TestLabFSPermissionMatrix(t *testing.T) {
 			t.Fatalf("the native directory did not behave as the test expects (%q)", line)
 		}
 	}
-	for name, cfg := range modes(t) {
+	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
 			_, mnt, _ := mountLabFS(t, cfg)
 			permissionMatrix(t, mnt)
@@ -319,6 +320,9 @@ func TestLabFSDirectIOUnalignedReads(t *testing.T) {
 // extended attributes, access and default ACLs, and fixed times.
 func tarTree(t *testing.T, dir string) {
 	t.Helper()
+	// The modes below are made under umask 022, whatever the process has
+	// (a lab file system mounted in this process sets it to 0).
+	defer unix.Umask(unix.Umask(0o022))
 	p := func(name string) string { return filepath.Join(dir, name) }
 	big := make([]byte, 300_000)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -515,7 +519,7 @@ func TestLabFSRealToolsRoundTrip(t *testing.T) {
 				t.Fatalf("the native %s copy lacks %q:\n%s", tool, line, want)
 			}
 		}
-		for name, cfg := range modes(t) {
+		for name, cfg := range labmodes.All() {
 			t.Run(tool+"/"+name, func(t *testing.T) {
 				_, mnt, _ := mountLabFS(t, cfg)
 				if err := tools[tool](mnt); err != nil {
@@ -526,5 +530,82 @@ func TestLabFSRealToolsRoundTrip(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A database and a repository work through the mount as natively, in
+// every mode: sqlite's random page I/O with transactions ends with an
+// intact database holding what it holds natively (the read pipeline once
+// fetched 1 MiB chunks ahead of each random page read), and git commits
+// a tree, finds it clean and verifies every object.
+func TestLabFSSqliteAndGit(t *testing.T) {
+	need(t, "sqlite3", "git")
+	const sql = `PRAGMA journal_mode=WAL;
+CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 20000)
+  INSERT INTO kv SELECT i, printf('%0100d', i*7919 % 100003) FROM n;
+UPDATE kv SET v = upper(hex(randomblob(40))) WHERE k % 7 = 3;
+DELETE FROM kv WHERE k % 11 = 5;
+PRAGMA wal_checkpoint(TRUNCATE);
+VACUUM;
+SELECT count(*), sum(length(v)), sum(k) FROM kv;
+PRAGMA integrity_check;`
+	run := func(dir string) (string, error) {
+		out, err := exec.Command("sqlite3", filepath.Join(dir, "db.sqlite"), sql).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("sqlite3: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		summary := strings.Join(lines[len(lines)-2:], " ")
+		git := func(args ...string) (string, error) {
+			cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+			cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example", "GIT_COMMITTER_NAME=t",
+				"GIT_COMMITTER_EMAIL=t@example", "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return "", fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return strings.TrimSpace(string(out)), nil
+		}
+		for i := range 200 {
+			os.MkdirAll(filepath.Join(dir, "src", fmt.Sprint(i%10)), 0o755)
+			os.WriteFile(filepath.Join(dir, "src", fmt.Sprint(i%10), fmt.Sprintf("f%d.txt", i)), bytes.Repeat([]byte(fmt.Sprintf("line %d\n", i)), i+1), 0o644)
+		}
+		for _, args := range [][]string{{"init", "-q"}, {"add", "src"}, {"commit", "-q", "-m", "tree"}} {
+			if _, err := git(args...); err != nil {
+				return "", err
+			}
+		}
+		head, err := git("rev-parse", "HEAD")
+		if err != nil {
+			return "", err
+		}
+		status, err := git("status", "--porcelain", "src")
+		if err != nil {
+			return "", err
+		}
+		if _, err := git("fsck", "--full", "--strict"); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("sqlite: %s; git: %s, status %q", summary, head, status), nil
+	}
+	want, err := run(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(want, " ok;") {
+		t.Fatalf("natively: %s", want)
+	}
+	for name, cfg := range labmodes.All() {
+		t.Run(name, func(t *testing.T) {
+			_, mnt, _ := mountLabFS(t, cfg)
+			got, err := run(mnt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("through the mount: %s\nnatively: %s", got, want)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/fusescope/fusescope/internal/fusectl"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/test/fsx"
+	"github.com/fusescope/fusescope/test/labmodes"
 )
 
 // fsxResult is what fsx -json prints.
@@ -76,22 +77,6 @@ func runFsx(t *testing.T, name, src, mnt string, seed uint64, ops, procs int) {
 	}
 }
 
-// fsxModes are the configurations the model checker runs on: every mode of
-// the other correctness tests, the user-space features over direct_io
-// (every read and write reaches the daemon, which the other modes' page
-// cache hides from them), and the md-cache over passthrough.
-func fsxModes(t *testing.T) map[string]labfs.Config {
-	m := modes(t)
-	direct := preset(t, "nocache")
-	direct.MDCacheTTL, direct.ReadPipeline, direct.ReadChunk, direct.WriteBehind = time.Second, 4, 256<<10, 8
-	direct.Latency = labfs.LatencySpec{"*": {Base: 20 * time.Microsecond, Jitter: 10 * time.Microsecond}}
-	m["nocache+userspace"] = direct
-	pt := preset(t, "passthrough")
-	pt.MDCacheTTL = time.Second
-	m["passthrough+md-cache"] = pt
-	return m
-}
-
 // mountPlain mounts a lab file system with the fusescope built without
 // the race detector, in a daemon of its own, with cfg's flags.
 func mountPlain(t *testing.T, cfg labfs.Config) (src, mnt string) {
@@ -118,7 +103,7 @@ func mountPlain(t *testing.T, cfg labfs.Config) (src, mnt string) {
 // in-process daemon under it. A failure prints the seed and the shortest
 // failing prefix; FUSESCOPE_FSX_SEED and FUSESCOPE_FSX_OPS replay it.
 func TestLabFSModelCheck(t *testing.T) {
-	ms := fsxModes(t)
+	ms := labmodes.All()
 	names := make([]string, 0, len(ms))
 	for name := range ms {
 		names = append(names, name)
@@ -139,7 +124,7 @@ func TestLabFSModelCheck(t *testing.T) {
 // the race detector (make test), in the modes where the most goroutines
 // meet: every user-space feature, over direct_io and over write-back.
 func TestLabFSModelCheckRace(t *testing.T) {
-	ms := fsxModes(t)
+	ms := labmodes.All()
 	for _, name := range []string{"nocache+userspace", "writeback+userspace"} {
 		t.Run(name, func(t *testing.T) {
 			src, mnt, _ := mountLabFS(t, ms[name])
@@ -207,7 +192,7 @@ func runCoherence(t *testing.T, mnt string, d time.Duration, args ...string) coh
 // write-back, passthrough, close-to-open and the user-space features are
 // all coherent for users of one mount).
 func TestLabFSCoherence(t *testing.T) {
-	for name, cfg := range fsxModes(t) {
+	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, mnt := mountPlain(t, cfg)

@@ -20,6 +20,7 @@ import (
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/labmodes"
 	"golang.org/x/sys/unix"
 )
 
@@ -220,30 +221,10 @@ func crc(b []byte) uint32 {
 	return ^c
 }
 
-// modes are the configurations correctness is checked in: every preset,
-// and the default preset with every user-space feature on over an emulated
-// slow backend.
-func modes(t *testing.T) map[string]labfs.Config {
-	m := map[string]labfs.Config{}
-	for _, name := range labfs.PresetNames() {
-		m[name] = preset(t, name)
-	}
-	// Every user-space feature at once, over write-through and over the
-	// kernel's write-back cache (whose flushes meet write-behind's queue).
-	for _, base := range []string{"default", "writeback"} {
-		all := preset(t, base)
-		all.MDCacheTTL, all.ReadPipeline, all.ReadChunk, all.WriteBehind, all.MaxInodes = time.Second, 4, 64<<10, 8, 20
-		all.Invalidation, all.ReaddirAhead = "cto", true
-		all.Latency = labfs.LatencySpec{"*": {Base: 20 * time.Microsecond, Jitter: 10 * time.Microsecond}}
-		m[base+"+userspace"] = all
-	}
-	return m
-}
-
 // Every mode behaves as the source directory does, operation by operation.
 func TestLabFSPresetsMatchNative(t *testing.T) {
 	want := fsScript(t, t.TempDir())
-	for name, cfg := range modes(t) {
+	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
 			src, mnt, _ := mountLabFS(t, cfg)
 			if got := fsScript(t, mnt); got != want {
@@ -356,7 +337,7 @@ func TestLabFSPermissionsAsNative(t *testing.T) {
 			t.Fatalf("the native directory did not behave as the test expects (%q):\n%s", line, want)
 		}
 	}
-	for name, cfg := range modes(t) {
+	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
 			src, mnt, _ := mountLabFS(t, cfg)
 			permissionSetup(t, mnt)
@@ -383,7 +364,7 @@ func TestLabFSPermissionsAsNative(t *testing.T) {
 // through a shared mapping.
 func TestLabFSFioVerify(t *testing.T) {
 	need(t, "fio")
-	for name, cfg := range modes(t) {
+	for name, cfg := range labmodes.All() {
 		// The third job mixes reads into unaligned writes of varying sizes:
 		// partial pages, and reads meeting write-behind and read-ahead. The
 		// last writes through a shared mapping, as databases do.
