@@ -18,5 +18,23 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 echo "deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A fresh cloud VM runs unattended-upgrades at boot, which holds the dpkg
+# and apt lists locks for minutes: wait for them (up to 20 minutes) rather
+# than fail, and say so.
+apt_wait() {
+  local out
+  for i in $(seq 1 120); do
+    if out=$(apt-get -o DPkg::Lock::Timeout=10 "$@" 2>&1); then return 0; fi
+    if ! grep -qiE 'could not get lock|unable to acquire|is another process using it' <<<"$out"; then
+      echo "$out" >&2
+      return 1
+    fi
+    [[ $i == 1 ]] && echo "deps: another apt-get or dpkg (unattended-upgrades?) holds the lock: waiting for it" >&2
+    sleep 10
+  done
+  echo "deps: the apt lock was held for 20 minutes: try again when unattended-upgrades is done" >&2
+  return 1
+}
+apt_wait update -qq
+apt_wait install -y -qq --no-install-recommends "${missing[@]}"
+echo "deps: installed ${missing[*]}" >&2

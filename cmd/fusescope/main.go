@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -57,10 +59,11 @@ Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return fmt.Errorf("%v (see %s --help)", err, c.CommandPath())
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if err := checkEmpty(c); err != nil {
+			return err
+		}
 		return checkExclusive(c)
 	}
 	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd())
@@ -132,4 +135,58 @@ func checkExclusive(c *cobra.Command) error {
 		}
 	}
 	return nil
+}
+
+// badFlagValue is how pflag reports a value its parser refused.
+var badFlagValue = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?--([\w-]+)" flag: (.*)$`)
+
+// flagError says in one sentence which flag's value is wrong and what to
+// give instead, with an example, instead of the parser's text
+// (strconv.ParseUint: parsing "abc": invalid syntax).
+func flagError(c *cobra.Command, err error) error {
+	m := badFlagValue.FindStringSubmatch(err.Error())
+	f := (*pflag.Flag)(nil)
+	if m != nil {
+		f = c.Flags().Lookup(m[2])
+	}
+	if f == nil {
+		return fmt.Errorf("%v (see %s --help)", err, c.CommandPath())
+	}
+	value, why := m[1], m[3]
+	switch t := f.Value.Type(); {
+	case t == "duration":
+		why = "give a duration with its unit, like --" + f.Name + " 10ms (ns, us, ms, s, m, h)"
+	case strings.HasPrefix(t, "uint"):
+		why = "give a whole number of 0 or more, like --" + f.Name + " 12"
+	case strings.HasPrefix(t, "int"):
+		why = "give a whole number, like --" + f.Name + " 12"
+	case t == "bool":
+		why = "give true or false, like --" + f.Name + "=false"
+	}
+	return fmt.Errorf("--%s %q: %s (see %s --help)", f.Name, value, why, c.CommandPath())
+}
+
+// checkEmpty refuses a text flag given an empty value (--op with nothing,
+// --latency=): pflag takes it, and it would mean the default, or nothing.
+func checkEmpty(c *cobra.Command) error {
+	var err error
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		empty := false
+		switch v := f.Value.(type) {
+		case pflag.SliceValue:
+			for _, s := range v.GetSlice() {
+				empty = empty || strings.TrimSpace(s) == ""
+			}
+			empty = empty || len(v.GetSlice()) == 0
+		default:
+			empty = f.Value.Type() == "string" && strings.TrimSpace(f.Value.String()) == ""
+		}
+		if empty {
+			err = fmt.Errorf("--%s was given an empty value: give it one, or leave it out (see %s --help)", f.Name, c.CommandPath())
+		}
+	})
+	return err
 }

@@ -41,12 +41,14 @@ type confinedNode struct {
 	opens  []int
 
 	size atomic.Pointer[fileSize] // the file's size when a read last asked
-}
 
-// shrinks counts the requests, in every mount, that may have shortened a
-// file (truncate, O_TRUNC, fallocate): a size a node learnt before the
-// last of them no longer says how much a read can carry.
-var shrinks atomic.Uint64
+	// shrinks counts the requests of this mount that may have shortened a
+	// file (truncate, O_TRUNC, fallocate), shared by all its nodes: a size
+	// a node learnt before the last of them no longer says how much a
+	// read can carry. Per mount: one mount's truncates say nothing of
+	// another's files.
+	shrinks *atomic.Uint64
+}
 
 // fileSize is a file's size, and shrinks when it was read.
 type fileSize struct {
@@ -63,7 +65,7 @@ type fileSize struct {
 // A file shortened in SRC by others is not seen: the splice then carries
 // less, go-fuse replies with what it read, and the counts say more.
 func (n *confinedNode) readable(fd int, off int64, want int) int {
-	epoch := shrinks.Load()
+	epoch := n.shrinks.Load()
 	if k := n.size.Load(); k != nil && k.shrinks == epoch && off+int64(want) <= k.size {
 		return want
 	}
@@ -149,13 +151,13 @@ func newConfinedRoot(src string) (*confinedNode, error) {
 		return nil, err
 	}
 	root := &fs.LoopbackRoot{Path: src, Dev: st.Dev}
-	n := &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: root}, src: fd, held: newHeldFDs()}
+	n := &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: root}, src: fd, held: newHeldFDs(), shrinks: new(atomic.Uint64)}
 	root.RootNode = n
 	return n, nil
 }
 
 func (n *confinedNode) child() *confinedNode {
-	return &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: n.RootData}, src: n.src, held: n.held}
+	return &confinedNode{LoopbackNode: fs.LoopbackNode{RootData: n.RootData}, src: n.src, held: n.held, shrinks: n.shrinks}
 }
 
 // OnForget closes the directory's descriptor: no request can use it any more.

@@ -227,6 +227,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
 		c: c, md: newMDCache(cfg.MDCacheTTL), wb: newWriteBehind(cfg.WriteBehind, c), lru: newInodeLRU(cfg.MaxInodes, c),
 		rda: newReaddirAhead(cfg.ReaddirAhead, c), lastClose: map[uint64]fileVersion{}, acls: newDefaultACLs(cfg.AttrTimeout),
+		shrinks: loop.shrinks,
 	}
 	w.pipe = newPipeline(cfg.ReadPipeline, cfg.ReadChunk, c, w.fetchChunk)
 	f.raw = w
@@ -246,7 +247,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		f.server.Serve()
 		// Serving has stopped, from Unmount or from outside: finish what
 		// was acknowledged, then close what the kernel never released.
-		w.wb.drainAll()
+		w.wb.stopAll()
 		w.pipe.forgetAll()
 		loop.held.closeAll()
 		unix.Close(loop.src)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ type labRaw struct {
 	acls      *defaultACLs           // nil: asked at every create
 
 	invalidateAttr func(node uint64) // drops the kernel's cached attributes of a node
+	shrinks        *atomic.Uint64    // the mount's requests that may shorten a file (confinedNode.readable)
 }
 
 // fileVersion is what close-to-open compares between a close and an open.
@@ -127,6 +129,7 @@ func (w *labRaw) entry(parent uint64, name string, out *fuse.EntryOut, st fuse.S
 func (w *labRaw) Forget(nodeid, nlookup uint64) {
 	w.lru.forgot(nodeid, nlookup)
 	w.md.forget(nodeid)
+	w.wb.forget(nodeid)
 	w.acls.drop(nodeid)
 	w.RawFileSystem.Forget(nodeid, nlookup)
 }
@@ -159,7 +162,7 @@ func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOu
 		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.SetAttr(c, in, out) })
 		w.md.drop(in.NodeId) // after the change: an answer fetched before it is not cached
 		if in.Valid&fuse.FATTR_SIZE != 0 {
-			shrinks.Add(1)
+			w.shrinks.Add(1)
 		}
 		if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && in.Valid&fuse.FATTR_MODE == 0 {
 			w.killSuidgid(c, &in.InHeader, in.Fh, out)
@@ -311,7 +314,7 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
 		st := w.entry(in.NodeId, name, &out.EntryOut, w.RawFileSystem.Create(c, in, name, out))
 		if in.Flags&syscall.O_TRUNC != 0 { // an existing file
-			shrinks.Add(1)
+			w.shrinks.Add(1)
 		}
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
@@ -426,7 +429,7 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 		w.lru.touch(in.NodeId)
 		st := w.RawFileSystem.Open(c, in, out)
 		if in.Flags&syscall.O_TRUNC != 0 {
-			shrinks.Add(1)
+			w.shrinks.Add(1)
 		}
 		if st == fuse.OK {
 			w.openFlags(out)
@@ -829,7 +832,7 @@ func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status 
 		remote.wait()
 		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.Fallocate(c, in) })
 		w.md.drop(in.NodeId)
-		shrinks.Add(1) // FALLOC_FL_COLLAPSE_RANGE shortens
+		w.shrinks.Add(1) // FALLOC_FL_COLLAPSE_RANGE shortens
 		return st, 0, 0
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,7 +74,8 @@ func TestReadableSizes(t *testing.T) {
 	}
 	defer f.Close()
 	f.Write(make([]byte, 5000))
-	n, fd := &confinedNode{}, int(f.Fd())
+	n, fd := &confinedNode{shrinks: new(atomic.Uint64)}, int(f.Fd())
+	other := &confinedNode{shrinks: new(atomic.Uint64)} // a node of another mount
 	check := func(what string, off int64, want, got int) {
 		t.Helper()
 		if r := n.readable(fd, off, want); r != got {
@@ -86,7 +88,9 @@ func TestReadableSizes(t *testing.T) {
 	// which is what spares the fstat.
 	f.Truncate(100)
 	check("shortened in SRC", 0, 4096, 4096)
-	shrinks.Add(1) // a truncate through the mount
+	other.shrinks.Add(1) // a truncate through another mount
+	check("after another mount's truncate", 0, 4096, 4096)
+	n.shrinks.Add(1) // a truncate through the mount
 	check("after a truncate", 0, 4096, 100)
 	f.Truncate(9000)
 	check("grown past the size seen", 4096, 131072, 4904)

@@ -189,11 +189,16 @@ func (c *mdCache) closed(node uint64) {
 // fsync and release wait for an inode's queue to drain and report the first
 // error there, so no error is lost; reads and attribute requests of the
 // inode wait too, so nobody sees data older than what was acknowledged.
+//
+// Each inode written has a queue and a goroutine that writes it out; both
+// go when the kernel forgets the inode (forget) and when serving stops
+// (stopAll).
 type writeBehind struct {
-	depth int
-	c     *counters
-	mu    sync.Mutex
-	nodes map[uint64]*wbQueue
+	depth   int
+	c       *counters
+	mu      sync.Mutex
+	nodes   map[uint64]*wbQueue
+	running sync.WaitGroup // the queues' goroutines
 }
 
 type wbQueue struct {
@@ -206,6 +211,7 @@ type wbQueue struct {
 	pending int
 	idle    *sync.Cond
 	err     fuse.Status
+	closed  bool // jobs is closed: a submit must take a new queue
 }
 
 func newWriteBehind(depth int, c *counters) *writeBehind {
@@ -223,7 +229,11 @@ func (wb *writeBehind) queue(node uint64) *wbQueue {
 		q = &wbQueue{jobs: make(chan func() fuse.Status, wb.depth), slots: make(chan struct{}, wb.depth)}
 		q.idle = sync.NewCond(&q.mu)
 		wb.nodes[node] = q
-		go q.run(wb.c)
+		wb.running.Add(1)
+		go func() {
+			defer wb.running.Done()
+			q.run(wb.c)
+		}()
 	}
 	return q
 }
@@ -252,6 +262,11 @@ func (q *wbQueue) run(c *counters) {
 func (wb *writeBehind) submit(node uint64, job func() fuse.Status) {
 	q := wb.queue(node)
 	q.mu.Lock()
+	for q.closed { // forgotten since: the node has a new queue
+		q.mu.Unlock()
+		q = wb.queue(node)
+		q.mu.Lock()
+	}
 	q.pending++ // drain waits for a write blocked here too
 	q.mu.Unlock()
 	q.slots <- struct{}{}
@@ -292,6 +307,51 @@ func (wb *writeBehind) drain(node uint64, report bool) fuse.Status {
 	err := q.err
 	q.err = fuse.OK
 	return err
+}
+
+// forget writes out a node's queue and stops its goroutine: the kernel has
+// forgotten the node, and sends nothing more for it (a node id it reuses
+// gets a new queue).
+func (wb *writeBehind) forget(node uint64) {
+	if wb == nil {
+		return
+	}
+	wb.mu.Lock()
+	q := wb.nodes[node]
+	delete(wb.nodes, node)
+	wb.mu.Unlock()
+	if q != nil {
+		q.stop()
+	}
+}
+
+// stop closes the queue once it is empty.
+func (q *wbQueue) stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.pending > 0 {
+		q.idle.Wait()
+	}
+	if !q.closed {
+		q.closed = true
+		close(q.jobs)
+	}
+}
+
+// stopAll writes out every queue and stops the goroutines, once serving
+// has stopped.
+func (wb *writeBehind) stopAll() {
+	if wb == nil {
+		return
+	}
+	wb.mu.Lock()
+	queues := slices.Collect(maps.Values(wb.nodes))
+	clear(wb.nodes)
+	wb.mu.Unlock()
+	for _, q := range queues {
+		q.stop()
+	}
+	wb.running.Wait()
 }
 
 // drainAll waits for every queued write (unmount, SIGTERM).

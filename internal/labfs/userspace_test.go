@@ -1,6 +1,7 @@
 package labfs
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,5 +47,30 @@ func TestWriteBehindBoundsUnwrittenWrites(t *testing.T) {
 	}
 	if d, q, e := c.wbMaxDepth.Load(), c.wbQueued.Load(), c.wbErrors.Load(); d != 3 || q != 4 || e != 1 {
 		t.Errorf("max depth %d, queued %d, errors %d; want 3, 4, 1", d, q, e)
+	}
+}
+
+// A queue's goroutine ends when the kernel forgets its inode and when
+// serving stops; a write to a node id given again takes a new queue.
+func TestWriteBehindQueuesEnd(t *testing.T) {
+	wb := newWriteBehind(2, &counters{})
+	var written atomic.Int32
+	job := func() fuse.Status { written.Add(1); return fuse.OK }
+	wb.submit(1, job)
+	wb.submit(2, job)
+	wb.forget(1)
+	if _, ok := wb.nodes[1]; ok || written.Load() < 1 {
+		t.Fatalf("after forget: queue kept %v, writes done %d", ok, written.Load())
+	}
+	wb.submit(1, job) // the id again
+	done := make(chan struct{})
+	go func() { wb.stopAll(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stopAll: a queue's goroutine did not end")
+	}
+	if written.Load() != 3 || len(wb.nodes) != 0 {
+		t.Errorf("%d writes done, %d queues left; want 3 and 0", written.Load(), len(wb.nodes))
 	}
 }

@@ -874,6 +874,9 @@ func TestLabFSBadInput(t *testing.T) {
 		{[]string{"fs", "mount", src, mnt, "--latency", "lookup=fast"}, "not a duration"},
 		{[]string{"fs", "mount", src, mnt, "--latency", "bogus=1ms"}, "unknown FUSE opcode"},
 		{[]string{"fs", "mount", src, mnt, "--bandwidth", "lots"}, "give a rate"},
+		{[]string{"fs", "mount", src, mnt, "--latency", ""}, "--latency was given an empty value"},
+		{[]string{"fs", "mount", src, mnt, "--md-cache", "5"}, `--md-cache "5": give a duration with its unit, like --md-cache 10ms`},
+		{[]string{"fs", "mount", src, mnt, "--max-background", "many"}, `--max-background "many": give a whole number`},
 		{[]string{"fs", "mount", src, mnt, "--keep-cache", "--direct-io"}, "contradict"},
 		{[]string{"fs", "mount", src, mnt, "--readdirplus", "maybe"}, "auto, on or off"},
 		{[]string{"fs", "mount", src, mnt, "--preset", "passthrough", "--keep-cache"}, "fails opens"},       // EIO on every open
