@@ -6,6 +6,7 @@ BIN := bin/fusescope
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 TOOLS := $(CURDIR)/.cache/bin
 STATICCHECK_VERSION := v0.8.2
+GOTESTSUM_VERSION := v1.13.0
 export PATH := $(TOOLS):$(PATH)
 
 DEPS_GENERATE := clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev \
@@ -40,6 +41,11 @@ check-generated: generate
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+# make test's progress: a line per test as it ends, the output of those
+# that fail.
+$(TOOLS)/gotestsum:
+	GOBIN=$(TOOLS) $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
+
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change: $$out" >&2; exit 1; fi
@@ -52,14 +58,14 @@ unit:
 # End-to-end tests mount FUSE file systems and load BPF programs: root only.
 e2e: build
 	@scripts/deps.sh $(DEPS_TEST)
-	$(GO) test -count=1 -timeout 15m ./test/...
+	$(GO) test -count=1 -timeout 30m ./test/...
 
 # With the race detector (it needs cgo, hence gcc): the lab file system and
 # the test file systems run inside the test processes, under real workloads.
-test:
+test: $(TOOLS)/gotestsum
 	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE)
 	$(MAKE) --no-print-directory check-generated lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	gotestsum --format testname -- -race -count=1 -timeout 20m ./...
 
 # fusescope on Debian's 6.1 and 6.12 kernels, booted under qemu: the one-line
 # refusals of kernels without the tracepoints or without request ids (about
@@ -72,7 +78,7 @@ test-kernels:
 bench: build
 	@scripts/deps.sh $(DEPS_BENCH)
 	@command -v cargo >/dev/null && { command -v strace-analyzer >/dev/null || [ -x $$HOME/.cargo/bin/strace-analyzer ] || cargo install -q strace-analyzer; } || true
-	FUSESCOPE_BENCH=1 $(GO) test -count=1 -timeout 50m -run 'Bench' -v ./test/bench/ | grep -v '^=== RUN'
+	FUSESCOPE_BENCH=1 $(GO) test -count=1 -timeout 90m -run 'Bench' -v ./test/bench/ | grep -v '^=== RUN'
 
 demo: build
 	@scripts/deps.sh $(DEPS_RUN)

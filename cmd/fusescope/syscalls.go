@@ -248,6 +248,9 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 		return nil, err
 	}
 	info := &systrace.LiveInfo{Command: command}
+	// How the command ended is written when it ends, which after a second
+	// Ctrl-C may be after the report is made: under infoMu.
+	var infoMu sync.Mutex
 	stop := make(chan struct{})
 	var stopOnce sync.Once
 	closeStop := func() { stopOnce.Do(func() { close(stop) }) }
@@ -279,6 +282,7 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 		}
 		go func() {
 			cmd.Wait()
+			infoMu.Lock()
 			info.CommandS = time.Since(released).Seconds()
 			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Exited() {
 				st := ws.ExitStatus()
@@ -286,6 +290,7 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 			} else if ok && ws.Signaled() {
 				info.KilledBy = unix.SignalName(ws.Signal())
 			}
+			infoMu.Unlock()
 			closeStop()
 		}()
 		// The terminal's Ctrl-C reaches the command too; a second one, or a
@@ -335,7 +340,10 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 	if err != nil {
 		return nil, err
 	}
-	r.Live = info
+	infoMu.Lock()
+	live := *info
+	infoMu.Unlock()
+	r.Live = &live
 	return r, nil
 }
 

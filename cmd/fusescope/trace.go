@@ -143,6 +143,12 @@ ends the trace.`,
 			if err != nil {
 				return err
 			}
+			saved := false
+			defer func() {
+				if !saved {
+					saveTo.finish(nil) // an error before the run: no temporary file left behind
+				}
+			}()
 			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
 			cfg.Ready = func(conns []uint32, attach string, fallback error) {
 				if fallback != nil {
@@ -230,6 +236,7 @@ ends the trace.`,
 			if whole != nil {
 				write = whole.Write
 			}
+			saved = true
 			if err := saveTo.finish(write); err != nil && runErr == nil {
 				return err
 			}

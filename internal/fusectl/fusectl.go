@@ -22,7 +22,7 @@ const Dir = "/sys/fs/fuse/connections"
 func Ensure() error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(Dir, &st); err != nil {
-		return fmt.Errorf("%s: %v (is the fuse module loaded? modprobe fuse)", Dir, err)
+		return fmt.Errorf("%s: %w (is the fuse module loaded? modprobe fuse)", Dir, err)
 	}
 	const fusectlMagic = 0x65735543
 	if st.Type == fusectlMagic {

@@ -58,7 +58,7 @@ const (
 func CheckPrivileges() error {
 	eff, err := effectiveCaps()
 	if err != nil {
-		return fmt.Errorf("cannot read capabilities: %v", err)
+		return fmt.Errorf("cannot read capabilities: %w", err)
 	}
 	has := func(c uint) bool { return eff&(1<<c) != 0 }
 	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
@@ -166,7 +166,7 @@ func CheckTracepoints(tracefs, release string) error {
 			return fmt.Errorf("kernel %s has no fuse:%s tracepoint (added in Linux 6.12; request ids in 6.18): boot Linux 6.18 or later", release, ev)
 		}
 		if err != nil {
-			return fmt.Errorf("reading fuse:%s format: %v", ev, err)
+			return fmt.Errorf("reading fuse:%s format: %w", ev, err)
 		}
 		have := map[string]bool{}
 		for _, f := range fields {

@@ -13,7 +13,7 @@ import (
 func load(spec *ebpf.CollectionSpec, consts map[string]any, objs any, what string) error {
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("setting %s: %v", name, err)
+			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
@@ -21,7 +21,7 @@ func load(spec *ebpf.CollectionSpec, consts map[string]any, objs any, what strin
 		if errors.As(err, &ve) {
 			return fmt.Errorf("the kernel's verifier rejected the %s: %v", what, strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
 		}
-		return fmt.Errorf("loading the %s into kernel %s: %v", what, KernelRelease(), err)
+		return fmt.Errorf("loading the %s into kernel %s: %w", what, KernelRelease(), err)
 	}
 	return nil
 }

@@ -117,7 +117,7 @@ func ResolveMount(path string, mounts []MountInfo) (MountInfo, error) {
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(abs, &st); err != nil {
-		return MountInfo{}, fmt.Errorf("%s: %v: give the mount point of a FUSE file system", path, err)
+		return MountInfo{}, fmt.Errorf("%s: %w: give the mount point of a FUSE file system", path, err)
 	}
 	major, minor := unix.Major(st.Dev), unix.Minor(st.Dev)
 	for i := len(mounts) - 1; i >= 0; i-- {

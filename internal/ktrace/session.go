@@ -138,7 +138,7 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 		}
 		interval, err = cum.Sub(&prev)
 		if err != nil {
-			return interval, cum, fmt.Errorf("interval statistics: %v", err)
+			return interval, cum, fmt.Errorf("interval statistics: %w", err)
 		}
 		for i := range interval.Ops {
 			if e, ok := extremes[interval.Ops[i].Key()]; ok {

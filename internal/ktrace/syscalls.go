@@ -194,11 +194,11 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		return nil, fmt.Errorf("kernel %s has no BTF (/sys/kernel/btf/vmlinux), which the live source's tp_btf programs need: analyse an strace log instead", KernelRelease())
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %v", err)
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
 	spec, err := bpf.LoadSysTrace()
 	if err != nil {
-		return nil, fmt.Errorf("reading the embedded BPF object: %v", err)
+		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
 	var rare, io, peerArg, peerKind, cat, path, addr, word8, flush [sysMaxNR]uint8
 	catIndex := map[string]uint8{}
@@ -261,11 +261,11 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	}
 	if t.fdmem, err = t.objs.Fdstats.Memory(); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("mapping the fd counters: %v", err)
+		return nil, fmt.Errorf("mapping the fd counters: %w", err)
 	}
 	if t.rd, err = ringbuf.NewReader(t.objs.Events); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("opening the ring buffer: %v", err)
+		return nil, fmt.Errorf("opening the ring buffer: %w", err)
 	}
 	root := opts.PID
 	if root == 0 {
@@ -295,7 +295,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("attaching %s: %v", prog, err)
+			return nil, fmt.Errorf("attaching %s: %w", prog, err)
 		}
 		t.links = append(t.links, l)
 	}
@@ -386,7 +386,7 @@ func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), in
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("reading the ring buffer: %v", err)
+			return fmt.Errorf("reading the ring buffer: %w", err)
 		}
 		t.handle(rec.RawSample, emit)
 	}
@@ -865,7 +865,7 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 	size := int(unsafe.Sizeof(one))
 	buf := make([]byte, sysMaxPSlots*sysMaxFDs*sysIOKinds*size)
 	if _, err := t.fdmem.ReadAt(buf, 0); err != nil {
-		return fmt.Errorf("reading the fd counters: %v", err)
+		return fmt.Errorf("reading the fd counters: %w", err)
 	}
 	counters := unsafe.Slice((*bpf.SysTraceFdIo)(unsafe.Pointer(&buf[0])), sysMaxPSlots*sysMaxFDs*sysIOKinds)
 	for ps := 0; ps < sysMaxPSlots; ps++ {
@@ -882,10 +882,10 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 		t.emitCalls(emit, nr, pid, tgid, perCPU)
 	})
 	if err != nil {
-		return fmt.Errorf("reading the call counters: %v", err)
+		return fmt.Errorf("reading the call counters: %w", err)
 	}
 	if err := t.emitErrnos(emit); err != nil {
-		return fmt.Errorf("reading the errno counters: %v", err)
+		return fmt.Errorf("reading the errno counters: %w", err)
 	}
 	// Timeline bins.
 	if t.opts.TimelineS > 0 {
@@ -905,7 +905,7 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 			emit(e)
 		})
 		if err != nil {
-			return fmt.Errorf("reading the timeline: %v", err)
+			return fmt.Errorf("reading the timeline: %w", err)
 		}
 	}
 	info.PID = t.root
@@ -944,7 +944,7 @@ func (t *SyscallTracer) drops() ([]uint64, error) {
 	for i := range out {
 		var per []uint64
 		if err := t.objs.Sdrops.Lookup(uint32(i), &per); err != nil {
-			return nil, fmt.Errorf("reading drop counters: %v", err)
+			return nil, fmt.Errorf("reading drop counters: %w", err)
 		}
 		for _, n := range per {
 			out[i] += n

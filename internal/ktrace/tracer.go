@@ -108,7 +108,7 @@ func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, consts map[string]any, 
 	case AttachBTF:
 		var o btfObjects
 		if err := load(spec, consts, &o, "FUSE tracer (tp_btf)"); err != nil {
-			return fmt.Errorf("%v: --attach tracepoint uses the classic tracepoints instead", err)
+			return fmt.Errorf("%w: --attach tracepoint uses the classic tracepoints instead", err)
 		}
 		t.maps, t.send, t.end, t.epochVar = o.FuseReqMaps, o.Send, o.End, o.Epoch
 	case AttachTracepoint:
@@ -147,11 +147,11 @@ func Start(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %v", err)
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
 	spec, err := bpf.LoadFuseReq()
 	if err != nil {
-		return nil, fmt.Errorf("reading the embedded BPF object: %v", err)
+		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
 	consts := map[string]any{}
 	if opts.PID > 0 {
@@ -213,12 +213,12 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	if t.inflight, err = t.maps.Inflight.Memory(); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("mapping the in-flight table: %v", err)
+		return nil, fmt.Errorf("mapping the in-flight table: %w", err)
 	}
 	if opts.Slower > 0 {
 		if t.slow, err = ringbuf.NewReader(t.maps.SlowReqs); err != nil {
 			t.Close()
-			return nil, fmt.Errorf("reading the slow requests: %v", err)
+			return nil, fmt.Errorf("reading the slow requests: %w", err)
 		}
 	}
 	words := map[uint32]uint64{}
@@ -232,7 +232,7 @@ func Start(opts Options) (*Tracer, error) {
 	for w, bits := range words {
 		if err := t.maps.FilterConns.Put(w, bits); err != nil {
 			t.Close()
-			return nil, fmt.Errorf("filtering connections: %v", err)
+			return nil, fmt.Errorf("filtering connections: %w", err)
 		}
 	}
 	if err := t.Resume(); err != nil {
@@ -269,7 +269,7 @@ func (t *Tracer) Resume() error {
 		}
 		if err != nil {
 			t.Pause()
-			return fmt.Errorf("attaching to fuse:%s: %v", p.event, err)
+			return fmt.Errorf("attaching to fuse:%s: %w", p.event, err)
 		}
 		t.links = append(t.links, l)
 	}
@@ -302,7 +302,7 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return nil
 			}
-			return fmt.Errorf("reading the slow requests: %v", err)
+			return fmt.Errorf("reading the slow requests: %w", err)
 		}
 		var e bpf.FuseReqSlowReq
 		if len(rec.RawSample) < int(unsafe.Sizeof(e)) {
@@ -334,7 +334,7 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 func (t *Tracer) SlowLost() (uint64, error) {
 	var per []uint64
 	if err := t.maps.SlowLost.Lookup(uint32(0), &per); err != nil {
-		return 0, fmt.Errorf("reading the slow requests lost: %v", err)
+		return 0, fmt.Errorf("reading the slow requests lost: %w", err)
 	}
 	var n uint64
 	for _, v := range per {
@@ -381,7 +381,7 @@ func (t *Tracer) Snapshot() (profile.Profile, error) {
 func (t *Tracer) NextInterval() (profile.Profile, map[profile.Key]Extremes, error) {
 	ended := t.epoch
 	if err := t.epochVar.Set(ended + 1); err != nil {
-		return profile.Profile{}, nil, fmt.Errorf("starting the next interval: %v", err)
+		return profile.Profile{}, nil, fmt.Errorf("starting the next interval: %w", err)
 	}
 	t.epoch = ended + 1
 	// An end program that read the old epoch just before the change still
@@ -422,7 +422,7 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		}
 	}
 	if err := fit.Err(); err != nil {
-		return p, nil, fmt.Errorf("reading FUSE statistics: %v", err)
+		return p, nil, fmt.Errorf("reading FUSE statistics: %w", err)
 	}
 	var key bpf.FuseReqStatsKey
 	it := t.maps.Stats.Iterate()
@@ -433,7 +433,7 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		}
 	}
 	if err := it.Err(); err != nil {
-		return p, nil, fmt.Errorf("reading FUSE statistics: %v", err)
+		return p, nil, fmt.Errorf("reading FUSE statistics: %w", err)
 	}
 	byKey := map[profile.Key]int{}
 	for k, a := range merged {
@@ -460,13 +460,13 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		p.Ops[i].Errnos[ErrnoName(ek.Error)] += n
 	}
 	if err := eit.Err(); err != nil {
-		return p, nil, fmt.Errorf("reading FUSE errors: %v", err)
+		return p, nil, fmt.Errorf("reading FUSE errors: %w", err)
 	}
 	var drops [dropReasons]uint64
 	for i := range drops {
 		var vals []uint64
 		if err := t.maps.Drops.Lookup(uint32(i), &vals); err != nil {
-			return p, nil, fmt.Errorf("reading drop counters: %v", err)
+			return p, nil, fmt.Errorf("reading drop counters: %w", err)
 		}
 		for _, v := range vals {
 			drops[i] += v
@@ -556,7 +556,7 @@ func (t *Tracer) inflightSlots() ([]bpf.FuseReqInflightSlot, error) {
 	size := int(unsafe.Sizeof(bpf.FuseReqInflightSlot{}))
 	buf := make([]byte, t.inflight.Size())
 	if _, err := t.inflight.ReadAt(buf, 0); err != nil {
-		return nil, fmt.Errorf("reading the in-flight table: %v", err)
+		return nil, fmt.Errorf("reading the in-flight table: %w", err)
 	}
 	var out []bpf.FuseReqInflightSlot
 	for off := 0; off+size <= len(buf); off += size {

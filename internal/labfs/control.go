@@ -38,11 +38,11 @@ func PrivateControlDir() (string, error) {
 
 func privateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("control socket directory %s: %v", dir, err)
+		return fmt.Errorf("control socket directory %s: %w", dir, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
-		return fmt.Errorf("control socket directory %s: %v", dir, err)
+		return fmt.Errorf("control socket directory %s: %w", dir, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
 		return fmt.Errorf("control socket directory %s is not a private directory of yours (owner uid %d, mode %o): remove it, or set XDG_RUNTIME_DIR", dir, st.Uid, st.Mode&0o7777)
@@ -99,11 +99,11 @@ func serveControl(f *FS) (*controlServer, error) {
 	removeStaleSockets(filepath.Dir(path))
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("control socket %s: %v", path, err)
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("control socket %s: %v", path, err)
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		unix.Close(fd)
@@ -113,7 +113,7 @@ func serveControl(f *FS) (*controlServer, error) {
 	if err := unix.Listen(fd, 16); err != nil {
 		unix.Close(fd)
 		os.Remove(path)
-		return nil, fmt.Errorf("control socket %s: %v", path, err)
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	c := &controlServer{fd: fd, path: path, done: make(chan struct{})}
 	go c.serve(f)

@@ -41,7 +41,7 @@ func ParseLatency(s string) (LatencySpec, error) {
 		if name = strings.TrimSpace(name); name != "*" {
 			op, err := fuseproto.ParseOpcode(name)
 			if err != nil {
-				return nil, fmt.Errorf("--latency: %v", err)
+				return nil, fmt.Errorf("--latency: %w", err)
 			}
 			key = op.String()
 		}
@@ -49,11 +49,11 @@ func ParseLatency(s string) (LatencySpec, error) {
 		var d Delay
 		var err error
 		if d.Base, err = parseDuration(base); err != nil {
-			return nil, fmt.Errorf("--latency %s: %v", part, err)
+			return nil, fmt.Errorf("--latency %s: %w", part, err)
 		}
 		if jitter != "" {
 			if d.Jitter, err = parseDuration(jitter); err != nil {
-				return nil, fmt.Errorf("--latency %s: %v", part, err)
+				return nil, fmt.Errorf("--latency %s: %w", part, err)
 			}
 			if d.Jitter > d.Base {
 				return nil, fmt.Errorf("--latency %s: jitter larger than the delay would make it negative", part)

@@ -129,7 +129,7 @@ func CleanStale(mnt string) (string, error) {
 // go-fuse would report only fusermount's exit code.
 func canMountAsUser() error {
 	if err := unix.Access("/dev/fuse", unix.R_OK|unix.W_OK); err != nil {
-		return fmt.Errorf("/dev/fuse: %v: mount as root, or give this user read and write access to /dev/fuse (Debian makes it 0666)", err)
+		return fmt.Errorf("/dev/fuse: %w: mount as root, or give this user read and write access to /dev/fuse (Debian makes it 0666)", err)
 	}
 	for _, name := range []string{"fusermount3", "fusermount"} {
 		if _, err := exec.LookPath(name); err == nil {
@@ -241,7 +241,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	f.server, err = fuse.NewServer(w, mnt, &mopts)
 	if err != nil {
 		unix.Close(loop.src)
-		return nil, fmt.Errorf("mounting %s at %s: %v", src, mnt, err)
+		return nil, fmt.Errorf("mounting %s at %s: %w", src, mnt, err)
 	}
 	go func() {
 		f.server.Serve()
@@ -255,7 +255,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}()
 	if err := f.server.WaitMount(); err != nil {
 		f.server.Unmount()
-		return nil, fmt.Errorf("mounting %s at %s: %v", src, mnt, err)
+		return nil, fmt.Errorf("mounting %s at %s: %w", src, mnt, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err == nil {

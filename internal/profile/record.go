@@ -161,9 +161,9 @@ func ParseAll(b []byte) ([]*Record, error) {
 			break
 		} else if err != nil {
 			if len(raws) == 0 {
-				return nil, fmt.Errorf("not a fusescope record: %v", err)
+				return nil, fmt.Errorf("not a fusescope record: %w", err)
 			}
-			return nil, fmt.Errorf("record %d: not a fusescope record: %v", len(raws)+1, err)
+			return nil, fmt.Errorf("record %d: not a fusescope record: %w", len(raws)+1, err)
 		}
 		raws = append(raws, raw)
 	}
@@ -189,7 +189,7 @@ func Parse(b []byte) (*Record, error) {
 		Schema string `json:"schema"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("not a fusescope record: %v", err)
+		return nil, fmt.Errorf("not a fusescope record: %w", err)
 	}
 	if head.Schema != Schema {
 		if strings.HasPrefix(head.Schema, "fusescope.record/") {
@@ -204,7 +204,7 @@ func Parse(b []byte) (*Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("malformed record: %v", err)
+		return nil, fmt.Errorf("malformed record: %w", err)
 	}
 	seen := make(map[Key]bool, len(r.Profile.Ops))
 	for i := range r.Profile.Ops {

@@ -19,7 +19,7 @@ type Filter struct {
 func (f *Filter) Validate() error {
 	for _, p := range f.Files {
 		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("--file %q: %v", p, err)
+			return fmt.Errorf("--file %q: %w", p, err)
 		}
 	}
 	if f.Category != "" && !slices.Contains(CategoryNames, f.Category) {

@@ -34,7 +34,7 @@ func Logs(paths []string, p *Parser) func(emit func(*Event)) error {
 			err = p.Parse(f, emit)
 			f.Close()
 			if err != nil {
-				return fmt.Errorf("%s: %v", path, err)
+				return fmt.Errorf("%s: %w", path, err)
 			}
 		}
 		return nil
@@ -95,7 +95,7 @@ func openLog(path string) (io.ReadCloser, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &logFile{Reader: dec, f: f, closeDec: closeDec}, nil
 }

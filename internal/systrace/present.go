@@ -45,7 +45,7 @@ func ReadJSON(b []byte) (*Report, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("malformed syscalls report: %v", err)
+		return nil, fmt.Errorf("malformed syscalls report: %w", err)
 	}
 	if r.Schema != Schema {
 		return nil, fmt.Errorf("syscalls report schema %q is not supported by this fusescope (it reads %q)", r.Schema, Schema)

@@ -267,3 +267,31 @@ func TestTraceNotRoot(t *testing.T) {
 		t.Errorf("want one line about privileges, got:\n%s", out)
 	}
 }
+
+// A run that fails after -o named its file leaves no temporary file:
+// -p with a thread that is not a process's leader fails once the record's
+// temporary file exists.
+func TestTraceOutputNotLeftOnError(t *testing.T) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := ""
+	for _, task := range tasks {
+		if task.Name() != fmt.Sprint(os.Getpid()) {
+			tid = task.Name()
+			break
+		}
+	}
+	if tid == "" {
+		t.Skip("this test process has one thread")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command(fusescopeBin, "trace", "-p", tid, "-o", filepath.Join(dir, "run.json")).CombinedOutput()
+	if err == nil {
+		t.Fatalf("trace -p %s (a thread, not a process): exit 0\n%s", tid, out)
+	}
+	if left, _ := os.ReadDir(dir); len(left) > 0 {
+		t.Errorf("after %q, left behind: %s", strings.TrimSpace(string(out)), left[0].Name())
+	}
+}
