@@ -316,6 +316,11 @@ with the first report.`,
 			}
 			rec, err := labfs.Stats(mnt)
 			if err != nil {
+				if m, merr := topMount(mnt); merr == nil && m != nil {
+					if owner := mountOwner(m); owner >= 0 && owner != os.Geteuid() {
+						return fmt.Errorf("%s was mounted by uid %d, whose daemon answers its own user only (its control socket is 0600, in that user's directory): run fusescope fs stats %s as uid %d (sudo, if root)", mnt, owner, mnt, owner)
+					}
+				}
 				return err
 			}
 			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
@@ -370,6 +375,19 @@ func topMount(mnt string) (*ktrace.MountInfo, error) {
 		}
 	}
 	return m, nil
+}
+
+// mountOwner is the user a FUSE mount was made by (its user_id option), or
+// -1 if mountinfo does not say.
+func mountOwner(m *ktrace.MountInfo) int {
+	for _, o := range strings.Split(m.Options, ",") {
+		if v, ok := strings.CutPrefix(o, "user_id="); ok {
+			if uid, err := strconv.Atoi(v); err == nil {
+				return uid
+			}
+		}
+	}
+	return -1
 }
 
 // sizeFlag is a byte count given as a size: 128KiB, 1MiB, 4096.

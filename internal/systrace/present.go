@@ -145,7 +145,15 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		if len(l.Command) > 0 {
 			what = strconv.Quote(strings.Join(l.Command, " "))
 		}
-		fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced", what, plural(len(r.Processes), "process", "processes"), l.WallS)
+		if len(l.Command) > 0 && l.CommandS > 0 {
+			// The command's own run, from exec to exit; loading and
+			// attaching the probes before it and reading out after it
+			// apart.
+			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced (set-up and read-out %.3f s more)", what,
+				plural(len(r.Processes), "process", "processes"), l.CommandS, max(0, l.WallS-l.CommandS))
+		} else {
+			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced", what, plural(len(r.Processes), "process", "processes"), l.WallS)
+		}
 		if l.ExitStatus != nil {
 			fmt.Fprintf(&b, ", exit status %d", *l.ExitStatus)
 		}

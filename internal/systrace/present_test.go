@@ -202,3 +202,16 @@ func TestWriteTextProcessTreeTop(t *testing.T) {
 		t.Errorf("--top 5 of 5:\n%s", got)
 	}
 }
+
+// A traced command's own run is the traced time; the probes' set-up and
+// read-out are said apart.
+func TestWriteTextLiveCommandTime(t *testing.T) {
+	var b bytes.Buffer
+	r := &Report{Live: &LiveInfo{Command: []string{"git", "status"}, WallS: 0.55, CommandS: 0.006}}
+	if err := WriteText(&b, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	if line, _, _ := strings.Cut(b.String(), "\n"); line != `live trace of "git status": 0 processes, 0.006 s traced (set-up and read-out 0.544 s more)` {
+		t.Errorf("first line %q", line)
+	}
+}

@@ -1230,3 +1230,16 @@ func TestLabFSUnmountClosesWhatItHeld(t *testing.T) {
 		t.Errorf("SRC cannot be unmounted after the lab file system was: %v %s", err, out)
 	}
 }
+
+// fs stats by a user other than the one who mounted says whose statistics
+// they are, not that no lab file system is there.
+func TestLabFSStatsOfAnotherUser(t *testing.T) {
+	bin := binaryForNobody(t)
+	_, mnt, _ := mountLabFS(t, preset(t, "default"))
+	os.Chmod(filepath.Dir(mnt), 0o755)
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "fs", "stats", mnt).CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	if err == nil || strings.Contains(text, "\n") || !strings.Contains(text, "was mounted by uid 0") {
+		t.Errorf("fs stats as nobody of root's mount: %v, want one line saying it was mounted by uid 0:\n%s", err, out)
+	}
+}
