@@ -236,8 +236,25 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		w.slots = make(chan struct{}, cfg.Threads)
 	}
 	f.timerNs = float64(TimerOverhead().Nanoseconds())
-	// Set before serving starts: requests read it. f.server is set by then.
+	// Set before serving starts: requests read them. f.server is set by
+	// the time they are called.
 	w.invalidateAttr = func(node uint64) { f.server.InodeNotify(node, -1, 0) }
+	if w.lru != nil {
+		w.lru.notify = func(victims []lruNode) {
+			// FUSE_NOTIFY_PRUNE (Linux 6.16+) drops the inodes' unused dentries
+			// and the inodes, so their FORGETs follow. Invalidating a name alone
+			// only unhashes the dentry, which may linger until memory pressure.
+			ids := make([]uint64, len(victims))
+			for i, v := range victims {
+				ids[i] = v.id
+			}
+			if f.server.PruneNotify(ids) == fuse.ENOSYS {
+				for _, v := range victims {
+					f.server.EntryNotify(v.parent, v.name)
+				}
+			}
+		}
+	}
 	f.server, err = fuse.NewServer(w, mnt, &mopts)
 	if err != nil {
 		unix.Close(loop.src)
@@ -260,22 +277,6 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err == nil {
 		f.Conn = unix.Minor(st.Dev)
-	}
-	if w.lru != nil {
-		w.lru.notify = func(victims []lruNode) {
-			// FUSE_NOTIFY_PRUNE (Linux 6.16+) drops the inodes' unused dentries
-			// and the inodes, so their FORGETs follow. Invalidating a name alone
-			// only unhashes the dentry, which may linger until memory pressure.
-			ids := make([]uint64, len(victims))
-			for i, v := range victims {
-				ids[i] = v.id
-			}
-			if f.server.PruneNotify(ids) == fuse.ENOSYS {
-				for _, v := range victims {
-					f.server.EntryNotify(v.parent, v.name)
-				}
-			}
-		}
 	}
 	if cfg.MaxInodes > 0 {
 		go func() {
