@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -240,7 +240,7 @@ func newFSUmountCmd() *cobra.Command {
 			mnt, _ := filepath.Abs(args[0])
 			// Only a lab file system: this command must not take down
 			// whatever else a mistyped path names.
-			m, err := topMount(mnt)
+			m, err := fuseconn.TopMount(mnt)
 			if err != nil {
 				return err
 			}
@@ -307,7 +307,7 @@ with the first report.`,
 			if err != nil {
 				return err
 			}
-			if m, err := topMount(mnt); err == nil && m != nil && m.FSType != labfs.FSType {
+			if m, err := fuseconn.TopMount(mnt); err == nil && m != nil && m.FSType != labfs.FSType {
 				hint := "fusescope trace --mount " + mnt + " measures any file system's requests from the kernel"
 				if !strings.HasPrefix(m.FSType, "fuse") {
 					hint = "mount a lab file system with fusescope fs mount SRC MNT"
@@ -316,8 +316,8 @@ with the first report.`,
 			}
 			rec, err := labfs.Stats(mnt)
 			if err != nil {
-				if m, merr := topMount(mnt); merr == nil && m != nil {
-					if owner := mountOwner(m); owner >= 0 && owner != os.Geteuid() {
+				if m, merr := fuseconn.TopMount(mnt); merr == nil && m != nil {
+					if owner := m.Owner(); owner >= 0 && owner != os.Geteuid() {
 						return fmt.Errorf("%s was mounted by uid %d, whose daemon answers its own user only (its control socket is 0600, in that user's directory): run fusescope fs stats %s as uid %d (sudo, if root)", mnt, owner, mnt, owner)
 					}
 				}
@@ -359,35 +359,6 @@ with the first report.`,
 	out.register(c)
 	c.Flags().BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
 	return c
-}
-
-// topMount is the mount on top at mnt, an absolute path; nil when mnt is
-// not a mount point.
-func topMount(mnt string) (*ktrace.MountInfo, error) {
-	infos, err := ktrace.ReadMountInfo()
-	if err != nil {
-		return nil, err
-	}
-	var m *ktrace.MountInfo
-	for i := range infos {
-		if infos[i].MountPoint == mnt {
-			m = &infos[i] // the last one is on top
-		}
-	}
-	return m, nil
-}
-
-// mountOwner is the user a FUSE mount was made by (its user_id option), or
-// -1 if mountinfo does not say.
-func mountOwner(m *ktrace.MountInfo) int {
-	for _, o := range strings.Split(m.Options, ",") {
-		if v, ok := strings.CutPrefix(o, "user_id="); ok {
-			if uid, err := strconv.Atoi(v); err == nil {
-				return uid
-			}
-		}
-	}
-	return -1
 }
 
 // sizeFlag is a byte count given as a size: 128KiB, 1MiB, 4096.

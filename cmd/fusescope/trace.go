@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -127,12 +128,12 @@ ends the trace.`,
 				cfg.Conns = append(cfg.Conns, uint32(c))
 			}
 			if len(mounts) > 0 {
-				infos, err := ktrace.ReadMountInfo()
+				infos, err := fuseconn.ReadMountInfo()
 				if err != nil {
 					return err
 				}
 				for _, m := range mounts {
-					mi, err := ktrace.ResolveMount(m, infos)
+					mi, err := fuseconn.ResolveMount(m, infos)
 					if err != nil {
 						return err
 					}

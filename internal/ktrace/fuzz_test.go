@@ -2,26 +2,8 @@ package ktrace
 
 import (
 	"os"
-	"strings"
 	"testing"
 )
-
-func FuzzParseMountInfo(f *testing.F) {
-	f.Add("43 27 0:39 / /tmp/my\\040mnt rw,nosuid shared:5 - fuse.sshfs u@h:/srv rw,user_id=0\n")
-	f.Add("1 2 x:y / / rw - ext4 /dev/vda rw\n")
-	f.Add("\\")
-	f.Fuzz(func(t *testing.T, s string) {
-		ms, err := ParseMountInfo(strings.NewReader(s))
-		if err != nil {
-			return
-		}
-		for _, m := range ms {
-			if m.FSType == "" {
-				t.Fatalf("mount without a type: %+v", m)
-			}
-		}
-	})
-}
 
 func FuzzParseFormat(f *testing.F) {
 	if b, err := os.ReadFile("testdata/fuse_request_send.format"); err == nil {

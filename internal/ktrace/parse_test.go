@@ -13,35 +13,6 @@ import (
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
-func TestParseMountInfo(t *testing.T) {
-	text := `22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
-43 27 0:39 / /tmp/my\040mnt rw,nosuid,nodev,relatime shared:5 - fuse.sshfs user@host:/srv rw,user_id=0,group_id=0
-44 27 0:1048577 / /mnt/big rw - fuse /src rw
-45 27 8:17 / /mnt/ntfs rw - fuseblk /dev/sdb1 rw
-garbage line
-`
-	ms, err := ParseMountInfo(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ms) != 4 {
-		t.Fatalf("parsed %d mounts: %+v", len(ms), ms)
-	}
-	m := ms[1]
-	if m.MountPoint != "/tmp/my mnt" || m.FSType != "fuse.sshfs" || m.Minor != 39 || !m.IsFUSE() || m.Source != "user@host:/srv" {
-		t.Errorf("%+v", m)
-	}
-	if !strings.Contains(m.Options, "user_id=0") || !strings.HasPrefix(m.Options, "rw,nosuid") {
-		t.Errorf("options %q", m.Options)
-	}
-	if ms[2].Minor != 1048577 || !ms[2].IsFUSE() {
-		t.Errorf("large minor: %+v", ms[2])
-	}
-	if ms[0].IsFUSE() || ms[3].IsFUSE() {
-		t.Error("ext4 and fuseblk are not FUSE connections by minor")
-	}
-}
-
 func TestParseFormat(t *testing.T) {
 	b, err := os.ReadFile("testdata/fuse_request_send.format")
 	if err != nil {
@@ -106,19 +77,6 @@ func TestDropReasonsMatchHeader(t *testing.T) {
 func TestErrnoName(t *testing.T) {
 	if ErrnoName(-2) != "ENOENT" || ErrnoName(-61) != "ENODATA" || ErrnoName(-4000) != "E4000" {
 		t.Error(ErrnoName(-2), ErrnoName(-61), ErrnoName(-4000))
-	}
-}
-
-func TestResolveMountNotFUSE(t *testing.T) {
-	ms, err := ReadMountInfo()
-	if err != nil {
-		t.Skip(err)
-	}
-	if _, err := ResolveMount(t.TempDir(), ms); err == nil || !strings.Contains(err.Error(), "not FUSE") {
-		t.Errorf("a temp dir resolved as FUSE: %v", err)
-	}
-	if _, err := ResolveMount("/nonexistent/path", ms); err == nil {
-		t.Error("a missing path resolved")
 	}
 }
 
@@ -212,29 +170,6 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 	}
 	if len(sysDropNames) != got["SDROP_REASONS"] {
 		t.Errorf("%d drop reasons named, SDROP_REASONS is %d", len(sysDropNames), got["SDROP_REASONS"])
-	}
-}
-
-// A connection mounted at two places is labelled with its first mount, or
-// with the one the user named.
-func TestDescribeMountsPrefersTheNamedMount(t *testing.T) {
-	mounts := []MountInfo{
-		{Minor: 40, MountPoint: "/mnt/a", FSType: "fuse.sshfs", Options: "rw"},
-		{Minor: 7, MountPoint: "/", FSType: "ext4"},
-		{Minor: 40, MountPoint: "/srv/bind", FSType: "fuse.sshfs", Options: "ro"},
-		{Minor: 41, MountPoint: "/mnt/b", FSType: "fuse"},
-	}
-	for _, c := range []struct {
-		prefer map[uint32]string
-		want   string
-	}{{nil, "/mnt/a rw"}, {map[uint32]string{40: "/srv/bind"}, "/srv/bind ro"}, {map[uint32]string{40: "/elsewhere"}, "/mnt/a rw"}} {
-		got := DescribeMounts(mounts, c.prefer)
-		if len(got) != 2 || got[0].Conn != 40 || got[1].Conn != 41 {
-			t.Fatalf("prefer %v: %+v, want connections 40 and 41 once each", c.prefer, got)
-		}
-		if s := got[0].MountPoint + " " + got[0].Options; s != c.want {
-			t.Errorf("prefer %v: connection 40 at %q, want %q", c.prefer, s, c.want)
-		}
 	}
 }
 

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/fusectl"
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -17,11 +16,11 @@ const Source = "kernel:fuse_request (fuse_request_send -> fuse_request_end)"
 // SessionConfig is one run of the tracer.
 type SessionConfig struct {
 	Options
-	Mounts   []MountInfo   // resolved --mount paths; their connections are traced
-	Interval time.Duration // 0: one report at the end
-	Count    int           // reports to print in interval mode; 0: until stopped
-	Command  []string      // recorded in the metadata
-	Tool     string        // fusescope version
+	Mounts   []fuseconn.MountInfo // resolved --mount paths; their connections are traced
+	Interval time.Duration        // 0: one report at the end
+	Count    int                  // reports to print in interval mode; 0: until stopped
+	Command  []string             // recorded in the metadata
+	Tool     string               // fusescope version
 	// Ready is called once the probes are attached, before any workload
 	// should start, with how they attached (AttachBTF or AttachTracepoint)
 	// and, if AttachAuto fell back to the classic tracepoints, why.
@@ -37,53 +36,19 @@ type SessionConfig struct {
 // slowPoll is how often the slow requests are read.
 const slowPoll = 100 * time.Millisecond
 
-// ErrMountGone reports a traced mount that went away while being traced,
-// or whose connection was aborted (Aborted: its daemon died).
-type ErrMountGone struct {
-	What    string
-	Aborted bool
-}
-
-func (e *ErrMountGone) Error() string {
-	if e.Aborted {
-		return fmt.Sprintf("%s: the daemon died while traced (the connection was aborted; umount -l it); the statistics above cover the time until then", e.What)
-	}
-	return fmt.Sprintf("%s disappeared while traced (unmounted, or its daemon died); the statistics above cover the time until then", e.What)
-}
-
 // RunSession traces until ctx ends, Count intervals have been reported, or a
 // traced mount disappears, and returns the record of the whole run. Probes
 // are detached before it returns, whatever happens.
 func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error) {
-	if err := fusectl.Ensure(); err != nil {
-		return nil, err
-	}
 	conns := append([]uint32(nil), cfg.Conns...)
+	named := map[uint32]string{}
 	for _, m := range cfg.Mounts {
 		conns = append(conns, m.Minor)
+		named[m.Minor] = m.MountPoint
 	}
 	conns = dedup(conns)
-	if len(cfg.Conns) > 0 {
-		live, err := fusectl.Live()
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range cfg.Conns {
-			if !live[c] {
-				return nil, fmt.Errorf("FUSE connection %d does not exist (%s lists the live ones)", c, fusectl.Dir)
-			}
-		}
-	}
-	for _, c := range conns {
-		if ci := fusectl.Read(c); ci != nil && ci.Aborted {
-			err := &ErrConnAborted{Conn: c}
-			for _, m := range cfg.Mounts {
-				if m.Minor == c {
-					err.MountPoint = m.MountPoint
-				}
-			}
-			return nil, err
-		}
+	if err := fuseconn.CheckTraced(conns, cfg.Mounts); err != nil {
+		return nil, err
 	}
 	opts := cfg.Options
 	opts.Conns = conns
@@ -93,11 +58,7 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	}
 	defer t.Close()
 
-	labels := newMountBook(conns)
-	for _, m := range cfg.Mounts {
-		labels.named[m.Minor] = m.MountPoint
-	}
-	labels.refresh()
+	labels := fuseconn.NewBook(conns, named)
 	start := time.Now()
 	if cfg.Ready != nil {
 		cfg.Ready(conns, t.Attach(), t.Fallback())
@@ -109,7 +70,7 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 		r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
 		r.Meta = profile.Meta{
 			Tool: cfg.Tool, Source: Source, Kernel: KernelRelease(), Host: Hostname(),
-			Start: from, End: to, Command: cfg.Command, Mounts: labels.mounts(p),
+			Start: from, End: to, Command: cfg.Command, Mounts: labels.Mounts(p),
 			Filters: profile.Filters{PID: cfg.PID, Comm: cfg.Comm, Conns: conns},
 		}
 		for _, op := range cfg.Ops {
@@ -157,9 +118,7 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	}
 	readSlow := func() error {
 		err := t.ReadSlow(func(r profile.SlowRequest) {
-			if m, ok := labels.known[r.Conn]; ok {
-				r.Mount = m.MountPoint
-			}
+			r.Mount = labels.MountPoint(r.Conn)
 			if cfg.Slow != nil {
 				cfg.Slow(r)
 			}
@@ -215,9 +174,9 @@ loop:
 				return nil, err
 			}
 		case <-housekeeping.C:
-			labels.refresh()
-			if gone, aborted := labels.gone(); gone != "" {
-				stopErr = &ErrMountGone{What: gone, Aborted: aborted}
+			labels.Refresh()
+			if gone, aborted := labels.Gone(); gone != "" {
+				stopErr = &fuseconn.ErrMountGone{What: gone, Aborted: aborted}
 				break loop
 			}
 		case <-intervalC:
@@ -294,94 +253,5 @@ func dedup(v []uint32) []uint32 {
 			out = append(out, c)
 		}
 	}
-	return out
-}
-
-// mountBook remembers every FUSE mount seen during a run, so a connection
-// keeps its label after it is unmounted, and notices traced ones that go.
-type mountBook struct {
-	traced  []uint32
-	named   map[uint32]string // the mount point the user named, by connection
-	known   map[uint32]profile.Mount
-	present map[uint32]bool
-}
-
-func newMountBook(traced []uint32) *mountBook {
-	return &mountBook{traced: traced, named: map[uint32]string{}, known: map[uint32]profile.Mount{}}
-}
-
-func (b *mountBook) refresh() {
-	infos, err := ReadMountInfo()
-	if err != nil {
-		return
-	}
-	live, _ := fusectl.Live()
-	b.present = map[uint32]bool{}
-	for _, m := range DescribeMounts(infos, b.named) {
-		if live[m.Conn] {
-			b.present[m.Conn] = true
-			b.known[m.Conn] = m
-		}
-	}
-	for c := range live {
-		if m := b.known[c]; m.MountPoint == "" {
-			// Not in mountinfo (another namespace's): fusectl still counts.
-			b.known[c] = profile.Mount{Conn: c, Connection: fusectl.Read(c)}
-			b.present[c] = true
-		}
-	}
-	// A connection is aborted for good: its mount stays until unmounted,
-	// but nothing more will happen on it.
-	for _, c := range b.traced {
-		if b.present[c] && b.aborted(c) {
-			b.present[c] = false
-		}
-	}
-}
-
-func (b *mountBook) aborted(c uint32) bool {
-	ci := b.known[c].Connection
-	return ci != nil && ci.Aborted
-}
-
-// gone names the traced connections that are no longer there, and whether
-// all of those are still mounted, with their connection aborted.
-func (b *mountBook) gone() (names string, aborted bool) {
-	var out []string
-	aborted = true
-	for _, c := range b.traced {
-		if !b.present[c] {
-			aborted = aborted && b.aborted(c)
-			if m, ok := b.known[c]; ok && m.MountPoint != "" {
-				out = append(out, fmt.Sprintf("%s (conn %d)", m.MountPoint, c))
-			} else {
-				out = append(out, fmt.Sprintf("FUSE connection %d", c))
-			}
-		}
-	}
-	return strings.Join(out, ", "), aborted && len(out) > 0
-}
-
-// mounts describes the traced connections, or every connection that appears
-// in the profile when all are traced.
-func (b *mountBook) mounts(p profile.Profile) []profile.Mount {
-	want := map[uint32]bool{}
-	for _, c := range b.traced {
-		want[c] = true
-	}
-	if len(want) == 0 {
-		for _, s := range p.Ops {
-			want[s.Conn] = true
-		}
-	}
-	out := []profile.Mount{}
-	for c := range want {
-		m, ok := b.known[c]
-		if !ok {
-			m = profile.Mount{Conn: c}
-		}
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Conn < out[j].Conn })
 	return out
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/fusescope/fusescope/internal/bpf"
-	"github.com/fusescope/fusescope/internal/fusectl"
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -538,7 +538,7 @@ func (t *Tracer) abandoned() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	live, err := fusectl.Live()
+	live, err := fuseconn.Live()
 	if err != nil {
 		return 0, err
 	}

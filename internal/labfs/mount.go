@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/fusectl"
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -397,7 +397,7 @@ func (f *FS) Record() *profile.Record {
 	if f.Config.Congestion > 0 {
 		cong = uint16(f.Config.Congestion)
 	}
-	if ci := fusectl.Read(f.Conn); ci != nil && !ci.Aborted {
+	if ci := fuseconn.Read(f.Conn); ci != nil && !ci.Aborted {
 		maxBg, cong = uint16(ci.MaxBackground), uint16(ci.CongestionThreshold)
 	}
 	maxWrite := uint32(1 << 20)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/fusectl"
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/test/fsx"
 	"github.com/fusescope/fusescope/test/labmodes"
@@ -151,7 +151,7 @@ func TestModelCheckerReportsFailures(t *testing.T) {
 		r := f.Record()
 		return r.Meta.FS.Requests > 200
 	})
-	abort := filepath.Join(fusectl.Dir, fmt.Sprint(f.Conn), "abort")
+	abort := filepath.Join(fuseconn.Dir, fmt.Sprint(f.Conn), "abort")
 	if err := os.WriteFile(abort, []byte("1"), 0o200); err != nil {
 		t.Fatal(err)
 	}

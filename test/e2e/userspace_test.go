@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/fusectl"
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/labfs"
 )
@@ -379,7 +379,7 @@ func TestLabFSReadPipelineNeverStale(t *testing.T) {
 	// While the WRITE waits for its emulated backend, a sequential read
 	// of the first chunk has the pipeline fetch the chunks after it.
 	waitFor(t, "the WRITE in flight", func() bool {
-		ci := fusectl.Read(f.Conn)
+		ci := fuseconn.Read(f.Conn)
 		return ci != nil && ci.Waiting > 0
 	})
 	buf := make([]byte, 4096)

@@ -46,7 +46,10 @@ func mountDirect(mountPoint string, opts *MountOptions, ready chan<- error) (fd 
 		return
 	}
 
-	fd, err = syscall.Open("/dev/fuse", os.O_RDWR, 0) // use syscall.Open since we want an int fd
+	// O_CLOEXEC: syscall.Open, unlike os.Open, does not add it, and this
+	// path returns before the CloseOnExec below; without it every process
+	// the daemon starts holds the connection open (fusescope patch).
+	fd, err = syscall.Open("/dev/fuse", os.O_RDWR|syscall.O_CLOEXEC, 0) // use syscall.Open since we want an int fd
 	if err != nil {
 		return
 	}

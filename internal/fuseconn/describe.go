@@ -1,9 +1,8 @@
-package ktrace
+package fuseconn
 
 import (
 	"fmt"
 
-	"github.com/fusescope/fusescope/internal/fusectl"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -42,9 +41,36 @@ func DescribeMounts(mounts []MountInfo, prefer map[uint32]string) []profile.Moun
 			out[i] = d
 			continue
 		}
-		d.Connection = fusectl.Read(m.Minor)
+		d.Connection = Read(m.Minor)
 		at[m.Minor] = len(out)
 		out = append(out, d)
 	}
 	return out
+}
+
+// CheckTraced refuses connections to trace that do not exist or whose
+// daemon is gone; mounts label them in the message.
+func CheckTraced(conns []uint32, mounts []MountInfo) error {
+	if err := Ensure(); err != nil {
+		return err
+	}
+	live, err := Live()
+	if err != nil {
+		return err
+	}
+	for _, c := range conns {
+		if !live[c] {
+			return fmt.Errorf("FUSE connection %d does not exist (%s lists the live ones)", c, Dir)
+		}
+		if ci := Read(c); ci != nil && ci.Aborted {
+			err := &ErrConnAborted{Conn: c}
+			for _, m := range mounts {
+				if m.Minor == c {
+					err.MountPoint = m.MountPoint
+				}
+			}
+			return err
+		}
+	}
+	return nil
 }

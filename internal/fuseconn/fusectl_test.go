@@ -1,4 +1,4 @@
-package fusectl
+package fuseconn
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package ktrace
+package fuseconn
 
 import (
 	"bufio"
@@ -130,4 +130,33 @@ func ResolveMount(path string, mounts []MountInfo) (MountInfo, error) {
 		}
 	}
 	return MountInfo{}, fmt.Errorf("%s (device %d:%d) is not on any mount in /proc/self/mountinfo: give the mount point of a FUSE file system", path, major, minor)
+}
+
+// TopMount is the mount on top at mnt, an absolute path; nil when mnt is
+// not a mount point.
+func TopMount(mnt string) (*MountInfo, error) {
+	infos, err := ReadMountInfo()
+	if err != nil {
+		return nil, err
+	}
+	var m *MountInfo
+	for i := range infos {
+		if infos[i].MountPoint == mnt {
+			m = &infos[i] // the last one is on top
+		}
+	}
+	return m, nil
+}
+
+// Owner is the user a FUSE mount was made by (its user_id option), or -1
+// if mountinfo does not say.
+func (m *MountInfo) Owner() int {
+	for _, o := range strings.Split(m.Options, ",") {
+		if v, ok := strings.CutPrefix(o, "user_id="); ok {
+			if uid, err := strconv.Atoi(v); err == nil {
+				return uid
+			}
+		}
+	}
+	return -1
 }

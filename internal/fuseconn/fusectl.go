@@ -1,7 +1,8 @@
-// Package fusectl reads the FUSE control file system: one directory per
-// connection under /sys/fs/fuse/connections, with the counters and limits
-// the kernel applies to it.
-package fusectl
+package fuseconn
+
+// The FUSE control file system: one directory per connection under
+// /sys/fs/fuse/connections, with the counters and limits the kernel
+// applies to it.
 
 import (
 	"fmt"

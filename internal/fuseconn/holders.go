@@ -1,0 +1,122 @@
+package fuseconn
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Holder is one open /dev/fuse file of a process: the daemon's end of a
+// connection. A daemon with several (libfuse's clone_fd opens /dev/fuse
+// once per worker thread and clones the session into each with
+// FUSE_DEV_IOC_CLONE) has one Holder per fd.
+type Holder struct {
+	PID  int    // the process (its threads share the fd)
+	FD   int    // the descriptor's number in it
+	Comm string // its command, as /proc/PID/comm says
+	Conn uint32 // the connection the file serves; 0 before the mount is made
+}
+
+// devFuse is /dev/fuse's device number, 10:229 (misc, FUSE_MINOR).
+var devFuse = unix.Mkdev(10, 229)
+
+// Holders lists every open /dev/fuse of every process that /proc shows,
+// by process then fd. The connection comes from the fd's fdinfo, whose
+// fuse_connection line (where the kernel prints it; 6.18 does) names the connection the
+// file was mounted with or cloned into; a file opened but not yet mounted
+// with, or a kernel without that line, gives 0. Processes that exit while
+// being read, and those this user cannot read, are left out.
+//
+// The number is the one the connection had: once its mount is gone (and
+// the connection with it) the number can be given to a new mount while
+// the old daemon, not yet exited, still holds its fd.
+func Holders() ([]Holder, error) { return holdersIn("/proc") }
+
+// HoldersOf lists the holders of one connection.
+func HoldersOf(conn uint32) ([]Holder, error) {
+	all, err := Holders()
+	if err != nil {
+		return nil, err
+	}
+	var out []Holder
+	for _, h := range all {
+		if h.Conn == conn {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func holdersIn(proc string) ([]Holder, error) {
+	ents, err := os.ReadDir(proc)
+	if err != nil {
+		return nil, err
+	}
+	var out []Holder
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(proc, e.Name())
+		fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+		if err != nil {
+			continue
+		}
+		var comm string
+		for _, fd := range fds {
+			n, err := strconv.Atoi(fd.Name())
+			if err != nil || !isDevFuse(filepath.Join(dir, "fd", fd.Name())) {
+				continue
+			}
+			if comm == "" {
+				b, _ := os.ReadFile(filepath.Join(dir, "comm"))
+				comm = strings.TrimSpace(string(b))
+			}
+			info, _ := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
+			out = append(out, Holder{PID: pid, FD: n, Comm: comm, Conn: fdinfoConn(info)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].PID != out[j].PID {
+			return out[i].PID < out[j].PID
+		}
+		return out[i].FD < out[j].FD
+	})
+	return out, nil
+}
+
+// isDevFuse tells whether an fd link opens the FUSE device: by its device
+// number, so a /dev/fuse made elsewhere (a container's) counts too. The
+// link's text is looked at first, as stat of every fd of every process
+// would touch sockets, pipes and files on hung mounts alike.
+func isDevFuse(link string) bool {
+	target, err := os.Readlink(link)
+	if err != nil || !strings.HasSuffix(target, "fuse") {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(link, &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == devFuse
+}
+
+// fdinfoConn reads the fuse_connection line of an fd's fdinfo; 0 if none.
+func fdinfoConn(info []byte) uint32 {
+	sc := bufio.NewScanner(bytes.NewReader(info))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "fuse_connection:"); ok {
+			if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil {
+				return uint32(n)
+			}
+		}
+	}
+	return 0
+}
