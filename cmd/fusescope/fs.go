@@ -15,6 +15,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/labfs"
+	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -323,9 +324,9 @@ with the first report.`,
 				}
 				return err
 			}
-			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
+			r := &report.Renderer{Format: out.format(), W: os.Stdout, Stamp: stamp, Lines: interval > 0}
 			if interval == 0 {
-				return r.render(rec)
+				return r.Render(rec)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
@@ -345,7 +346,7 @@ with the first report.`,
 				if err != nil {
 					return err
 				}
-				if err := r.render(in); err != nil {
+				if err := r.Render(in); err != nil {
 					return err
 				}
 				rec = cur

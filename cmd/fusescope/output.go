@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/fusescope/fusescope/internal/hist"
-	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
 )
@@ -47,58 +45,9 @@ func (o *outputFlags) unit() hist.Unit {
 	return hist.Usecs
 }
 
-// renderer writes records in the chosen format; in interval mode it is called
-// once per interval (CSV prints its header once, JSON one object per line).
-type renderer struct {
-	o       *outputFlags
-	w       io.Writer
-	stamp   bool // -T: a time line before each text report
-	slow    bool // show: a record's slow requests are printed (live, they were as they ended)
-	csvDone bool
-	fsDone  bool // text: a lab daemon's configuration was printed
-	textN   int  // text reports printed: from the second on, a blank line comes first, as in bcc
-	lines   bool // JSON: one compact object per line (interval mode)
-}
-
-func (r *renderer) render(rec *profile.Record) error {
-	switch {
-	case r.o.json:
-		if r.lines {
-			b, err := json.Marshal(rec)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(r.w, "%s\n", b)
-			return err
-		}
-		return rec.Write(r.w)
-	case r.o.csv:
-		err := rec.WriteCSV(r.w, r.o.counts, !r.csvDone)
-		r.csvDone = true
-		return err
-	}
-	if r.textN++; r.textN > 1 {
-		fmt.Fprintln(r.w)
-	}
-	if r.stamp {
-		fmt.Fprintf(r.w, "%s\n", rec.Meta.End.Format("15:04:05"))
-	}
-	if rec.Meta.FS != nil {
-		// The lab daemon's own record (fs stats): its configuration first,
-		// then, in later intervals, what changed.
-		if r.fsDone {
-			report.WriteFSCounters(r.w, rec)
-		} else {
-			report.WriteFSInfo(r.w, rec)
-		}
-		r.fsDone = true
-		fmt.Fprintln(r.w)
-	}
-	if err := report.WriteText(r.w, rec, report.TextOptions{Unit: r.o.unit(), CountsOnly: r.o.counts, NoHists: r.o.noHists, SlowLines: r.slow}); err != nil {
-		return err
-	}
-	report.WriteConnections(r.w, rec)
-	return nil
+// format is the view the flags chose.
+func (o *outputFlags) format() report.Format {
+	return report.Format{Unit: o.unit(), JSON: o.json, CSV: o.csv, CountsOnly: o.counts, NoHists: o.noHists}
 }
 
 // outputFile is a file named by -o. It is written as a temporary file in

@@ -2,14 +2,13 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/fusescope/fusescope/internal/profile"
-	"github.com/fusescope/fusescope/internal/systrace"
+	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
 )
 
@@ -52,10 +51,11 @@ reports did.`,
 			if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
 				return fmt.Errorf("%s is not JSON: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json); fusescope syscalls reads strace logs", args[0])
 			}
-			var head struct {
-				Schema string `json:"schema"`
+			recs, err := profile.ParseAll(b)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			if json.Unmarshal(b, &head) == nil && strings.HasPrefix(head.Schema, "fusescope.syscalls/") {
+			if !recs[0].HasRequests() {
 				for _, name := range []string{"milliseconds", "microseconds", "ns", "counts", "no-hist", "timestamp"} {
 					if cmd.Flags().Changed(name) {
 						return fmt.Errorf("--%s applies to trace records; %s is a syscalls report (use --top, --json or --csv)", name, args[0])
@@ -65,11 +65,15 @@ reports did.`,
 				if err := view.check(); err != nil {
 					return err
 				}
-				r, err := systrace.ReadJSON(b)
-				if err != nil {
-					return fmt.Errorf("%s: %w", args[0], err)
+				for _, rec := range recs {
+					if rec.Syscalls == nil {
+						return fmt.Errorf("%s mixes syscalls reports with records of FUSE requests: show them one file at a time", args[0])
+					}
+					if err := view.present(rec, nil); err != nil {
+						return err
+					}
 				}
-				return view.present(r, nil)
+				return nil
 			}
 			if cmd.Flags().Changed("top") {
 				return fmt.Errorf("--top applies to syscalls reports; %s is a record: every opcode is shown", args[0])
@@ -88,18 +92,14 @@ reports did.`,
 			if slowCSV && out.counts {
 				return fmt.Errorf("--table slow lists requests with their latency: leave out --counts")
 			}
-			recs, err := profile.ParseAll(b)
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
 			// Several records are an interval trace's --json lines: each
 			// renders as that interval's report did.
-			r := &renderer{o: &out, w: os.Stdout, slow: true, lines: len(recs) > 1, stamp: stamp}
+			r := &report.Renderer{Format: out.format(), W: os.Stdout, Slow: true, Lines: len(recs) > 1, Stamp: stamp}
 			for i, rec := range recs {
 				if slowCSV {
-					err = profile.WriteSlowCSV(os.Stdout, i == 0, rec.Slow...)
+					err = report.WriteSlowCSV(os.Stdout, i == 0, rec.Slow...)
 				} else {
-					err = r.render(rec)
+					err = r.Render(rec)
 				}
 				if err != nil {
 					return err
@@ -111,6 +111,6 @@ reports did.`,
 	out.register(c)
 	c.Flags().BoolVarP(&stamp, "timestamp", "T", false, "records: print the time each report ended before it, as trace -T did")
 	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
-	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default) or slow (trace --slower's requests); for syscalls reports "+strings.Join(systrace.CSVTables, ", ")+" (default syscalls)")
+	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default) or slow (trace --slower's requests); for syscalls reports "+strings.Join(report.SyscallsCSVTables, ", ")+" (default syscalls)")
 	return c
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/report"
 	"golang.org/x/sys/unix"
 
 	"github.com/fusescope/fusescope/internal/systrace"
@@ -104,7 +106,9 @@ calls that create, name or close fds and processes, and calls of at least
 					out.finish(nil)
 					return err
 				}
-				if err := view.present(r, out); err != nil {
+				rec := syscallsRecord(r, sourceLive)
+				rec.Meta.Kernel, rec.Meta.Host = ktrace.KernelRelease(), ktrace.Hostname()
+				if err := view.present(rec, out); err != nil {
 					return err
 				}
 				return commandStatus(r.Live)
@@ -144,13 +148,13 @@ calls that create, name or close fds and processes, and calls of at least
 				out.finish(nil)
 				return err
 			}
-			return view.present(r, out)
+			return view.present(syscallsRecord(r, "strace log: "+strings.Join(logs, ", ")), out)
 		},
 	}
 	f := c.Flags()
 	f.BoolVar(&view.json, "json", false, "print the report as JSON (docs/syscalls.md)")
 	f.BoolVar(&view.csv, "csv", false, "print one of the report's tables as CSV, every row (--table; docs/syscalls.md)")
-	f.StringVar(&view.table, "table", "", "with --csv: the table to print: "+strings.Join(systrace.CSVTables, ", ")+" (default syscalls)")
+	f.StringVar(&view.table, "table", "", "with --csv: the table to print: "+strings.Join(report.SyscallsCSVTables, ", ")+" (default syscalls)")
 	f.IntVar(&view.top, "top", 10, "rows in each list and processes in the tree (0: all)")
 	f.IntSliceVarP(&pids, "pid", "p", nil, "with logs: keep only these processes (repeatable); without: trace this running process live")
 	f.StringVarP(&output, "output", "o", "", "write the report to `FILE` instead of standard output (a traced command keeps the terminal)")
@@ -208,30 +212,40 @@ func (v reportView) check() error {
 		if !v.csv {
 			return fmt.Errorf("--table chooses the table --csv prints: add --csv")
 		}
-		if _, ok := systrace.CSVColumns[v.table]; !ok {
-			return fmt.Errorf("--table %q: give one of %s", v.table, strings.Join(systrace.CSVTables, ", "))
+		if _, ok := report.SyscallsCSVColumns[v.table]; !ok {
+			return fmt.Errorf("--table %q: give one of %s", v.table, strings.Join(report.SyscallsCSVTables, ", "))
 		}
 	}
 	return nil
 }
 
-// present writes the report to out, or to standard output.
-func (v reportView) present(r *systrace.Report, out *outputFile) error {
+// present writes a record's system-call report to out, or to standard
+// output.
+func (v reportView) present(rec *profile.Record, out *outputFile) error {
+	r := rec.Syscalls
 	write := func(w io.Writer) error {
 		switch {
 		case v.json:
-			return systrace.WriteJSON(w, r)
+			return rec.Write(w)
 		case v.csv && v.table != "":
-			return systrace.WriteCSVTable(w, r, v.table)
+			return report.WriteSyscallsCSVTable(w, r, v.table)
 		case v.csv:
-			return systrace.WriteCSV(w, r)
+			return report.WriteSyscallsCSV(w, r)
 		}
-		return systrace.WriteText(w, r, v.top)
+		return report.WriteSyscallsText(w, r, v.top)
 	}
 	if out == nil {
 		return write(os.Stdout)
 	}
 	return out.finish(write)
+}
+
+// sourceLive names the live system-call source in records.
+const sourceLive = "kernel:raw_syscalls (sys_enter, sys_exit)"
+
+// syscallsRecord is the record of a system-call report.
+func syscallsRecord(r *profile.SyscallReport, source string) *profile.Record {
+	return &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Tool: version, Source: source, Command: os.Args}, Syscalls: r}
 }
 
 // emptyProgramsEnv, set by make bench only, attaches programs that do
@@ -240,14 +254,14 @@ const emptyProgramsEnv = "FUSESCOPE_BENCH_EMPTY_PROGRAMS"
 
 // runLive traces command (started here) or the running process pid with
 // the live source, and analyses what it saw.
-func runLive(command []string, pid int, filter systrace.Filter, o systrace.Options, minWait time.Duration) (*systrace.Report, error) {
+func runLive(command []string, pid int, filter systrace.Filter, o systrace.Options, minWait time.Duration) (*profile.SyscallReport, error) {
 	if minWait < 0 {
 		return nil, fmt.Errorf("--min-wait %v: give a positive duration, such as 1ms", minWait)
 	}
 	if err := ktrace.CheckPrivileges(); err != nil {
 		return nil, err
 	}
-	info := &systrace.LiveInfo{Command: command}
+	info := &profile.LiveInfo{Command: command}
 	// How the command ended is written when it ends, which after a second
 	// Ctrl-C may be after the report is made: under infoMu.
 	var infoMu sync.Mutex
@@ -350,7 +364,7 @@ func runLive(command []string, pid int, filter systrace.Filter, o systrace.Optio
 // commandStatus passes on how a traced command ended, as strace does: its
 // exit status, or 128 plus the signal that killed it, as a shell reports
 // it. The report has been written: there is nothing more to say.
-func commandStatus(l *systrace.LiveInfo) error {
+func commandStatus(l *profile.LiveInfo) error {
 	if l == nil {
 		return nil
 	}

@@ -4,21 +4,21 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/fusescope/fusescope/internal/systrace"
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 func TestCommandStatus(t *testing.T) {
 	zero, three := 0, 3
 	for _, c := range []struct {
-		live *systrace.LiveInfo
+		live *profile.LiveInfo
 		want int // 0: no error
 	}{
 		{nil, 0},
-		{&systrace.LiveInfo{PID: 42}, 0}, // -p: no status of its own
-		{&systrace.LiveInfo{ExitStatus: &zero}, 0},
-		{&systrace.LiveInfo{ExitStatus: &three}, 3},
-		{&systrace.LiveInfo{KilledBy: "SIGTERM"}, 128 + 15},
-		{&systrace.LiveInfo{KilledBy: "SIGNOTONE"}, 1},
+		{&profile.LiveInfo{PID: 42}, 0}, // -p: no status of its own
+		{&profile.LiveInfo{ExitStatus: &zero}, 0},
+		{&profile.LiveInfo{ExitStatus: &three}, 3},
+		{&profile.LiveInfo{KilledBy: "SIGTERM"}, 128 + 15},
+		{&profile.LiveInfo{KilledBy: "SIGNOTONE"}, 1},
 	} {
 		err := commandStatus(c.live)
 		var ee *exitError

@@ -150,7 +150,7 @@ ends the trace.`,
 					saveTo.finish(nil) // an error before the run: no temporary file left behind
 				}
 			}()
-			r := &renderer{o: &out, w: os.Stdout, stamp: stamp, lines: interval > 0}
+			r := &report.Renderer{Format: out.format(), W: os.Stdout, Stamp: stamp, Lines: interval > 0}
 			cfg.Ready = func(conns []uint32, attach string, fallback error) {
 				if fallback != nil {
 					fmt.Fprintf(os.Stderr, "note: attached to the classic tracepoints, as tp_btf did not load (%v)\n", fallback)
@@ -169,7 +169,7 @@ ends the trace.`,
 				}
 				switch {
 				case slower > 0 && out.csv:
-					profile.WriteSlowCSV(os.Stdout, true)
+					report.WriteSlowCSV(os.Stdout, true)
 				case slower > 0 && !out.json:
 					report.WriteSlowHeader(os.Stdout, out.unit())
 				}
@@ -178,7 +178,7 @@ ends the trace.`,
 			slowCSV := slower > 0 && out.csv
 			switch {
 			case slowCSV:
-				cfg.Slow = func(r profile.SlowRequest) { profile.WriteSlowCSV(os.Stdout, false, r) }
+				cfg.Slow = func(r profile.SlowRequest) { report.WriteSlowCSV(os.Stdout, false, r) }
 			case slower > 0 && !out.json:
 				cfg.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit()) }
 			}
@@ -186,7 +186,7 @@ ends the trace.`,
 				if slowCSV {
 					return nil // CSV holds one table: the requests' rows went out as they ended; -o keeps the statistics
 				}
-				return r.render(rec)
+				return r.Render(rec)
 			}
 			var (
 				ctx  context.Context

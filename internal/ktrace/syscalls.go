@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/systrace"
 	"golang.org/x/sys/unix"
 )
@@ -202,7 +203,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	}
 	var rare, io, peerArg, peerKind, cat, path, addr, word8, flush [sysMaxNR]uint8
 	catIndex := map[string]uint8{}
-	for i, c := range systrace.CategoryNames {
+	for i, c := range profile.SyscallCategories {
 		catIndex[c] = uint8(i)
 	}
 	ioIndex, peerIndex := map[string]uint8{}, map[string]uint8{}
@@ -356,7 +357,7 @@ func (t *SyscallTracer) Close() error {
 
 // Run passes the trace's events to emit until stop is closed, then detaches,
 // drains the ring buffer and emits the counted calls. It fills info.
-func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), info *systrace.LiveInfo) error {
+func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), info *profile.LiveInfo) error {
 	// A sample at the start anchors the timeline's bins to the kernel's.
 	t.ev = systrace.Event{Kind: systrace.Sample, Time: t.wall(t.t0)}
 	emit(&t.ev)
@@ -859,7 +860,7 @@ func (t *SyscallTracer) emitErrnos(emit func(*systrace.Event)) error {
 
 // finish emits what the kernel counted: per-fd I/O under each fd's current
 // name, per-thread calls, timeline bins. Then it fills info.
-func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveInfo) error {
+func (t *SyscallTracer) finish(emit func(*systrace.Event), info *profile.LiveInfo) error {
 	// Per-fd I/O.
 	var one bpf.SysTraceFdIo
 	size := int(unsafe.Sizeof(one))
@@ -896,11 +897,11 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *systrace.LiveIn
 				s.Ns += v.Ns
 			}
 			bin, cat := key/sysCats, key%sysCats
-			if s.Calls == 0 || int(cat) >= len(systrace.CategoryNames) {
+			if s.Calls == 0 || int(cat) >= len(profile.SyscallCategories) {
 				return
 			}
 			e := &t.ev
-			*e = systrace.Event{Kind: systrace.Sample, Name: systrace.CategoryNames[cat], Calls: int(s.Calls),
+			*e = systrace.Event{Kind: systrace.Sample, Name: profile.SyscallCategories[cat], Calls: int(s.Calls),
 				Dur: float64(s.Ns) / 1e9, Time: t.wall(t.t0) + (float64(bin)+0.5)*t.opts.TimelineS}
 			emit(e)
 		})

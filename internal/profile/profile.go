@@ -6,6 +6,7 @@ package profile
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
@@ -22,7 +23,42 @@ type OpStats struct {
 	Errnos     map[string]uint64 `json:"errnos,omitempty"` // "ENOENT": n
 	ReqBytes   uint64            `json:"req_bytes"`
 	ReplyBytes uint64            `json:"reply_bytes"`
-	Latency    hist.Hist         `json:"latency"` // send -> end, ns
+	Latency    hist.Hist         `json:"latency"` // the total stage: send -> end, ns
+	// Stages splits the requests' time into the parts a source could
+	// measure (queue, daemon, reply), each a histogram of the requests it
+	// timed; none when only the total was measured.
+	Stages []StageLatency `json:"stages,omitempty"`
+}
+
+// Stage names a part of a request's time (docs/record.md).
+type Stage string
+
+// The stages of a FUSE request. The total is every request's; the others
+// need a source that sees the daemon take the request and write its reply.
+const (
+	StageTotal  Stage = "total"  // sent by the kernel -> reply complete
+	StageQueue  Stage = "queue"  // sent -> taken by the daemon from /dev/fuse
+	StageDaemon Stage = "daemon" // taken -> reply written by the daemon
+	StageReply  Stage = "reply"  // reply written -> complete in the kernel
+)
+
+// StageLatency is the histogram of one stage of one opcode's requests.
+type StageLatency struct {
+	Stage   Stage     `json:"stage"`
+	Latency hist.Hist `json:"latency"` // ns
+}
+
+// Stage returns the histogram of a stage, or nil if it was not measured.
+func (s *OpStats) Stage(st Stage) *hist.Hist {
+	if st == StageTotal {
+		return &s.Latency
+	}
+	for i := range s.Stages {
+		if s.Stages[i].Stage == st {
+			return &s.Stages[i].Latency
+		}
+	}
+	return nil
 }
 
 // Drops counts what the tracer saw but could not account for.
@@ -118,6 +154,9 @@ func (p *Profile) Sub(earlier *Profile) (Profile, error) {
 				return Profile{}, err
 			}
 			cur.Latency = lat
+			if cur.Stages, err = subStages(cur.Stages, old.Stages); err != nil {
+				return Profile{}, err
+			}
 			cur.Count -= old.Count
 			cur.Errors -= old.Errors
 			cur.ReqBytes -= old.ReqBytes
@@ -127,6 +166,26 @@ func (p *Profile) Sub(earlier *Profile) (Profile, error) {
 		if cur.Count > 0 {
 			out.Ops = append(out.Ops, cur)
 		}
+	}
+	return out, nil
+}
+
+func subStages(cur, old []StageLatency) ([]StageLatency, error) {
+	if len(cur) == 0 {
+		return nil, nil
+	}
+	out := make([]StageLatency, 0, len(cur))
+	for _, s := range cur {
+		for _, o := range old {
+			if o.Stage == s.Stage {
+				lat, err := s.Latency.Sub(&o.Latency)
+				if err != nil {
+					return nil, fmt.Errorf("stage %s: %w", s.Stage, err)
+				}
+				s.Latency = lat
+			}
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }

@@ -12,15 +12,29 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseproto"
 )
 
-// Schema names the record format and its version (docs/record.md). A change
-// that breaks readers gets a new version; loaders refuse versions they do not
-// know.
-const Schema = "fusescope.record/v1"
+// Schema names the record format and its major version (docs/record.md).
+// Within a major version fields and sections are only added, and readers
+// ignore the ones they do not know; a change that breaks readers gets a
+// new major version, which older readers refuse in one line.
+const Schema = "fusescope.record/v2"
+
+// Earlier formats this version reads and upgrades: records of the first
+// version, and system-call reports from before records held them.
+const (
+	SchemaV1         = "fusescope.record/v1"
+	SyscallsSchemaV1 = "fusescope.syscalls/v1"
+)
+
+// schemaPrefix starts every record format's name; the major version follows.
+const schemaPrefix = "fusescope.record/v"
 
 // Record is a saved profile with the metadata that makes it comparable.
 type Record struct {
-	Schema  string  `json:"schema"`
-	Meta    Meta    `json:"meta"`
+	Schema string `json:"schema"`
+	Meta   Meta   `json:"meta"`
+	// Profile is the FUSE requests' statistics, in every record a FUSE
+	// source made (trace, fs stats); a record of system calls alone has
+	// none.
 	Profile Profile `json:"profile"`
 	// Slow holds the requests that took at least trace --slower, in the
 	// order they ended (the interval's, in an interval record); SlowLost
@@ -28,6 +42,27 @@ type Record struct {
 	// the record already held MaxSlow.
 	Slow     []SlowRequest `json:"slow,omitempty"`
 	SlowLost uint64        `json:"slow_lost,omitempty"`
+
+	// The optional sections: each is present when a source filled it.
+	// Syscalls is the system-call report (fusescope syscalls).
+	Syscalls *SyscallReport `json:"syscalls,omitempty"`
+}
+
+// HasRequests tells whether the record holds FUSE request statistics (a
+// quiet interval of a trace does, with no opcode in them); a record of
+// system calls alone does not.
+func (r *Record) HasRequests() bool { return r.Syscalls == nil || len(r.Profile.Ops) > 0 }
+
+// MarshalJSON leaves out the request statistics of a record that has none.
+func (r Record) MarshalJSON() ([]byte, error) {
+	type plain Record // without this method
+	if r.HasRequests() {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		Profile *Profile `json:"profile,omitempty"` // shadows plain's
+	}{plain: plain(r)})
 }
 
 // MaxSlow is the most slow requests one record holds.
@@ -52,15 +87,15 @@ type SlowRequest struct {
 
 // Meta says where, when and how a profile was measured.
 type Meta struct {
-	Tool    string    `json:"tool"`   // fusescope version
-	Source  string    `json:"source"` // what measured it, e.g. "kernel:fuse_request"
-	Kernel  string    `json:"kernel"` // uname -r
-	Host    string    `json:"host"`
-	Start   time.Time `json:"start"`
-	End     time.Time `json:"end"`
-	Command []string  `json:"command"`
-	Filters Filters   `json:"filters"`
-	Mounts  []Mount   `json:"mounts"`
+	Tool    string    `json:"tool"`             // fusescope version
+	Source  string    `json:"source"`           // what measured it, e.g. "kernel:fuse_request"
+	Kernel  string    `json:"kernel,omitempty"` // uname -r; "" for a log analysed elsewhere
+	Host    string    `json:"host,omitempty"`
+	Start   time.Time `json:"start,omitzero"` // of the measurement; none for a log analysed afterwards
+	End     time.Time `json:"end,omitzero"`
+	Command []string  `json:"command,omitempty"` // the fusescope command line that made the record
+	Filters Filters   `json:"filters,omitzero"`
+	Mounts  []Mount   `json:"mounts,omitempty"`
 	FS      *FSInfo   `json:"fs,omitempty"` // the lab file system's own view, when it made the record
 }
 
@@ -191,37 +226,84 @@ func Parse(b []byte) (*Record, error) {
 	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("not a fusescope record: %w", err)
 	}
-	if head.Schema != Schema {
-		if strings.HasPrefix(head.Schema, "fusescope.record/") {
-			return nil, fmt.Errorf("record schema %q is not supported by this fusescope (it reads %q)", head.Schema, Schema)
+	var r Record
+	switch head.Schema {
+	case Schema:
+		// Unknown fields are a later minor revision's: ignored.
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("malformed record: %w", err)
 		}
-		if strings.HasPrefix(head.Schema, "fusescope.syscalls/") {
-			return nil, fmt.Errorf("a fusescope syscalls report (schema %q), not a record of FUSE requests: render it with fusescope show", head.Schema)
+	case SchemaV1:
+		// v2 only added to v1: a v1 record decodes as it is, strictly.
+		if err := decodeStrict(b, &r); err != nil {
+			return nil, fmt.Errorf("malformed record: %w", err)
+		}
+		r.Syscalls = nil // not a v1 field
+		r.Schema = Schema
+	case SyscallsSchemaV1:
+		var old struct {
+			Schema string `json:"schema"`
+			*SyscallReport
+		}
+		old.SyscallReport = &SyscallReport{}
+		if err := decodeStrict(b, &old); err != nil {
+			return nil, fmt.Errorf("malformed syscalls report: %w", err)
+		}
+		r = Record{Schema: Schema, Meta: Meta{Source: SourceSyscalls}, Syscalls: old.SyscallReport}
+		if l := old.Live; l != nil {
+			r.Meta.Command = l.Command
+		}
+	default:
+		if major, ok := strings.CutPrefix(head.Schema, schemaPrefix); ok {
+			return nil, fmt.Errorf("record schema %q is newer than this fusescope reads (%s and %s): read it with a newer fusescope, major version %s", head.Schema, SchemaV1, Schema, major)
 		}
 		return nil, fmt.Errorf("not a fusescope record (schema %q, want %q)", head.Schema, Schema)
 	}
-	var r Record
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := r.Profile.check(); err != nil {
 		return nil, fmt.Errorf("malformed record: %w", err)
 	}
-	seen := make(map[Key]bool, len(r.Profile.Ops))
-	for i := range r.Profile.Ops {
-		s := &r.Profile.Ops[i]
+	return &r, nil
+}
+
+// SourceSyscalls is the source named in a record upgraded from a v1
+// system-call report, which did not say which of the two it came from.
+const SourceSyscalls = "syscalls"
+
+// decodeStrict refuses fields v points to no place for.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// check finds statistics that contradict themselves.
+func (p *Profile) check() error {
+	seen := make(map[Key]bool, len(p.Ops))
+	for i := range p.Ops {
+		s := &p.Ops[i]
 		if s.Count != s.Latency.Count {
-			return nil, fmt.Errorf("malformed record: %s on conn %d counts %d requests but its histogram %d", s.Op, s.Conn, s.Count, s.Latency.Count)
+			return fmt.Errorf("%s on conn %d counts %d requests but its histogram %d", s.Op, s.Conn, s.Count, s.Latency.Count)
 		}
 		if s.Errors > s.Count {
-			return nil, fmt.Errorf("malformed record: %s on conn %d has more errors (%d) than requests (%d)", s.Op, s.Conn, s.Errors, s.Count)
+			return fmt.Errorf("%s on conn %d has more errors (%d) than requests (%d)", s.Op, s.Conn, s.Errors, s.Count)
 		}
 		if want := fuseproto.Opcode(s.Opcode).String(); s.Op != want {
-			return nil, fmt.Errorf("malformed record: opcode %d is named %q, want %q", s.Opcode, s.Op, want)
+			return fmt.Errorf("opcode %d is named %q, want %q", s.Opcode, s.Op, want)
 		}
 		if seen[s.Key()] {
-			return nil, fmt.Errorf("malformed record: %s on conn %d appears twice", s.Op, s.Conn)
+			return fmt.Errorf("%s on conn %d appears twice", s.Op, s.Conn)
 		}
 		seen[s.Key()] = true
+		stages := map[Stage]bool{}
+		for _, st := range s.Stages {
+			if st.Stage == StageTotal || stages[st.Stage] {
+				return fmt.Errorf("%s on conn %d: stage %q appears twice (the total is its latency)", s.Op, s.Conn, st.Stage)
+			}
+			stages[st.Stage] = true
+			if st.Latency.Count > s.Count {
+				return fmt.Errorf("%s on conn %d: stage %s counts %d requests of %d", s.Op, s.Conn, st.Stage, st.Latency.Count, s.Count)
+			}
+		}
 	}
-	return &r, nil
+	return nil
 }

@@ -53,15 +53,15 @@ func TestWriteSlowGolden(t *testing.T) {
 func TestWriteSlowCSVGolden(t *testing.T) {
 	reqs := slowSample()
 	var whole, oneByOne bytes.Buffer
-	if err := profile.WriteSlowCSV(&whole, true, reqs...); err != nil {
+	if err := WriteSlowCSV(&whole, true, reqs...); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "slow.csv.golden", whole.Bytes())
-	if err := profile.WriteSlowCSV(&oneByOne, true); err != nil {
+	if err := WriteSlowCSV(&oneByOne, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range reqs {
-		if err := profile.WriteSlowCSV(&oneByOne, false, r); err != nil {
+		if err := WriteSlowCSV(&oneByOne, false, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,7 +72,7 @@ func TestWriteSlowCSVGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != len(reqs)+1 || strings.Join(rows[0], ",") != strings.Join(profile.SlowCSVColumns, ",") {
+	if len(rows) != len(reqs)+1 || strings.Join(rows[0], ",") != strings.Join(SlowCSVColumns, ",") {
 		t.Fatalf("rows %q", rows)
 	}
 	// A name with a control character is Go-quoted, never written raw.

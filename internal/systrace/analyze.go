@@ -4,113 +4,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
-
-// Report is what the analyzers found: plain data for every view.
-type Report struct {
-	Lines        int            `json:"lines"`
-	Events       int            `json:"events"`
-	Malformed    int            `json:"malformed"`
-	FirstBad     []Malformed    `json:"first_malformed,omitempty"`
-	Unfinished   int            `json:"unfinished"`             // calls never resumed (killed, or the log was cut)
-	Syscalls     []SyscallStat  `json:"syscalls"`               // by total time, then calls
-	Errnos       []ErrnoStat    `json:"errnos"`                 // failed calls by system call and errno, most first
-	Files        []FileStat     `json:"files"`                  // by total time
-	FollowedFDs  bool           `json:"fds_followed,omitempty"` // a log without -y: fds named from the calls that made them
-	Categories   []CategoryStat `json:"categories"`
-	Waits        []Wait         `json:"waits"` // longest first
-	Processes    []Process      `json:"processes"`
-	Timeline     []TimelineBin  `json:"timeline,omitempty"`
-	TimelineBinS float64        `json:"timeline_bin_s,omitempty"`
-	// TimelineDropped counts calls that fell in no bin: a log spanning more
-	// than MaxTimelineBins bins.
-	TimelineDropped int       `json:"timeline_dropped_calls,omitempty"`
-	Live            *LiveInfo `json:"live,omitempty"` // set when the events came from the live source
-	TotalTime       float64   `json:"total_time_s"`   // sum of -T durations
-	Span            float64   `json:"span_s"`         // last timestamp minus first
-	HasDuration     bool      `json:"has_duration"`   // the log had -T
-}
-
-// LiveInfo describes a live trace (fusescope syscalls -- CMD, or -p PID).
-type LiveInfo struct {
-	Command    []string          `json:"command,omitempty"`
-	PID        int               `json:"pid"`
-	MinWaitS   float64           `json:"min_wait_s"`          // calls this long were kept one by one
-	WallS      float64           `json:"wall_s"`              // from the start of tracing to its end
-	CommandS   float64           `json:"command_s,omitempty"` // the command's run, from its exec to its exit
-	Drops      map[string]uint64 `json:"drops,omitempty"`
-	ExitStatus *int              `json:"exit_status,omitempty"` // of the command
-	KilledBy   string            `json:"killed_by,omitempty"`   // the signal that killed the command
-}
-
-// SyscallStat is one system call's totals.
-type SyscallStat struct {
-	Name     string  `json:"name"`
-	Category string  `json:"category"`
-	Calls    int     `json:"calls"`
-	Errors   int     `json:"errors"`
-	TimeS    float64 `json:"time_s"`
-}
-
-// ErrnoStat counts the calls of one system call that failed with one errno.
-type ErrnoStat struct {
-	Syscall string `json:"syscall"`
-	Errno   string `json:"errno"` // ENOENT; ERESTARTSYS and the like for a live call a signal interrupted
-	Calls   int    `json:"calls"`
-}
-
-// FileStat is the I/O on one file, socket, pipe or device, as strace -y
-// names it.
-type FileStat struct {
-	Target       string  `json:"target"`
-	Kind         string  `json:"kind"` // file, device, tcp, udp, unix, pipe, socket, other
-	Opens        int     `json:"opens"`
-	Reads        int     `json:"reads"`
-	Writes       int     `json:"writes"`
-	BytesRead    int64   `json:"bytes_read"`
-	BytesWritten int64   `json:"bytes_written"`
-	Calls        int     `json:"calls"`
-	TimeS        float64 `json:"time_s"`
-}
-
-// CategoryStat is the time spent in one category of system calls.
-type CategoryStat struct {
-	Category string  `json:"category"`
-	Calls    int     `json:"calls"`
-	TimeS    float64 `json:"time_s"`
-}
-
-// Wait is one long blocking call: the stalls seed 002 hunted (a DNS lookup
-// waiting for a timeout).
-type Wait struct {
-	PID    int     `json:"pid"`
-	Line   int     `json:"line,omitempty"` // in the log; a live source has none
-	Name   string  `json:"name"`
-	Target string  `json:"target,omitempty"`
-	Start  float64 `json:"start"`
-	DurS   float64 `json:"dur_s"`
-	Errno  string  `json:"errno,omitempty"`
-}
-
-// Process is one process of the traced tree.
-type Process struct {
-	PID    int     `json:"pid"`
-	Parent int     `json:"parent,omitempty"`
-	Exec   string  `json:"exec,omitempty"` // last program it executed
-	Start  float64 `json:"start"`
-	End    float64 `json:"end"`
-	Exit   *int    `json:"exit,omitempty"`
-	Killed string  `json:"killed_by,omitempty"`
-	Calls  int     `json:"calls"`
-	// Threads: how many threads the process ran that were seen, itself
-	// included, when more than one. Their calls are the process's.
-	Threads int `json:"threads,omitempty"`
-}
 
 // Analyzer is one question asked of the event stream.
 type Analyzer interface {
 	Observe(e *Event)
-	Finish(r *Report)
+	Finish(r *profile.SyscallReport)
 }
 
 // Options tune the analyzers.
@@ -127,11 +28,11 @@ type Options struct {
 }
 
 // Analyze runs the analyzers over events and returns their report.
-func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*Report, error) {
-	r := &Report{}
-	as := []Analyzer{newSyscallCounter(), &fileIO{m: map[string]*FileStat{}},
-		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*Process{}, leader: map[int]int{}, running: o.Running, window: o.Window}, &clock{r: r},
-		&timeline{width: o.TimelineS, bins: map[int]*TimelineBin{}, maxBins: MaxTimelineBins}}
+func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*profile.SyscallReport, error) {
+	r := &profile.SyscallReport{}
+	as := []Analyzer{newSyscallCounter(), &fileIO{m: map[string]*profile.FileStat{}},
+		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*profile.Process{}, leader: map[int]int{}, running: o.Running, window: o.Window}, &clock{r: r},
+		&timeline{width: o.TimelineS, bins: map[int]*profile.TimelineBin{}, maxBins: profile.MaxTimelineBins}}
 	err := events(func(e *Event) {
 		r.Events++
 		for _, a := range as {
@@ -179,9 +80,6 @@ var categories = func() map[string]string {
 		"timer_settime", "timerfd_create", "timerfd_settime", "clock_gettime", "gettimeofday", "time", "pause")
 	return m
 }()
-
-// CategoryNames lists the categories in a fixed order.
-var CategoryNames = []string{"file I/O", "network", "IPC", "memory", "process", "sleep and timers", "other"}
 
 // Category names a syscall's category ("other" when unknown).
 func Category(name string) string { return lookupCall(name).category }
@@ -250,9 +148,6 @@ func init() {
 	}
 }
 
-// MaxTimelineBins bounds the timeline's memory.
-const MaxTimelineBins = 100000
-
 // knownCalls is how many calls callInfos knows.
 var knownCalls int
 
@@ -284,18 +179,18 @@ func lookupCall(name string) *callInfo {
 // syscallCounter counts per call: the calls callInfos knows by their id,
 // which the event's info already found, the others by name.
 type syscallCounter struct {
-	known  []*SyscallStat
-	other  map[string]*SyscallStat
-	errnos map[ErrnoStat]int // keyed with Calls 0
+	known  []*profile.SyscallStat
+	other  map[string]*profile.SyscallStat
+	errnos map[profile.ErrnoStat]int // keyed with Calls 0
 }
 
 func newSyscallCounter() *syscallCounter {
-	return &syscallCounter{known: make([]*SyscallStat, knownCalls+1), other: map[string]*SyscallStat{}, errnos: map[ErrnoStat]int{}}
+	return &syscallCounter{known: make([]*profile.SyscallStat, knownCalls+1), other: map[string]*profile.SyscallStat{}, errnos: map[profile.ErrnoStat]int{}}
 }
 
 func (a *syscallCounter) Observe(e *Event) {
 	if e.Kind == Failed {
-		a.errnos[ErrnoStat{Syscall: e.Name, Errno: e.Errno}] += e.Calls
+		a.errnos[profile.ErrnoStat{Syscall: e.Name, Errno: e.Errno}] += e.Calls
 		return
 	}
 	// Calls that never returned (exit_group, a call cut by a kill) are not
@@ -305,17 +200,17 @@ func (a *syscallCounter) Observe(e *Event) {
 		return
 	}
 	if e.Errno != "" && e.Calls == 0 {
-		a.errnos[ErrnoStat{Syscall: e.Name, Errno: e.Errno}]++
+		a.errnos[profile.ErrnoStat{Syscall: e.Name, Errno: e.Errno}]++
 	}
 	c := e.info()
-	var s *SyscallStat
+	var s *profile.SyscallStat
 	if c.id > 0 {
 		if s = a.known[c.id]; s == nil {
-			s = &SyscallStat{Name: e.Name, Category: c.category}
+			s = &profile.SyscallStat{Name: e.Name, Category: c.category}
 			a.known[c.id] = s
 		}
 	} else if s = a.other[e.Name]; s == nil {
-		s = &SyscallStat{Name: e.Name, Category: c.category}
+		s = &profile.SyscallStat{Name: e.Name, Category: c.category}
 		a.other[e.Name] = s
 	}
 	s.Calls += e.N()
@@ -325,7 +220,7 @@ func (a *syscallCounter) Observe(e *Event) {
 	}
 }
 
-func (a *syscallCounter) Finish(r *Report) {
+func (a *syscallCounter) Finish(r *profile.SyscallReport) {
 	for k, n := range a.errnos {
 		k.Calls = n
 		r.Errnos = append(r.Errnos, k)
@@ -360,11 +255,11 @@ func (a *syscallCounter) Finish(r *Report) {
 	})
 	// Summed in the sorted order: a float sum in map order differs in the
 	// last digit from run to run.
-	cats := map[string]*CategoryStat{}
+	cats := map[string]*profile.CategoryStat{}
 	for _, s := range r.Syscalls {
 		c := cats[s.Category]
 		if c == nil {
-			c = &CategoryStat{Category: s.Category}
+			c = &profile.CategoryStat{Category: s.Category}
 			cats[s.Category] = c
 		}
 		c.Calls += s.Calls
@@ -402,7 +297,7 @@ func set(names ...string) map[string]bool {
 
 // fileIO attributes I/O to what each fd refers to, as strace -y prints it:
 // read(3</etc/passwd>, ...) = 1234, openat(...) = 3</etc/passwd>.
-type fileIO struct{ m map[string]*FileStat }
+type fileIO struct{ m map[string]*profile.FileStat }
 
 func (a *fileIO) Observe(e *Event) {
 	switch e.Kind {
@@ -426,7 +321,7 @@ func (a *fileIO) count(target string, e *Event, open, read, write bool) {
 	}
 	f := a.m[target]
 	if f == nil {
-		f = &FileStat{Target: target, Kind: targetKind(target)}
+		f = &profile.FileStat{Target: target, Kind: targetKind(target)}
 		a.m[target] = f
 	}
 	n := e.N()
@@ -446,7 +341,7 @@ func (a *fileIO) count(target string, e *Event, open, read, write bool) {
 	}
 }
 
-func (a *fileIO) Finish(r *Report) {
+func (a *fileIO) Finish(r *profile.SyscallReport) {
 	for _, f := range a.m {
 		r.Files = append(r.Files, *f)
 	}
@@ -583,7 +478,7 @@ var waitCalls = set("connect", "accept", "accept4", "poll", "ppoll", "select", "
 type waits struct {
 	max  int
 	min  float64
-	list []Wait
+	list []profile.Wait
 }
 
 func (a *waits) Observe(e *Event) {
@@ -596,7 +491,7 @@ func (a *waits) Observe(e *Event) {
 	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
 		return
 	}
-	a.list = append(a.list, Wait{PID: e.PID, Line: e.Line, Name: e.Name, Target: target, Start: e.Time, DurS: e.Dur, Errno: e.Errno})
+	a.list = append(a.list, profile.Wait{PID: e.PID, Line: e.Line, Name: e.Name, Target: target, Start: e.Time, DurS: e.Dur, Errno: e.Errno})
 	if a.max > 0 && len(a.list) > 4*a.max {
 		a.trim()
 	}
@@ -609,7 +504,7 @@ func (a *waits) trim() {
 	}
 }
 
-func (a *waits) Finish(r *Report) {
+func (a *waits) Finish(r *profile.SyscallReport) {
 	a.trim()
 	r.Waits = a.list
 }
@@ -619,16 +514,16 @@ func (a *waits) Finish(r *Report) {
 // the end, since a thread's first calls may come before the clone that made
 // it.
 type procTree struct {
-	m       map[int]*Process
+	m       map[int]*profile.Process
 	leader  map[int]int    // thread id -> the thread that made it with CLONE_THREAD, or its process
 	running map[int]string // Options.Running
 	window  func() (start, end float64)
 }
 
-func (a *procTree) get(pid int) *Process {
+func (a *procTree) get(pid int) *profile.Process {
 	p := a.m[pid]
 	if p == nil {
-		p = &Process{PID: pid}
+		p = &profile.Process{PID: pid}
 		a.m[pid] = p
 	}
 	return p
@@ -691,7 +586,7 @@ func (a *procTree) process(tid int) int {
 	return tid
 }
 
-func (a *procTree) Finish(r *Report) {
+func (a *procTree) Finish(r *profile.SyscallReport) {
 	for tid, t := range a.m {
 		pid := a.process(tid)
 		if pid == tid {
@@ -736,7 +631,7 @@ func (a *procTree) Finish(r *Report) {
 
 // clock measures the log's span and total duration.
 type clock struct {
-	r           *Report
+	r           *profile.SyscallReport
 	first, last float64
 	seen        bool
 }
@@ -757,7 +652,7 @@ func (a *clock) Observe(e *Event) {
 	}
 }
 
-func (a *clock) Finish(r *Report) {
+func (a *clock) Finish(r *profile.SyscallReport) {
 	if a.seen {
 		r.Span = a.last - a.first
 	}

@@ -5,6 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // Filter keeps the events a question is about. The zero value keeps all.
@@ -22,8 +24,8 @@ func (f *Filter) Validate() error {
 			return fmt.Errorf("--file %q: %w", p, err)
 		}
 	}
-	if f.Category != "" && !slices.Contains(CategoryNames, f.Category) {
-		return fmt.Errorf("--category %q: give one of %s", f.Category, strings.Join(CategoryNames, ", "))
+	if f.Category != "" && !slices.Contains(profile.SyscallCategories, f.Category) {
+		return fmt.Errorf("--category %q: give one of %s", f.Category, strings.Join(profile.SyscallCategories, ", "))
 	}
 	for _, t := range []struct {
 		flag string

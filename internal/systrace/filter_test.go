@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 const filterLog = `1 10:00:00.000 openat(AT_FDCWD, "/data/a.root", O_RDONLY) = 3</data/a.root> <0.000010>
@@ -14,7 +16,7 @@ const filterLog = `1 10:00:00.000 openat(AT_FDCWD, "/data/a.root", O_RDONLY) = 3
 2 10:00:03.200 +++ exited with 0 +++
 `
 
-func analyzeFiltered(t *testing.T, f Filter, o Options) *Report {
+func analyzeFiltered(t *testing.T, f Filter, o Options) *profile.SyscallReport {
 	t.Helper()
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
@@ -27,7 +29,7 @@ func analyzeFiltered(t *testing.T, f Filter, o Options) *Report {
 	return r
 }
 
-func calls(r *Report) map[string]int {
+func calls(r *profile.SyscallReport) map[string]int {
 	m := map[string]int{}
 	for _, s := range r.Syscalls {
 		m[s.Name] = s.Calls
@@ -91,11 +93,11 @@ func TestTimelineShowsIdleBins(t *testing.T) {
 // kernel's, but the time spent loading and attaching before the command's
 // first call is not shown as idle bins of the command.
 func TestTimelineLiveStartsAtTheFirstCall(t *testing.T) {
-	a := &timeline{width: 0.1, bins: map[int]*TimelineBin{}, maxBins: 100}
+	a := &timeline{width: 0.1, bins: map[int]*profile.TimelineBin{}, maxBins: 100}
 	a.Observe(&Event{Kind: Sample, Time: 100})                                           // tracing starts
 	a.Observe(&Event{Kind: Sample, Name: "file I/O", Calls: 3, Dur: 0.01, Time: 100.25}) // kernel bin 2
 	a.Observe(&Event{Kind: Sample, Name: "memory", Calls: 1, Dur: 0.01, Time: 100.45})   // kernel bin 4
-	var r Report
+	var r profile.SyscallReport
 	a.Finish(&r)
 	if len(r.Timeline) != 3 || math.Abs(r.Timeline[0].Start-0.2) > 1e-9 || r.Timeline[0].Calls["file I/O"] != 3 ||
 		r.Timeline[1].Calls["memory"] != 0 || r.Timeline[2].Calls["memory"] != 1 {
@@ -105,11 +107,11 @@ func TestTimelineLiveStartsAtTheFirstCall(t *testing.T) {
 
 // Calls past the timeline's last bin are counted, not lost silently.
 func TestTimelineCountsWhatItDrops(t *testing.T) {
-	a := &timeline{width: 1, bins: map[int]*TimelineBin{}, maxBins: 2}
+	a := &timeline{width: 1, bins: map[int]*profile.TimelineBin{}, maxBins: 2}
 	for _, at := range []float64{100, 100.5, 101, 102, 103.5} {
 		a.Observe(&Event{Kind: Syscall, Name: "read", Time: at, Dur: 0.001})
 	}
-	var r Report
+	var r profile.SyscallReport
 	a.Finish(&r)
 	if len(r.Timeline) != 2 || r.TimelineDropped != 2 {
 		t.Errorf("%d bins, %d dropped; want 2 bins and the 2 calls past them", len(r.Timeline), r.TimelineDropped)

@@ -3,6 +3,7 @@ package systrace
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,11 +23,11 @@ func reportJSON(t *testing.T, paths ...string) string {
 	for i := range r.FirstBad {
 		r.FirstBad[i].File = filepath.Base(r.FirstBad[i].File)
 	}
-	var b bytes.Buffer
-	if err := WriteJSON(&b, r); err != nil {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return b.String()
+	return string(b)
 }
 
 // A compressed log reads as the log itself, whatever its name says: the

@@ -11,6 +11,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // Kind says what a line of an strace log describes.
@@ -173,14 +175,6 @@ func (e *Event) Child() int {
 	return 0
 }
 
-// Malformed is a line the parser could not read.
-type Malformed struct {
-	File string `json:"file,omitempty"` // when the log came from a named file
-	Line int    `json:"line"`
-	Text string `json:"text"`
-	Why  string `json:"why"`
-}
-
 // Parser reads strace logs line by line, joining "<unfinished ...>" lines
 // with their "<... resumed>" per thread. It keeps only the unfinished calls
 // in memory, so memory stays flat whatever the log's size.
@@ -192,14 +186,14 @@ type Parser struct {
 	DefaultPID int
 	File       string // the log being read, for Malformed
 
-	Malformed []Malformed // the first MaxMalformed
-	Bad       int         // all malformed lines
-	Lost      int         // unfinished calls whose resumed line never came
-	Summary   int         // lines of an strace -c/-C summary table, skipped
-	Frames    int         // strace -k stack frame lines (" > /lib/...(fn+0x1f) [0x...]"), skipped
-	Notices   int         // strace's own messages ("strace: Process 1234 attached"), skipped
-	Lines     int         // in all the logs read
-	Parsed    int         // events read, before any filter
+	Malformed []profile.Malformed // the first MaxMalformed
+	Bad       int                 // all malformed lines
+	Lost      int                 // unfinished calls whose resumed line never came
+	Summary   int                 // lines of an strace -c/-C summary table, skipped
+	Frames    int                 // strace -k stack frame lines (" > /lib/...(fn+0x1f) [0x...]"), skipped
+	Notices   int                 // strace's own messages ("strace: Process 1234 attached"), skipped
+	Lines     int                 // in all the logs read
+	Parsed    int                 // events read, before any filter
 	// FollowedFDs: the logs had no strace -y targets, and Logs named the
 	// fds by following the calls that made them.
 	FollowedFDs bool
@@ -289,7 +283,7 @@ func (p *Parser) malformed(n int, text string, err error) {
 		if len(text) > 200 {
 			text = text[:200] + "..."
 		}
-		p.Malformed = append(p.Malformed, Malformed{File: p.File, Line: n, Text: text, Why: err.Error()})
+		p.Malformed = append(p.Malformed, profile.Malformed{File: p.File, Line: n, Text: text, Why: err.Error()})
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 func parseAll(t *testing.T, log string) ([]*Event, *Parser) {
@@ -180,7 +182,7 @@ func TestAnalyzeFileBytesAndWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]FileStat{}
+	files := map[string]profile.FileStat{}
 	for _, f := range r.Files {
 		files[f.Target] = f
 	}
@@ -525,12 +527,12 @@ func TestAnalyzeErrnos(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The call a signal interrupted failed too, as strace -c counts it.
-	want := []ErrnoStat{{"getxattr", "ENODATA", 6}, {"connect", "ECONNREFUSED", 2}, {"openat", "ENOENT", 2},
-		{"nanosleep", "ERESTART_RESTARTBLOCK", 1}, {"openat", "EACCES", 1}}
+	want := []profile.ErrnoStat{{Syscall: "getxattr", Errno: "ENODATA", Calls: 6}, {Syscall: "connect", Errno: "ECONNREFUSED", Calls: 2}, {Syscall: "openat", Errno: "ENOENT", Calls: 2},
+		{Syscall: "nanosleep", Errno: "ERESTART_RESTARTBLOCK", Calls: 1}, {Syscall: "openat", Errno: "EACCES", Calls: 1}}
 	if fmt.Sprint(r.Errnos) != fmt.Sprint(want) {
 		t.Errorf("errnos %v, want %v", r.Errnos, want)
 	}
-	interrupted := SyscallStat{}
+	interrupted := profile.SyscallStat{}
 	for _, s := range r.Syscalls {
 		if s.Name == "nanosleep" {
 			interrupted = s
@@ -552,7 +554,7 @@ func TestAnalyzeErrnos(t *testing.T) {
 	// --category keeps a Failed event of its category only.
 	f := &Filter{Category: "network"}
 	r, _ = Analyze(f.Wrap(src), nil, Options{})
-	if fmt.Sprint(r.Errnos) != fmt.Sprint([]ErrnoStat{{"connect", "ECONNREFUSED", 2}}) {
+	if fmt.Sprint(r.Errnos) != fmt.Sprint([]profile.ErrnoStat{{Syscall: "connect", Errno: "ECONNREFUSED", Calls: 2}}) {
 		t.Errorf("--category network: errnos %v", r.Errnos)
 	}
 }

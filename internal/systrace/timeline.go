@@ -3,21 +3,16 @@ package systrace
 import (
 	"math"
 	"sort"
-)
 
-// TimelineBin is one interval of the timeline: calls and time per category.
-type TimelineBin struct {
-	Start float64            `json:"start_s"` // seconds after the first timestamp
-	Calls map[string]int     `json:"calls"`
-	TimeS map[string]float64 `json:"time_s"`
-}
+	"github.com/fusescope/fusescope/internal/profile"
+)
 
 // timeline bins system calls by when they started.
 type timeline struct {
 	width   float64
 	first   float64
 	seen    bool
-	bins    map[int]*TimelineBin
+	bins    map[int]*profile.TimelineBin
 	maxBins int
 	dropped int // calls in bins past maxBins
 }
@@ -62,7 +57,7 @@ func (a *timeline) Observe(e *Event) {
 	}
 }
 
-func (a *timeline) Finish(r *Report) {
+func (a *timeline) Finish(r *profile.SyscallReport) {
 	// Bins without calls between the first and the last are shown empty:
 	// an idle stretch is what a timeline is read for.
 	lo, hi := math.MaxInt, -1
@@ -84,6 +79,6 @@ func (a *timeline) Finish(r *Report) {
 	r.TimelineDropped = a.dropped
 }
 
-func (a *timeline) newBin(i int) *TimelineBin {
-	return &TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
+func (a *timeline) newBin(i int) *profile.TimelineBin {
+	return &profile.TimelineBin{Start: float64(i) * a.width, Calls: map[string]int{}, TimeS: map[string]float64{}}
 }

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/systrace"
 )
 
@@ -274,10 +274,11 @@ head -c 5000 $d/f1 > /dev/null
 	if err != nil {
 		t.Fatalf("fusescope syscalls: %v", err)
 	}
-	var r systrace.Report
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
+	rec, err := profile.Parse(out)
+	if err != nil || rec.Syscalls == nil {
+		t.Fatalf("fusescope syscalls --json: %v, or no syscalls section", err)
 	}
+	r := rec.Syscalls
 	for _, fs := range r.Files {
 		if fs.Reads+fs.Writes == 0 {
 			continue

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -12,9 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/stats"
-
-	"github.com/fusescope/fusescope/internal/systrace"
 )
 
 // liveProgram is a system-call-heavy program the live source is measured on.
@@ -66,10 +64,11 @@ func runLive(t *testing.T, bin string, argv []string, empty bool) (float64, int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r systrace.Report
-	if err := json.Unmarshal(data, &r); err != nil || r.Live == nil {
+	rec, err := profile.Parse(data)
+	if err != nil || rec.Syscalls == nil || rec.Syscalls.Live == nil {
 		t.Fatalf("%s: %v\n%s", out, err, msg)
 	}
+	r := rec.Syscalls
 	calls := 0
 	for _, s := range r.Syscalls {
 		calls += s.Calls

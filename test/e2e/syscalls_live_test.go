@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,18 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/systrace"
+	"github.com/fusescope/fusescope/internal/profile"
 	"golang.org/x/sys/unix"
 )
 
 // liveReport runs fusescope syscalls with args and decodes its JSON report.
-func liveReport(t *testing.T, args ...string) *systrace.Report {
+func liveReport(t *testing.T, args ...string) *profile.SyscallReport {
 	t.Helper()
 	return liveReportOf(t, fusescopeBin, args...)
 }
 
 // liveReportOf is liveReport with the fusescope binary bin.
-func liveReportOf(t *testing.T, bin string, args ...string) *systrace.Report {
+func liveReportOf(t *testing.T, bin string, args ...string) *profile.SyscallReport {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "report.json")
 	cmd := exec.Command(bin, append([]string{"syscalls", "--json", "--top", "0", "-o", out}, args...)...)
@@ -37,29 +36,29 @@ func liveReportOf(t *testing.T, bin string, args ...string) *systrace.Report {
 
 // logReport analyses strace logs with fusescope syscalls --json and decodes
 // the report.
-func logReport(t *testing.T, logs ...string) *systrace.Report {
+func logReport(t *testing.T, logs ...string) *profile.SyscallReport {
 	t.Helper()
-	var r systrace.Report
-	if err := json.Unmarshal(mustRead(t, fusescopeBin, append([]string{"syscalls", "--json", "--top", "0"}, logs...)...), &r); err != nil {
+	r, err := syscallsOf(mustRead(t, fusescopeBin, append([]string{"syscalls", "--json", "--top", "0"}, logs...)...))
+	if err != nil {
 		t.Fatalf("fusescope syscalls %v: %v", logs, err)
 	}
-	return &r
+	return r
 }
 
-func decodeReport(t *testing.T, path string) *systrace.Report {
+func decodeReport(t *testing.T, path string) *profile.SyscallReport {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r systrace.Report
-	if err := json.Unmarshal(data, &r); err != nil {
+	r, err := syscallsOf(data)
+	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	if r.Live == nil {
 		t.Fatalf("%s: no live section", path)
 	}
-	return &r
+	return r
 }
 
 // The live source against strace on the same workload (deterministic: the
@@ -78,7 +77,7 @@ func TestSyscallsLiveAgainstStrace(t *testing.T) {
 	assertCallsEqual(t, r, log)
 	assertErrnosEqual(t, r, straceErrnos(t, log))
 
-	files := map[string]systrace.FileStat{}
+	files := map[string]profile.FileStat{}
 	for _, f := range r.Files {
 		files[f.Target] = f
 	}
@@ -124,7 +123,7 @@ func TestSyscallsLiveChildren(t *testing.T) {
 	if execs["sh"] < 1 || execs["cat"] != 1 || execs["ls"] != 1 {
 		t.Errorf("processes %+v, want sh with cat and ls", r.Processes)
 	}
-	var root systrace.Process
+	var root profile.Process
 	for _, p := range r.Processes {
 		if p.Parent == 0 {
 			root = p
@@ -169,7 +168,7 @@ func TestSyscallsLiveReusesSlots(t *testing.T) {
 	if len(perTrue) == 0 {
 		t.Error("no /bin/true process in the report")
 	}
-	files := map[string]systrace.FileStat{}
+	files := map[string]profile.FileStat{}
 	for _, f := range r.Files {
 		files[f.Target] = f
 	}
@@ -202,7 +201,7 @@ func TestSyscallsLiveRingFull(t *testing.T) {
 // syscalls with the tracer stopped (SIGSTOP) from before body starts until
 // it has ended, then under strace -f, and requires the named calls to be
 // counted alike. It returns fusescope's report.
-func liveWithReaderStopped(t *testing.T, body string, names ...string) *systrace.Report {
+func liveWithReaderStopped(t *testing.T, body string, names ...string) *profile.SyscallReport {
 	t.Helper()
 	fifos := t.TempDir()
 	gate, done := filepath.Join(fifos, "gate"), filepath.Join(fifos, "done")
@@ -358,7 +357,7 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 	log := filepath.Join(dir, "strace.log")
 	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, python, script, data)
 	fromLog := logReport(t, log)
-	inData := func(r *systrace.Report) map[string][2]int64 {
+	inData := func(r *profile.SyscallReport) map[string][2]int64 {
 		m := map[string][2]int64{}
 		for _, f := range r.Files {
 			if strings.HasPrefix(f.Target, data) {
@@ -369,7 +368,7 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 	}
 	want := map[string][2]int64{filepath.Join(data, "sub", "in.bin"): {4321, 0}, filepath.Join(data, "out.bin"): {0, 777}}
 	fifo := filepath.Join(data, "idle.fifo")
-	for name, r := range map[string]*systrace.Report{"live": live, "strace log": fromLog} {
+	for name, r := range map[string]*profile.SyscallReport{"live": live, "strace log": fromLog} {
 		got := inData(r)
 		for target, bytes := range want {
 			if got[target] != bytes {
@@ -404,7 +403,7 @@ func TestSyscallsLiveNamesShellFds(t *testing.T) {
 	run(t, "strace", "-f", "-tt", "-T", "-y", "-o", log, script, data)
 	fromLog := logReport(t, log)
 	type io struct{ scriptRead, dataRead, pipeRead, pipeWritten, unnamed int64 }
-	sum := func(r *systrace.Report) io {
+	sum := func(r *profile.SyscallReport) io {
 		var s io
 		for _, f := range r.Files {
 			switch {
@@ -507,7 +506,7 @@ for w in workers:
 		t.Fatal("fusescope syscalls -p did not stop when its process exited")
 	}
 	r := decodeReport(t, out)
-	var f systrace.FileStat
+	var f profile.FileStat
 	for _, x := range r.Files {
 		if x.Target == file {
 			f = x
@@ -582,4 +581,17 @@ func TestSyscallsLiveBadInput(t *testing.T) {
 		t.Error("the command ran although its report could not be written")
 	}
 	assertNoProbesLeft(t)
+}
+
+// syscallsOf reads the system-call report of fusescope syscalls --json:
+// a record with a syscalls section.
+func syscallsOf(b []byte) (*profile.SyscallReport, error) {
+	rec, err := profile.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Syscalls == nil {
+		return nil, fmt.Errorf("the record has no syscalls section")
+	}
+	return rec.Syscalls, nil
 }

@@ -1,9 +1,7 @@
-package systrace
+package report
 
 import (
-	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,50 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/report"
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
-// Schema names the JSON form of a Report (docs/syscalls.md).
-const Schema = "fusescope.syscalls/v1"
-
-// WriteJSON writes the report with its schema name. Its lists are arrays
-// even when empty, never null, so that jq's .waits[] works on any report.
-func WriteJSON(w io.Writer, r *Report) error {
-	c := *r
-	c.Syscalls, c.Files, c.Categories = nonNil(c.Syscalls), nonNil(c.Files), nonNil(c.Categories)
-	c.Waits, c.Processes, c.Errnos = nonNil(c.Waits), nonNil(c.Processes), nonNil(c.Errnos)
-	r = &c
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
-		Schema string `json:"schema"`
-		*Report
-	}{Schema, r})
-}
-
-// ReadJSON decodes a report that WriteJSON wrote, refusing another schema
-// or fields this version does not know, so that a report is never shown
-// with parts silently missing.
-func ReadJSON(b []byte) (*Report, error) {
-	var r struct {
-		Schema string `json:"schema"`
-		*Report
-	}
-	r.Report = &Report{}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("malformed syscalls report: %w", err)
-	}
-	if r.Schema != Schema {
-		return nil, fmt.Errorf("syscalls report schema %q is not supported by this fusescope (it reads %q)", r.Schema, Schema)
-	}
-	return r.Report, nil
-}
-
-// CSVColumns are the columns of each table --csv can write
+// SyscallsCSVColumns are the columns of each table --csv can write
 // (docs/syscalls.md), by table name; columns are only ever appended.
-var CSVColumns = map[string][]string{
+var SyscallsCSVColumns = map[string][]string{
 	"syscalls":   {"syscall", "category", "calls", "errors", "time_s", "pct_time"},
 	"files":      {"target", "kind", "opens", "reads", "bytes_read", "writes", "bytes_written", "calls", "time_s"},
 	"categories": {"category", "calls", "time_s", "pct_time"},
@@ -65,18 +25,20 @@ var CSVColumns = map[string][]string{
 	"errnos":     {"syscall", "errno", "calls"},
 }
 
-// CSVTables lists CSVColumns' tables, the default first.
-var CSVTables = []string{"syscalls", "files", "categories", "waits", "processes", "timeline", "errnos"}
+// SyscallsCSVTables lists SyscallsCSVColumns' tables, the default first.
+var SyscallsCSVTables = []string{"syscalls", "files", "categories", "waits", "processes", "timeline", "errnos"}
 
-// WriteCSV writes one row per system call.
-func WriteCSV(w io.Writer, r *Report) error { return WriteCSVTable(w, r, "syscalls") }
+// WriteSyscallsCSV writes one row per system call.
+func WriteSyscallsCSV(w io.Writer, r *profile.SyscallReport) error {
+	return WriteSyscallsCSVTable(w, r, "syscalls")
+}
 
-// WriteCSVTable writes one of the report's tables as CSV, every row: the
+// WriteSyscallsCSVTable writes one of the report's tables as CSV, every row: the
 // text's --top does not apply.
-func WriteCSVTable(w io.Writer, r *Report, table string) error {
-	cols, ok := CSVColumns[table]
+func WriteSyscallsCSVTable(w io.Writer, r *profile.SyscallReport, table string) error {
+	cols, ok := SyscallsCSVColumns[table]
 	if !ok {
-		return fmt.Errorf("no CSV table %q: give one of %s", table, strings.Join(CSVTables, ", "))
+		return fmt.Errorf("no CSV table %q: give one of %s", table, strings.Join(SyscallsCSVTables, ", "))
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
 	n := strconv.Itoa
@@ -121,7 +83,7 @@ func WriteCSVTable(w io.Writer, r *Report, table string) error {
 		}
 	case "timeline":
 		for _, b := range r.Timeline {
-			for _, c := range CategoryNames { // every one, so that idle bins show
+			for _, c := range profile.SyscallCategories { // every one, so that idle bins show
 				cw.Write([]string{f(b.Start), c, n(b.Calls[c]), f(b.TimeS[c])})
 			}
 		}
@@ -137,8 +99,8 @@ func pct(v, total float64) float64 {
 	return 100 * v / total
 }
 
-// WriteText renders the report as terminal tables; top limits each list.
-func WriteText(w io.Writer, r *Report, top int) error {
+// WriteSyscallsText renders a system-call report as terminal tables; top limits each list.
+func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 	var b strings.Builder
 	if l := r.Live; l != nil {
 		what := fmt.Sprintf("process %d", l.PID)
@@ -202,7 +164,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 	for _, c := range r.Categories {
 		rows = append(rows, cells("%s\t%d\t%.6f\t%.1f", c.Category, c.Calls, c.TimeS, pct(c.TimeS, r.TotalTime)))
 	}
-	report.Columns(&b, rows, "lr")
+	Columns(&b, rows, "lr")
 
 	b.WriteString("\nHot spots: system calls by total time\n")
 	rows = [][]string{{"SYSCALL", "CATEGORY", "CALLS", "ERRORS", "TIME(s)", "PCT_TIME"}}
@@ -212,7 +174,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		}
 		rows = append(rows, cells("%s\t%s\t%d\t%d\t%.6f\t%.1f", s.Name, s.Category, s.Calls, s.Errors, s.TimeS, pct(s.TimeS, r.TotalTime)))
 	}
-	report.Columns(&b, rows, "llr")
+	Columns(&b, rows, "llr")
 
 	if len(r.Errnos) > 0 {
 		b.WriteString("\nFailed calls by errno\n")
@@ -221,9 +183,9 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			if top > 0 && i >= top {
 				break
 			}
-			rows = append(rows, cells("%s\t%s\t%d", x.Syscall, report.Name(x.Errno), x.Calls))
+			rows = append(rows, cells("%s\t%s\t%d", x.Syscall, Name(x.Errno), x.Calls))
 		}
-		report.Columns(&b, rows, "llr")
+		Columns(&b, rows, "llr")
 	}
 
 	if len(r.Files) > 0 {
@@ -240,9 +202,9 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			if top > 0 && i >= top {
 				break
 			}
-			rows = append(rows, cells("%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, report.Name(f.Target)))
+			rows = append(rows, cells("%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, Name(f.Target)))
 		}
-		report.Columns(&b, rows, "lrrrrrrl")
+		Columns(&b, rows, "lrrrrrrl")
 	}
 	if len(r.Waits) > 0 {
 		b.WriteString("\nLongest waits (blocking calls")
@@ -266,13 +228,13 @@ func WriteText(w io.Writer, r *Report, top int) error {
 				sec, frac := math.Modf(wt.Start)
 				at = time.Unix(int64(sec), int64(frac*1e9)).Format("15:04:05.000000")
 			}
-			rows = append(rows, cells("%d\t%s\t%s\t%.6f\t%s\t%s", wt.PID, at, wt.Name, wt.DurS, report.Name(wt.Errno), report.Name(wt.Target)))
+			rows = append(rows, cells("%d\t%s\t%s\t%.6f\t%s\t%s", wt.PID, at, wt.Name, wt.DurS, Name(wt.Errno), Name(wt.Target)))
 		}
-		report.Columns(&b, rows, "rrlrll")
+		Columns(&b, rows, "rrlrll")
 	}
 	if len(r.Timeline) > 0 {
 		fmt.Fprintf(&b, "\nTimeline (%.3g s bins): calls per category\n", r.TimelineBinS)
-		cats := CategoryNames
+		cats := profile.SyscallCategories
 		rows := [][]string{append(append([]string{"START(s)"}, cats...), "TIME(s)")}
 		for _, bin := range r.Timeline {
 			row := []string{fmt.Sprintf("%.3f", bin.Start)}
@@ -283,13 +245,13 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			}
 			rows = append(rows, append(row, fmt.Sprintf("%.6f", total)))
 		}
-		report.Columns(&b, rows, "r")
+		Columns(&b, rows, "r")
 		if r.TimelineDropped > 0 {
-			fmt.Fprintf(&b, "%d calls fell past the timeline's %d bins and are not in it: give a wider --timeline\n", r.TimelineDropped, MaxTimelineBins)
+			fmt.Fprintf(&b, "%d calls fell past the timeline's %d bins and are not in it: give a wider --timeline\n", r.TimelineDropped, profile.MaxTimelineBins)
 		}
 	}
 	if len(r.Processes) > 1 || (len(r.Processes) == 1 && r.Processes[0].Threads > 1) {
-		children := map[int][]Process{}
+		children := map[int][]profile.Process{}
 		known := map[int]bool{}
 		for _, p := range r.Processes {
 			known[p.PID] = true
@@ -301,7 +263,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			fmt.Fprintf(&b, " (the first %d of %d processes)", top, len(known))
 		}
 		b.WriteString("\n")
-		var roots []Process
+		var roots []profile.Process
 		for _, p := range r.Processes {
 			if p.Parent != 0 && known[p.Parent] {
 				children[p.Parent] = append(children[p.Parent], p)
@@ -313,8 +275,8 @@ func WriteText(w io.Writer, r *Report, top int) error {
 		// each is printed once, so a PID that is its own ancestor cannot
 		// recurse.
 		printed := map[int]bool{}
-		var walk func(p Process, depth int)
-		walk = func(p Process, depth int) {
+		var walk func(p profile.Process, depth int)
+		walk = func(p profile.Process, depth int) {
 			if printed[p.PID] || (top > 0 && len(printed) >= top) {
 				return
 			}
@@ -329,7 +291,7 @@ func WriteText(w io.Writer, r *Report, top int) error {
 			case p.Killed != "":
 				status = "killed by " + p.Killed
 			}
-			exec := report.Name(p.Exec)
+			exec := Name(p.Exec)
 			if exec == "" {
 				exec = "(no exec seen)"
 			}
@@ -382,11 +344,4 @@ func cells(format string, args ...any) []string {
 		row[i] = fmt.Sprintf(v, args[i])
 	}
 	return row
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package profile
+package report
 
 import (
 	"encoding/csv"
@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // CSVColumns are the columns of the per-opcode CSV export, documented in
@@ -24,7 +26,7 @@ var CountColumns = []string{"end_time", "mount", "fs_type", "conn", "op", "count
 // WriteCSV writes the record's statistics, sorted by total time, one row per
 // (connection, opcode), after a header line if header is true. end_time is
 // the end of the measured window, so interval reports append cleanly.
-func (r *Record) WriteCSV(w io.Writer, countsOnly, header bool) error {
+func WriteCSV(w io.Writer, r *profile.Record, countsOnly, header bool) error {
 	cw := csv.NewWriter(w)
 	cols := CSVColumns
 	if countsOnly {
@@ -37,7 +39,7 @@ func (r *Record) WriteCSV(w io.Writer, countsOnly, header bool) error {
 	}
 	end := r.Meta.End.UTC().Format(time.RFC3339Nano)
 	p := r.Profile
-	p.Ops = append([]OpStats(nil), p.Ops...)
+	p.Ops = append([]profile.OpStats(nil), p.Ops...)
 	p.SortByTime()
 	total := p.TotalNs()
 	for i := range p.Ops {
@@ -103,7 +105,7 @@ var SlowCSVColumns = []string{
 
 // WriteSlowCSV writes slow requests, one row each in the order given, after
 // a header line if header is true.
-func WriteSlowCSV(w io.Writer, header bool, reqs ...SlowRequest) error {
+func WriteSlowCSV(w io.Writer, header bool, reqs ...profile.SlowRequest) error {
 	cw := csv.NewWriter(w)
 	if header {
 		if err := cw.Write(SlowCSVColumns); err != nil {

@@ -1,29 +1,32 @@
-package systrace
+package report
 
 import (
 	"bytes"
 	csvpkg "encoding/csv"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/golden"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/systrace"
 )
 
 // sampleReport analyses testdata/sample.log: a DNS-style UDP wait (seed
 // 002's case), a refused connect, a child that execs and exits, a killed
 // process, a malformed line, a call never resumed and a path that needs
 // escaping.
-func sampleReport(t *testing.T) *Report {
+func sampleReport(t *testing.T) *profile.SyscallReport {
 	t.Helper()
-	f, err := os.Open("testdata/sample.log")
+	f, err := os.Open("../systrace/testdata/sample.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := NewParser()
-	r, err := Analyze(Named(func(emit func(*Event)) error { return p.Parse(f, emit) }, p), p, Options{MaxWaits: 10, TimelineS: 1})
+	p := systrace.NewParser()
+	r, err := systrace.Analyze(systrace.Named(func(emit func(*systrace.Event)) error { return p.Parse(f, emit) }, p), p, systrace.Options{MaxWaits: 10, TimelineS: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,21 +36,21 @@ func sampleReport(t *testing.T) *Report {
 func TestPresentersGolden(t *testing.T) {
 	r := sampleReport(t)
 	var text, js, csv bytes.Buffer
-	if err := WriteText(&text, r, 10); err != nil {
+	if err := WriteSyscallsText(&text, r, 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteJSON(&js, r); err != nil {
+	if err := syscallsRecord(r).Write(&js); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteCSV(&csv, r); err != nil {
+	if err := WriteSyscallsCSV(&csv, r); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "sample.txt.golden", text.Bytes())
 	golden.Check(t, "sample.json.golden", js.Bytes())
 	golden.Check(t, "sample.csv.golden", csv.Bytes())
-	for _, table := range CSVTables {
+	for _, table := range SyscallsCSVTables {
 		var b bytes.Buffer
-		if err := WriteCSVTable(&b, r, table); err != nil {
+		if err := WriteSyscallsCSVTable(&b, r, table); err != nil {
 			t.Fatal(err)
 		}
 		name := "sample." + table + ".csv.golden"
@@ -57,11 +60,11 @@ func TestPresentersGolden(t *testing.T) {
 		golden.Check(t, name, b.Bytes())
 		// Every row has the header's columns, and the header is CSVColumns'.
 		rows, err := csvpkg.NewReader(&b).ReadAll()
-		if err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != strings.Join(CSVColumns[table], ",") {
+		if err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != strings.Join(SyscallsCSVColumns[table], ",") {
 			t.Errorf("%s: %v, %d rows, header %v", table, err, len(rows), rows[:min(1, len(rows))])
 		}
 	}
-	if err := WriteCSVTable(&csv, r, "bogus"); err == nil || !strings.Contains(err.Error(), "syscalls, files") {
+	if err := WriteSyscallsCSVTable(&csv, r, "bogus"); err == nil || !strings.Contains(err.Error(), "syscalls, files") {
 		t.Errorf("an unknown table: %v", err)
 	}
 }
@@ -72,12 +75,12 @@ func TestPresentLiveWaitsByTime(t *testing.T) {
 	defer func(l *time.Location) { time.Local = l }(time.Local)
 	time.Local = time.UTC
 	status := 0
-	r := &Report{Live: &LiveInfo{Command: []string{"getent", "hosts", "nohost"}, PID: 4100, MinWaitS: 0.001, WallS: 5.5, ExitStatus: &status},
+	r := &profile.SyscallReport{Live: &profile.LiveInfo{Command: []string{"getent", "hosts", "nohost"}, PID: 4100, MinWaitS: 0.001, WallS: 5.5, ExitStatus: &status},
 		HasDuration: true, TotalTime: 5.0, Events: 2,
-		Waits: []Wait{{PID: 4100, Name: "poll", Target: "UDP:[10.0.0.1:53]", Start: 1700000000.25, DurS: 5}},
-		Files: []FileStat{{Target: "/etc/hosts", Kind: "file", Opens: 1, Reads: 2, BytesRead: 20, Calls: 3, TimeS: 0.00004}}}
+		Waits: []profile.Wait{{PID: 4100, Name: "poll", Target: "UDP:[10.0.0.1:53]", Start: 1700000000.25, DurS: 5}},
+		Files: []profile.FileStat{{Target: "/etc/hosts", Kind: "file", Opens: 1, Reads: 2, BytesRead: 20, Calls: 3, TimeS: 0.00004}}}
 	var text bytes.Buffer
-	if err := WriteText(&text, r, 10); err != nil {
+	if err := WriteSyscallsText(&text, r, 10); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "live.txt.golden", text.Bytes())
@@ -87,7 +90,7 @@ func TestPresentLiveWaitsByTime(t *testing.T) {
 // and the log-only advice about strace -T.
 func TestWriteTextLiveNothingTraced(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteText(&b, &Report{Live: &LiveInfo{PID: 42, WallS: 1}}, 10); err != nil {
+	if err := WriteSyscallsText(&b, &profile.SyscallReport{Live: &profile.LiveInfo{PID: 42, WallS: 1}}, 10); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -99,7 +102,7 @@ func TestWriteTextLiveNothingTraced(t *testing.T) {
 // An empty report's lists are empty arrays in JSON, never null.
 func TestWriteJSONEmptyLists(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteJSON(&b, &Report{}); err != nil {
+	if err := syscallsRecord(&profile.SyscallReport{}).Write(&b); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"syscalls", "files", "categories", "waits", "processes"} {
@@ -114,37 +117,38 @@ func TestWriteJSONEmptyLists(t *testing.T) {
 func TestReadJSONRendersAsTheReport(t *testing.T) {
 	r := sampleReport(t)
 	var js, text bytes.Buffer
-	if err := WriteJSON(&js, r); err != nil {
+	if err := syscallsRecord(r).Write(&js); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteText(&text, r, 10); err != nil {
+	if err := WriteSyscallsText(&text, r, 10); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ReadJSON(js.Bytes())
+	back, err := readSyscalls(js.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var again bytes.Buffer
-	if err := WriteText(&again, back, 10); err != nil {
+	if err := WriteSyscallsText(&again, back, 10); err != nil {
 		t.Fatal(err)
 	}
 	if again.String() != text.String() {
 		t.Errorf("read back, the report renders as\n%s\nwant\n%s", again.String(), text.String())
 	}
 	for in, want := range map[string]string{
-		`{"schema":"fusescope.syscalls/v9"}`:           "is not supported",
+		`{"schema":"fusescope.syscalls/v9"}`:           "not a fusescope record",
+		`{"schema":"fusescope.record/v3"}`:             "is newer than this fusescope reads",
 		`{"schema":"fusescope.syscalls/v1","bogus":1}`: "unknown field",
-		`{"schema":`: "malformed",
+		`{"schema":`: "not a fusescope record",
 	} {
-		if _, err := ReadJSON([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ReadJSON(%s): error %v, want one containing %q", in, err, want)
+		if _, err := readSyscalls([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("readSyscalls(%s): error %v, want one containing %q", in, err, want)
 		}
 	}
 }
 
 // Any report ReadJSON accepts renders in every presenter, however odd its
 // numbers and its process tree (a saved file may have been edited).
-func FuzzReadJSON(f *testing.F) {
+func FuzzReadSyscallsRecord(f *testing.F) {
 	if b, err := os.ReadFile("testdata/sample.json.golden"); err == nil {
 		f.Add(b)
 	}
@@ -153,16 +157,16 @@ func FuzzReadJSON(f *testing.F) {
 	f.Add([]byte(`{"schema":"fusescope.syscalls/v1","processes":[{"pid":1},{"pid":1,"parent":1}]}`)) // recursed without end
 	f.Add([]byte(`{"schema":"fusescope.syscalls/v1","malformed":1}`))                                // no first_malformed: panicked
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ReadJSON(b)
+		r, err := readSyscalls(b)
 		if err != nil {
 			return
 		}
 		var out bytes.Buffer
-		if err := WriteText(&out, r, 10); err != nil {
+		if err := WriteSyscallsText(&out, r, 10); err != nil {
 			t.Fatal(err)
 		}
-		WriteCSV(&out, r)
-		if err := WriteJSON(&out, r); err != nil {
+		WriteSyscallsCSV(&out, r)
+		if err := syscallsRecord(r).Write(&out); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -171,7 +175,7 @@ func FuzzReadJSON(f *testing.F) {
 // The process tree is a list like the others: --top bounds it, in tree
 // order, and says how many it left out; 0 shows every process.
 func TestWriteTextProcessTreeTop(t *testing.T) {
-	r := &Report{Processes: []Process{
+	r := &profile.SyscallReport{Processes: []profile.Process{
 		{PID: 1, Exec: "/usr/bin/make"},
 		{PID: 2, Parent: 1, Exec: "/bin/sh"},
 		{PID: 3, Parent: 2, Exec: "/usr/bin/cc"},
@@ -180,7 +184,7 @@ func TestWriteTextProcessTreeTop(t *testing.T) {
 	}}
 	tree := func(top int) string {
 		var b bytes.Buffer
-		if err := WriteText(&b, r, top); err != nil {
+		if err := WriteSyscallsText(&b, r, top); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()
@@ -207,11 +211,28 @@ func TestWriteTextProcessTreeTop(t *testing.T) {
 // read-out are said apart.
 func TestWriteTextLiveCommandTime(t *testing.T) {
 	var b bytes.Buffer
-	r := &Report{Live: &LiveInfo{Command: []string{"git", "status"}, WallS: 0.55, CommandS: 0.006}}
-	if err := WriteText(&b, r, 10); err != nil {
+	r := &profile.SyscallReport{Live: &profile.LiveInfo{Command: []string{"git", "status"}, WallS: 0.55, CommandS: 0.006}}
+	if err := WriteSyscallsText(&b, r, 10); err != nil {
 		t.Fatal(err)
 	}
 	if line, _, _ := strings.Cut(b.String(), "\n"); line != `live trace of "git status": 0 processes, 0.006 s traced (set-up and read-out 0.544 s more)` {
 		t.Errorf("first line %q", line)
 	}
+}
+
+// syscallsRecord is the record fusescope syscalls --json writes for r.
+func syscallsRecord(r *profile.SyscallReport) *profile.Record {
+	return &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Tool: "test", Source: "strace log"}, Syscalls: r}
+}
+
+// readSyscalls reads a record's system-call report, as show does.
+func readSyscalls(b []byte) (*profile.SyscallReport, error) {
+	rec, err := profile.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Syscalls == nil {
+		return nil, fmt.Errorf("no syscalls section")
+	}
+	return rec.Syscalls, nil
 }

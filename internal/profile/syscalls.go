@@ -1,0 +1,146 @@
+package profile
+
+import "encoding/json"
+
+// The system-call section of a record: what fusescope syscalls found in
+// strace logs or live (docs/syscalls.md).
+
+// SyscallReport is what the analyzers found: plain data for every view.
+type SyscallReport struct {
+	Lines        int            `json:"lines"`
+	Events       int            `json:"events"`
+	Malformed    int            `json:"malformed"`
+	FirstBad     []Malformed    `json:"first_malformed,omitempty"`
+	Unfinished   int            `json:"unfinished"`             // calls never resumed (killed, or the log was cut)
+	Syscalls     []SyscallStat  `json:"syscalls"`               // by total time, then calls
+	Errnos       []ErrnoStat    `json:"errnos"`                 // failed calls by system call and errno, most first
+	Files        []FileStat     `json:"files"`                  // by total time
+	FollowedFDs  bool           `json:"fds_followed,omitempty"` // a log without -y: fds named from the calls that made them
+	Categories   []CategoryStat `json:"categories"`
+	Waits        []Wait         `json:"waits"` // longest first
+	Processes    []Process      `json:"processes"`
+	Timeline     []TimelineBin  `json:"timeline,omitempty"`
+	TimelineBinS float64        `json:"timeline_bin_s,omitempty"`
+	// TimelineDropped counts calls that fell in no bin: a log spanning more
+	// than MaxTimelineBins bins.
+	TimelineDropped int       `json:"timeline_dropped_calls,omitempty"`
+	Live            *LiveInfo `json:"live,omitempty"` // set when the events came from the live source
+	TotalTime       float64   `json:"total_time_s"`   // sum of -T durations
+	Span            float64   `json:"span_s"`         // last timestamp minus first
+	HasDuration     bool      `json:"has_duration"`   // the log had -T
+}
+
+// LiveInfo describes a live trace (fusescope syscalls -- CMD, or -p PID).
+type LiveInfo struct {
+	Command    []string          `json:"command,omitempty"`
+	PID        int               `json:"pid"`
+	MinWaitS   float64           `json:"min_wait_s"`          // calls this long were kept one by one
+	WallS      float64           `json:"wall_s"`              // from the start of tracing to its end
+	CommandS   float64           `json:"command_s,omitempty"` // the command's run, from its exec to its exit
+	Drops      map[string]uint64 `json:"drops,omitempty"`
+	ExitStatus *int              `json:"exit_status,omitempty"` // of the command
+	KilledBy   string            `json:"killed_by,omitempty"`   // the signal that killed the command
+}
+
+// SyscallStat is one system call's totals.
+type SyscallStat struct {
+	Name     string  `json:"name"`
+	Category string  `json:"category"`
+	Calls    int     `json:"calls"`
+	Errors   int     `json:"errors"`
+	TimeS    float64 `json:"time_s"`
+}
+
+// ErrnoStat counts the calls of one system call that failed with one errno.
+type ErrnoStat struct {
+	Syscall string `json:"syscall"`
+	Errno   string `json:"errno"` // ENOENT; ERESTARTSYS and the like for a live call a signal interrupted
+	Calls   int    `json:"calls"`
+}
+
+// FileStat is the I/O on one file, socket, pipe or device, as strace -y
+// names it.
+type FileStat struct {
+	Target       string  `json:"target"`
+	Kind         string  `json:"kind"` // file, device, tcp, udp, unix, pipe, socket, other
+	Opens        int     `json:"opens"`
+	Reads        int     `json:"reads"`
+	Writes       int     `json:"writes"`
+	BytesRead    int64   `json:"bytes_read"`
+	BytesWritten int64   `json:"bytes_written"`
+	Calls        int     `json:"calls"`
+	TimeS        float64 `json:"time_s"`
+}
+
+// CategoryStat is the time spent in one category of system calls.
+type CategoryStat struct {
+	Category string  `json:"category"`
+	Calls    int     `json:"calls"`
+	TimeS    float64 `json:"time_s"`
+}
+
+// Wait is one long blocking call: the stalls seed 002 hunted (a DNS lookup
+// waiting for a timeout).
+type Wait struct {
+	PID    int     `json:"pid"`
+	Line   int     `json:"line,omitempty"` // in the log; a live source has none
+	Name   string  `json:"name"`
+	Target string  `json:"target,omitempty"`
+	Start  float64 `json:"start"`
+	DurS   float64 `json:"dur_s"`
+	Errno  string  `json:"errno,omitempty"`
+}
+
+// Process is one process of the traced tree.
+type Process struct {
+	PID    int     `json:"pid"`
+	Parent int     `json:"parent,omitempty"`
+	Exec   string  `json:"exec,omitempty"` // last program it executed
+	Start  float64 `json:"start"`
+	End    float64 `json:"end"`
+	Exit   *int    `json:"exit,omitempty"`
+	Killed string  `json:"killed_by,omitempty"`
+	Calls  int     `json:"calls"`
+	// Threads: how many threads the process ran that were seen, itself
+	// included, when more than one. Their calls are the process's.
+	Threads int `json:"threads,omitempty"`
+}
+
+// TimelineBin is one interval of the timeline: calls and time per category.
+type TimelineBin struct {
+	Start float64            `json:"start_s"` // seconds after the first timestamp
+	Calls map[string]int     `json:"calls"`
+	TimeS map[string]float64 `json:"time_s"`
+}
+
+// Malformed is a line the parser could not read.
+type Malformed struct {
+	File string `json:"file,omitempty"` // when the log came from a named file
+	Line int    `json:"line"`
+	Text string `json:"text"`
+	Why  string `json:"why"`
+}
+
+// SyscallCategories lists the categories of system calls, in the order
+// every view shows them.
+var SyscallCategories = []string{"file I/O", "network", "IPC", "memory", "process", "sleep and timers", "other"}
+
+// MarshalJSON writes the lists as arrays even when empty, never null, so
+// that jq's .syscalls.waits[] works on any report.
+func (r SyscallReport) MarshalJSON() ([]byte, error) {
+	type plain SyscallReport // without this method
+	c := plain(r)
+	c.Syscalls, c.Files, c.Categories = nonNil(c.Syscalls), nonNil(c.Files), nonNil(c.Categories)
+	c.Waits, c.Processes, c.Errnos = nonNil(c.Waits), nonNil(c.Processes), nonNil(c.Errnos)
+	return json.Marshal(c)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// MaxTimelineBins bounds the timeline's memory.
+const MaxTimelineBins = 100000
