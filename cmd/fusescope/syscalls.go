@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
@@ -107,7 +108,7 @@ calls that create, name or close fds and processes, and calls of at least
 					return err
 				}
 				rec := syscallsRecord(r, sourceLive)
-				rec.Meta.Kernel, rec.Meta.Host = ktrace.KernelRelease(), ktrace.Hostname()
+				rec.Meta.Kernel, rec.Meta.Host = kernel.Release(), kernel.Hostname()
 				if err := view.present(rec, out); err != nil {
 					return err
 				}

@@ -18,15 +18,6 @@ import (
 // TracefsDirs are where tracefs is looked for, in order.
 var TracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
-// KernelRelease is uname -r.
-func KernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:])
-}
-
 // ParseRelease extracts major and minor from a release such as 6.18.44-fc.
 func ParseRelease(rel string) (major, minor int, ok bool) {
 	parts := strings.SplitN(rel, ".", 3)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/fusescope/fusescope/internal/kernel"
 )
 
 // load sets spec's constants and loads it into objs; what names the tracer
@@ -21,7 +22,7 @@ func load(spec *ebpf.CollectionSpec, consts map[string]any, objs any, what strin
 		if errors.As(err, &ve) {
 			return fmt.Errorf("the kernel's verifier rejected the %s: %v", what, strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
 		}
-		return fmt.Errorf("loading the %s into kernel %s: %w", what, KernelRelease(), err)
+		return fmt.Errorf("loading the %s into kernel %s: %w", what, kernel.Release(), err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -71,12 +72,6 @@ func TestDropReasonsMatchHeader(t *testing.T) {
 	}
 	if found != len(want) {
 		t.Errorf("found %d drop reasons in the header, want %d", found, len(want))
-	}
-}
-
-func TestErrnoName(t *testing.T) {
-	if ErrnoName(-2) != "ENOENT" || ErrnoName(-61) != "ENODATA" || ErrnoName(-4000) != "E4000" {
-		t.Error(ErrnoName(-2), ErrnoName(-61), ErrnoName(-4000))
 	}
 }
 
@@ -210,7 +205,7 @@ func TestErrnoSlots(t *testing.T) {
 	for slot, want := range map[uint32]string{2: "ENOENT", 61: "ENODATA", 111: "ECONNREFUSED", 133: "EHWPOISON",
 		143: "E143", 144: "ERESTARTSYS", 148: "ERESTART_RESTARTBLOCK", 159: "E527"} {
 		err, ok := errnoOfSlot(slot)
-		if got := errnoName(err); !ok || got != want {
+		if got := kernel.ErrnoName(err); !ok || got != want {
 			t.Errorf("slot %d: %s (%v), want %s", slot, got, ok, want)
 		}
 	}

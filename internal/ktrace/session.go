@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -69,7 +70,7 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	record := func(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
 		r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
 		r.Meta = profile.Meta{
-			Tool: cfg.Tool, Source: Source, Kernel: KernelRelease(), Host: Hostname(),
+			Tool: cfg.Tool, Source: Source, Kernel: kernel.Release(), Host: kernel.Hostname(),
 			Start: from, End: to, Command: cfg.Command, Mounts: labels.Mounts(p),
 			Filters: profile.Filters{PID: cfg.PID, Comm: cfg.Comm, Conns: conns},
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/systrace"
 	"golang.org/x/sys/unix"
@@ -154,8 +155,8 @@ type SyscallTracer struct {
 	fdmem  *ebpf.Memory
 	ncpu   int
 	opts   SyscallOptions
-	t0     uint64  // CLOCK_MONOTONIC ns at load
-	wall0  float64 // wall-clock seconds at t0
+	t0     uint64       // CLOCK_MONOTONIC ns at load
+	clock  kernel.Clock // anchored at t0
 	began  time.Time
 	ended  time.Time
 	root   int
@@ -192,7 +193,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		return nil, err
 	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		return nil, fmt.Errorf("kernel %s has no BTF (/sys/kernel/btf/vmlinux), which the live source's tp_btf programs need: analyse an strace log instead", KernelRelease())
+		return nil, fmt.Errorf("kernel %s has no BTF (/sys/kernel/btf/vmlinux), which the live source's tp_btf programs need: analyse an strace log instead", kernel.Release())
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
@@ -244,7 +245,8 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	}
 	t := &SyscallTracer{ncpu: ncpu, opts: opts, procs: map[uint32]*liveProc{}, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
 		pslots: map[uint32]uint32{}, execs: map[uint32]string{}}
-	t.t0, t.wall0 = monotonicNow(), float64(time.Now().UnixNano())/1e9
+	t.clock = kernel.NewClock()
+	t.t0 = kernel.Monotonic()
 	t.began = time.Now()
 	consts := map[string]any{
 		"follow_tgid": uint32(opts.PID), "gate_pid": uint32(opts.GatePID), "detail_ns": uint64(minWait.Nanoseconds()),
@@ -316,15 +318,7 @@ func (t *SyscallTracer) Running() map[int]string {
 // closed at its exec).
 func (t *SyscallTracer) Forget(fd int) { delete(t.proc(uint32(t.root)).fds, fd) }
 
-func monotonicNow() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
-
-func (t *SyscallTracer) wall(ts uint64) float64 {
-	return t.wall0 + (float64(ts)-float64(t.t0))/1e9
-}
+func (t *SyscallTracer) wall(ts uint64) float64 { return t.clock.Seconds(ts) }
 
 // Window is the trace's start (the programs' load) and end (their
 // detach), in wall-clock seconds; the end is 0 while tracing goes on.
@@ -332,7 +326,7 @@ func (t *SyscallTracer) Window() (start, end float64) {
 	if !t.ended.IsZero() {
 		end = float64(t.ended.UnixNano()) / 1e9
 	}
-	return t.wall0, end
+	return t.clock.Seconds(t.t0), end
 }
 
 // Detach stops tracing; the maps stay readable.
@@ -615,7 +609,7 @@ func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Ev
 	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), TGID: int(ev.Pid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
 	ret := ev.Ret
 	if ret < 0 && ret > -4096 {
-		e.Ret, e.Errno = "-1", errnoName(-ret)
+		e.Ret, e.Errno = "-1", kernel.ErrnoName(-ret)
 	} else {
 		e.Ret = strconv.FormatInt(ret, 10)
 	}
@@ -808,22 +802,6 @@ func (t *SyscallTracer) emitCalls(emit func(*systrace.Event), nr uint32, tid, tg
 	emit(e)
 }
 
-// restartCodes are the kernel's own codes from 512 on, which a call that a
-// signal interrupted returns at the exit tracepoint, before the kernel
-// restarts it or turns the code into EINTR; strace names them so.
-var restartCodes = []string{"ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ENOIOCTLCMD", "ERESTART_RESTARTBLOCK"}
-
-// errnoName names the error a call returned (-ret), as strace does.
-func errnoName(err int64) string {
-	if name := unix.ErrnoName(syscall.Errno(err)); name != "" {
-		return name
-	}
-	if err >= 512 && err-512 < int64(len(restartCodes)) {
-		return restartCodes[err-512]
-	}
-	return "E" + strconv.FormatInt(err, 10)
-}
-
 // errnoOfSlot is the error counted in slot of a system call's counters
 // (count_errno in systrace.bpf.c); 0 is none of those.
 func errnoOfSlot(slot uint32) (int64, bool) {
@@ -849,7 +827,7 @@ func (t *SyscallTracer) emitErrnos(emit func(*systrace.Event)) error {
 		}
 		name := "other"
 		if err, ok := errnoOfSlot(key % sysErrnoSlots); ok {
-			name = errnoName(err)
+			name = kernel.ErrnoName(err)
 		}
 		e := &t.ev
 		*e = systrace.Event{Kind: systrace.Failed, Name: syscallName(key / sysErrnoSlots), Errno: name, Calls: int(n),

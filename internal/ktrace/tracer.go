@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -18,8 +16,8 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
-	"golang.org/x/sys/unix"
 )
 
 // Drop reasons: the indices of the drops map, as enum drop_reason in
@@ -79,8 +77,7 @@ type Tracer struct {
 	epochVar  *ebpf.Variable // interval_epoch: the interval being measured
 	epoch     uint32         // its value
 	slow      *ringbuf.Reader
-	mono0     uint64    // CLOCK_MONOTONIC ns at start, for SlowRequest.End
-	wall0     time.Time // the wall clock then
+	clock     kernel.Clock // for SlowRequest.End
 }
 
 // Extremes are the exact fastest and slowest request of one interval, in ns.
@@ -143,7 +140,7 @@ func Start(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTracepoints(tracefs, KernelRelease()); err != nil {
+	if err := CheckTracepoints(tracefs, kernel.Release()); err != nil {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -199,7 +196,7 @@ func Start(opts Options) (*Tracer, error) {
 		spec.Maps["inflight_comm"].MaxEntries = 1
 		spec.Maps["slow_reqs"].MaxEntries = uint32(os.Getpagesize())
 	}
-	t := &Tracer{mono0: monotonicNow(), wall0: time.Now()}
+	t := &Tracer{clock: kernel.NewClock()}
 	switch opts.Attach {
 	case "", AttachAuto:
 		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil {
@@ -318,12 +315,10 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 		}
 		errno := ""
 		if e.Error < 0 {
-			if errno = unix.ErrnoName(syscall.Errno(-e.Error)); errno == "" {
-				errno = "E" + strconv.Itoa(int(-e.Error))
-			}
+			errno = kernel.ErrnoName(int64(e.Error))
 		}
 		fn(profile.SlowRequest{
-			End:     t.wall0.Add(time.Duration(int64(e.EndNs) - int64(t.mono0))),
+			End:     t.clock.Wall(e.EndNs),
 			Latency: time.Duration(e.LatNs), Conn: e.Conn, Op: fuseproto.Opcode(e.Opcode).String(), Opcode: e.Opcode,
 			NodeID: e.Nodeid, PID: e.Pid, Comm: string(comm), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
 		})
@@ -457,7 +452,7 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		if p.Ops[i].Errnos == nil {
 			p.Ops[i].Errnos = map[string]uint64{}
 		}
-		p.Ops[i].Errnos[ErrnoName(ek.Error)] += n
+		p.Ops[i].Errnos[kernel.ErrnoName(int64(ek.Error))] += n
 	}
 	if err := eit.Err(); err != nil {
 		return p, nil, fmt.Errorf("reading FUSE errors: %w", err)
@@ -570,25 +565,4 @@ func (t *Tracer) inflightSlots() ([]bpf.FuseReqInflightSlot, error) {
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-// ErrnoName names a FUSE reply error (a negative errno), e.g. ENOENT.
-func ErrnoName(err int32) string {
-	e := syscall.Errno(-err)
-	if err > 0 {
-		e = syscall.Errno(err)
-	}
-	if name := unix.ErrnoName(e); name != "" {
-		return name
-	}
-	return fmt.Sprintf("E%d", -err)
-}
-
-// Hostname for records.
-func Hostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return "unknown"
-	}
-	return h
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -294,7 +295,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	if cfg.Passthrough && f.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		f.Unmount()
-		return nil, fmt.Errorf("--passthrough: kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernelRelease())
+		return nil, fmt.Errorf("--passthrough: kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernel.Release())
 	}
 	if f.control, err = serveControl(f); err != nil {
 		f.Unmount()
@@ -411,8 +412,8 @@ func (f *FS) Record() *profile.Record {
 	return &profile.Record{
 		Schema: profile.Schema,
 		Meta: profile.Meta{
-			Tool: "fusescope fs", Source: "labfs (daemon: request receipt -> reply)", Kernel: kernelRelease(),
-			Host: hostname(), Start: f.started, End: time.Now(), Command: os.Args,
+			Tool: "fusescope fs", Source: "labfs (daemon: request receipt -> reply)", Kernel: kernel.Release(),
+			Host: kernel.Hostname(), Start: f.started, End: time.Now(), Command: os.Args,
 			Filters: profile.Filters{Conns: []uint32{f.Conn}},
 			Mounts:  []profile.Mount{{Conn: f.Conn, MountPoint: f.MountPoint, FSType: FSType, Source: f.Source}},
 			FS: &profile.FSInfo{
@@ -468,17 +469,4 @@ func countInodes(root *fs.Inode) uint64 {
 		}
 	}
 	return uint64(len(seen) - 1) // not the root, which the kernel never forgets
-}
-
-func kernelRelease() string {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:])
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
 }

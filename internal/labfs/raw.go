@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
@@ -73,10 +74,7 @@ func (w *labRaw) serveFrom(start time.Duration, op fuseproto.Opcode, do func(rem
 		// A failed request carries no data, whatever size its handler
 		// returned (go-fuse's loopback passes on the syscall's -1).
 		in, out = 0, 0
-		errno = unix.ErrnoName(syscall.Errno(st))
-		if errno == "" {
-			errno = st.String()
-		}
+		errno = kernel.ErrnoName(int64(st))
 	}
 	w.stats.record(op, monotonic()-start, errno, in, out)
 	return st
