@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/labfs"
+	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
+	"github.com/fusescope/fusescope/internal/session"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -160,15 +163,56 @@ func mountForeground(src, mnt string, cfg labfs.Config) error {
 	}
 	done := make(chan struct{})
 	go func() { fsys.Wait(); close(done) }()
-	select {
-	case <-sigs:
-		err = fsys.Unmount()
-	case <-done:
+	busy := false
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			if sig != os.Interrupt {
+				// SIGTERM (a service manager, kill): end now, lazily if busy,
+				// after the write-behind queues are written.
+				err = fsys.Unmount()
+				break wait
+			}
+			if err = fsys.TryUnmount(); !errors.Is(err, labfs.ErrBusy) {
+				break wait
+			}
+			if busy { // the second Ctrl-C, still busy: forced
+				err = fsys.Unmount()
+				break wait
+			}
+			busy, err = true, nil
+			fmt.Fprintln(os.Stderr, busyMessage(fsys.MountPoint))
+		case <-done:
+			break wait
+		}
 	}
 	if ready != "" && err == nil {
 		labfs.RemoveEmptyLog(mnt) // kept only when the daemon said something
 	}
 	return err
+}
+
+// busyMessage says what a busy mount waits for and how to force it.
+func busyMessage(mnt string) string {
+	users, _ := fuseconn.Users(mnt)
+	var who []string
+	for i, u := range users {
+		if i == 5 {
+			who = append(who, fmt.Sprintf("and %d more", len(users)-i))
+			break
+		}
+		what := u.What
+		if what == "cwd" || what == "root" {
+			what = "its " + map[string]string{"cwd": "working", "root": "root"}[what] + " directory"
+		}
+		who = append(who, fmt.Sprintf("%d %s (%s)", u.PID, u.Comm, what))
+	}
+	using := "files are open in it (fuser -vm " + mnt + " lists the processes)"
+	if len(who) > 0 {
+		using = "in use by " + strings.Join(who, ", ")
+	}
+	return fmt.Sprintf("fusescope fs: %s is busy, still serving: %s. Ctrl-C again to unmount it: cleanly if they are done by then, else forced (umount -l: what is still open there fails with ENOTCONN).", mnt, using)
 }
 
 // mountInBackground runs this command again, detached, without
@@ -315,46 +359,28 @@ with the first report.`,
 				}
 				return fmt.Errorf("%s is a %s mount, not a fusescope lab file system, whose daemon keeps these statistics: %s", mnt, m.FSType, hint)
 			}
-			rec, err := labfs.Stats(mnt)
-			if err != nil {
-				if m, merr := fuseconn.TopMount(mnt); merr == nil && m != nil {
-					if owner := m.Owner(); owner >= 0 && owner != os.Geteuid() {
-						return fmt.Errorf("%s was mounted by uid %d, whose daemon answers its own user only (its control socket is 0600, in that user's directory): run fusescope fs stats %s as uid %d (sudo, if root)", mnt, owner, mnt, owner)
-					}
-				}
-				return err
-			}
 			r := &report.Renderer{Format: out.format(), W: os.Stdout, Stamp: stamp, Lines: interval > 0}
-			if interval == 0 {
-				return r.Render(rec)
+			run := session.Config{Interval: interval, Count: count, Immediate: interval == 0,
+				Ready: func() {
+					if interval > 0 {
+						fmt.Fprintf(os.Stderr, "Reporting what the daemon of %s serves every %s... Hit Ctrl-C to end.\n", mnt, interval)
+					}
+				},
+				Emit: func(rec *profile.Record, _ bool) error { return r.Render(rec) },
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-			defer stop()
-			fmt.Fprintf(os.Stderr, "Reporting what the daemon of %s serves every %s... Hit Ctrl-C to end.\n", mnt, interval)
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for n := 0; count == 0 || n < count; n++ {
-				select {
-				case <-tick.C:
-				case <-ctx.Done(): // the partial interval is the last report
-				}
-				cur, err := labfs.Stats(mnt)
+			_, err = session.Run(context.Background(), run, func(session.Target) (session.Source, error) {
+				src, err := labfs.OpenStats(mnt)
 				if err != nil {
-					return err
+					if m, merr := fuseconn.TopMount(mnt); merr == nil && m != nil {
+						if owner := m.Owner(); owner >= 0 && owner != os.Geteuid() {
+							return nil, fmt.Errorf("%s was mounted by uid %d, whose daemon answers its own user only (its control socket is 0600, in that user's directory): run fusescope fs stats %s as uid %d (sudo, if root)", mnt, owner, mnt, owner)
+						}
+					}
+					return nil, err
 				}
-				in, err := labfs.Interval(rec, cur)
-				if err != nil {
-					return err
-				}
-				if err := r.Render(in); err != nil {
-					return err
-				}
-				rec = cur
-				if ctx.Err() != nil {
-					return nil
-				}
-			}
-			return nil
+				return src, nil
+			})
+			return err
 		},
 	}
 	out.register(c)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/fusescope/fusescope/internal/session"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -16,11 +17,12 @@ import (
 var version = "dev"
 
 func main() {
-	if os.Getenv(gateEnv) != "" {
-		runGate() // fusescope syscalls -- CMD: the command, held until traced
-	}
+	session.RunGateIfAsked() // a run's -- CMD: the command, held until traced
 	root := newRootCmd()
 	if err := root.Execute(); err != nil {
+		if ce, ok := session.IsExit(err); ok {
+			os.Exit(ce.Code) // a traced command's status: the report said it all
+		}
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
+	"github.com/fusescope/fusescope/internal/session"
 	"github.com/spf13/cobra"
 )
 
@@ -46,7 +47,7 @@ reports did.`,
 				b, err = os.ReadFile(args[0])
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", args[0], withoutPath(err))
+				return fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", args[0], session.WithoutPath(err))
 			}
 			if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
 				return fmt.Errorf("%s is not JSON: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json); fusescope syscalls reads strace logs", args[0])
@@ -69,7 +70,7 @@ reports did.`,
 					if rec.Syscalls == nil {
 						return fmt.Errorf("%s mixes syscalls reports with records of FUSE requests: show them one file at a time", args[0])
 					}
-					if err := view.present(rec, nil); err != nil {
+					if err := view.write(os.Stdout, rec); err != nil {
 						return err
 					}
 				}

@@ -1,20 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
-	"golang.org/x/sys/unix"
+	"github.com/fusescope/fusescope/internal/session"
 
 	"github.com/fusescope/fusescope/internal/systrace"
 	"github.com/spf13/cobra"
@@ -98,21 +95,39 @@ calls that create, name or close fds and processes, and calls of at least
 				if len(pids) == 1 {
 					pid = pids[0]
 				}
-				out, err := createOutput(output)
-				if err != nil {
+				if minWait < 0 {
+					return fmt.Errorf("--min-wait %v: give a positive duration, such as 1ms", minWait)
+				}
+				if err := ktrace.CheckPrivileges(); err != nil {
 					return err
 				}
-				r, err := runLive(command, pid, filter, systrace.Options{MaxWaits: view.top, TimelineS: timeline}, minWait)
-				if err != nil {
-					out.finish(nil)
-					return err
+				src := systrace.LiveConfig{
+					SyscallOptions: ktrace.SyscallOptions{PID: pid, MinWait: minWait, TimelineS: timeline,
+						EmptyPrograms: os.Getenv(emptyProgramsEnv) != ""},
+					Filter: filter, Analysis: systrace.Options{MaxWaits: view.top, TimelineS: timeline},
+					Command: os.Args, Tool: version, Traced: command,
 				}
-				rec := syscallsRecord(r, sourceLive)
-				rec.Meta.Kernel, rec.Meta.Host = kernel.Release(), kernel.Hostname()
-				if err := view.present(rec, out); err != nil {
-					return err
+				run := session.Config{Command: command, PID: pid, Output: output, Save: view.write,
+					Ready: func() {
+						if pid > 0 {
+							fmt.Fprintf(os.Stderr, "Tracing the system calls of process %d and of the processes it starts... Hit Ctrl-C to end.\n", pid)
+						}
+					},
+					Emit: func(rec *profile.Record, _ bool) error {
+						if output != "" {
+							return nil // the report goes to -o; the command keeps the terminal
+						}
+						return view.write(os.Stdout, rec)
+					},
 				}
-				return commandStatus(r.Live)
+				_, err := session.Run(context.Background(), run, func(t session.Target) (session.Source, error) {
+					s, err := systrace.OpenLive(src, t)
+					if err != nil {
+						return nil, err
+					}
+					return s, nil
+				})
+				return err
 			}
 			if len(logs) == 0 {
 				return fmt.Errorf("give strace logs to analyse, -- CMD ARGS to trace a command, or -p PID to trace a process (see fusescope syscalls --help)")
@@ -123,7 +138,7 @@ calls that create, name or close fds and processes, and calls of at least
 			if err := checkLogs(logs); err != nil {
 				return err
 			}
-			out, err := createOutput(output)
+			out, err := session.CreateOutput(output)
 			if err != nil {
 				return err
 			}
@@ -146,10 +161,14 @@ calls that create, name or close fds and processes, and calls of at least
 				}
 			}
 			if err != nil {
-				out.finish(nil)
+				out.Finish(nil)
 				return err
 			}
-			return view.present(syscallsRecord(r, "strace log: "+strings.Join(logs, ", ")), out)
+			rec := syscallsRecord(r, "strace log: "+strings.Join(logs, ", "))
+			if out == nil {
+				return view.write(os.Stdout, rec)
+			}
+			return out.Finish(func(w io.Writer) error { return view.write(w, rec) })
 		},
 	}
 	f := c.Flags()
@@ -191,7 +210,7 @@ func checkLogs(logs []string) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %v: give strace logs, as written by strace -f -tt -T -y -o LOG CMD", path, withoutPath(err))
+			return fmt.Errorf("%s: %v: give strace logs, as written by strace -f -tt -T -y -o LOG CMD", path, session.WithoutPath(err))
 		}
 	}
 	return nil
@@ -220,29 +239,19 @@ func (v reportView) check() error {
 	return nil
 }
 
-// present writes a record's system-call report to out, or to standard
-// output.
-func (v reportView) present(rec *profile.Record, out *outputFile) error {
+// write writes a record's system-call report in the chosen view.
+func (v reportView) write(w io.Writer, rec *profile.Record) error {
 	r := rec.Syscalls
-	write := func(w io.Writer) error {
-		switch {
-		case v.json:
-			return rec.Write(w)
-		case v.csv && v.table != "":
-			return report.WriteSyscallsCSVTable(w, r, v.table)
-		case v.csv:
-			return report.WriteSyscallsCSV(w, r)
-		}
-		return report.WriteSyscallsText(w, r, v.top)
+	switch {
+	case v.json:
+		return rec.Write(w)
+	case v.csv && v.table != "":
+		return report.WriteSyscallsCSVTable(w, r, v.table)
+	case v.csv:
+		return report.WriteSyscallsCSV(w, r)
 	}
-	if out == nil {
-		return write(os.Stdout)
-	}
-	return out.finish(write)
+	return report.WriteSyscallsText(w, r, v.top)
 }
-
-// sourceLive names the live system-call source in records.
-const sourceLive = "kernel:raw_syscalls (sys_enter, sys_exit)"
 
 // syscallsRecord is the record of a system-call report.
 func syscallsRecord(r *profile.SyscallReport, source string) *profile.Record {
@@ -252,137 +261,3 @@ func syscallsRecord(r *profile.SyscallReport, source string) *profile.Record {
 // emptyProgramsEnv, set by make bench only, attaches programs that do
 // nothing: the floor the live source's slowdown is compared with.
 const emptyProgramsEnv = "FUSESCOPE_BENCH_EMPTY_PROGRAMS"
-
-// runLive traces command (started here) or the running process pid with
-// the live source, and analyses what it saw.
-func runLive(command []string, pid int, filter systrace.Filter, o systrace.Options, minWait time.Duration) (*profile.SyscallReport, error) {
-	if minWait < 0 {
-		return nil, fmt.Errorf("--min-wait %v: give a positive duration, such as 1ms", minWait)
-	}
-	if err := ktrace.CheckPrivileges(); err != nil {
-		return nil, err
-	}
-	info := &profile.LiveInfo{Command: command}
-	// How the command ended is written when it ends, which after a second
-	// Ctrl-C may be after the report is made: under infoMu.
-	var infoMu sync.Mutex
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	closeStop := func() { stopOnce.Do(func() { close(stop) }) }
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
-	var tr *ktrace.SyscallTracer
-	var err error
-	if len(command) > 0 {
-		cmd, release, err := startGated(command)
-		if err != nil {
-			return nil, err
-		}
-		tr, err = ktrace.StartSyscalls(ktrace.SyscallOptions{GatePID: cmd.Process.Pid, MinWait: minWait, TimelineS: o.TimelineS,
-			EmptyPrograms: os.Getenv(emptyProgramsEnv) != ""})
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, err
-		}
-		tr.Forget(gateFD)
-		released := time.Now()
-		if err := release(); err != nil {
-			tr.Close()
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, fmt.Errorf("starting %s: %v", command[0], err)
-		}
-		go func() {
-			cmd.Wait()
-			infoMu.Lock()
-			info.CommandS = time.Since(released).Seconds()
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Exited() {
-				st := ws.ExitStatus()
-				info.ExitStatus = &st
-			} else if ok && ws.Signaled() {
-				info.KilledBy = unix.SignalName(ws.Signal())
-			}
-			infoMu.Unlock()
-			closeStop()
-		}()
-		// The terminal's Ctrl-C reaches the command too; a second one, or a
-		// signal sent to fusescope alone, is passed on, then stops tracing.
-		go func() {
-			n := 0
-			for s := range sigs {
-				n++
-				cmd.Process.Signal(s)
-				if n > 1 {
-					closeStop()
-				}
-			}
-		}()
-	} else {
-		exit, err := watchExit(pid)
-		if err != nil {
-			return nil, err
-		}
-		defer exit.close()
-		tr, err = ktrace.StartSyscalls(ktrace.SyscallOptions{PID: pid, MinWait: minWait, TimelineS: o.TimelineS})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(os.Stderr, "Tracing the system calls of process %d and of the processes it starts... Hit Ctrl-C to end.\n", pid)
-		go func() {
-			exit.wait()
-			closeStop()
-		}()
-		go func() {
-			<-sigs
-			closeStop()
-		}()
-	}
-	defer tr.Close()
-	events := func(emit func(*systrace.Event)) error { return tr.Run(stop, emit, info) }
-	// Shorter calls reach user space only when they name an fd or a
-	// process: ranked with the long ones, they would push out waits that
-	// were never seen.
-	o.Running = tr.Running()
-	o.Window = tr.Window
-	o.MinWaitS = ktrace.DefaultMinWait.Seconds()
-	if minWait > 0 {
-		o.MinWaitS = minWait.Seconds()
-	}
-	r, err := systrace.Analyze(filter.Wrap(events), nil, o)
-	if err != nil {
-		return nil, err
-	}
-	infoMu.Lock()
-	live := *info
-	infoMu.Unlock()
-	r.Live = &live
-	return r, nil
-}
-
-// commandStatus passes on how a traced command ended, as strace does: its
-// exit status, or 128 plus the signal that killed it, as a shell reports
-// it. The report has been written: there is nothing more to say.
-func commandStatus(l *profile.LiveInfo) error {
-	if l == nil {
-		return nil
-	}
-	return exitStatus(l.ExitStatus, l.KilledBy)
-}
-
-// exitStatus is the error that makes fusescope exit as a command did:
-// with its exit status, or 128 plus the number of the signal that killed it.
-func exitStatus(status *int, killedBy string) error {
-	switch {
-	case status != nil && *status != 0:
-		return &exitError{code: *status}
-	case killedBy != "":
-		if sig := unix.SignalNum(killedBy); sig != 0 {
-			return &exitError{code: 128 + int(sig)}
-		}
-		return &exitError{code: 1}
-	}
-	return nil
-}

@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
@@ -17,6 +13,7 @@ import (
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
+	"github.com/fusescope/fusescope/internal/session"
 	"github.com/spf13/cobra"
 )
 
@@ -86,15 +83,16 @@ ends the trace.`,
 			if err != nil {
 				return err
 			}
-			var program string
 			if len(command) > 0 {
-				if program, err = lookCommand(command[0]); err != nil {
+				if _, err := session.LookCommand(command[0]); err != nil {
 					return err
 				}
 			}
-			cfg := ktrace.SessionConfig{
-				Options:  ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower},
-				Interval: interval, Count: count, Command: os.Args, Tool: version,
+			src := ktrace.RequestConfig{
+				Options:   ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower},
+				Command:   os.Args,
+				Tool:      version,
+				Intervals: interval > 0,
 			}
 			if cmd.Flags().Changed("slower") {
 				switch {
@@ -121,11 +119,11 @@ ends the trace.`,
 					if err != nil {
 						return fmt.Errorf("--op: %v", err)
 					}
-					cfg.Ops = append(cfg.Ops, op)
+					src.Ops = append(src.Ops, op)
 				}
 			}
 			for _, c := range conns {
-				cfg.Conns = append(cfg.Conns, uint32(c))
+				src.Conns = append(src.Conns, uint32(c))
 			}
 			if len(mounts) > 0 {
 				infos, err := fuseconn.ReadMountInfo()
@@ -137,111 +135,59 @@ ends the trace.`,
 					if err != nil {
 						return err
 					}
-					cfg.Mounts = append(cfg.Mounts, mi)
-				}
-			}
-			saveTo, err := createOutput(recordTo)
-			if err != nil {
-				return err
-			}
-			saved := false
-			defer func() {
-				if !saved {
-					saveTo.finish(nil) // an error before the run: no temporary file left behind
-				}
-			}()
-			r := &report.Renderer{Format: out.format(), W: os.Stdout, Stamp: stamp, Lines: interval > 0}
-			cfg.Ready = func(conns []uint32, attach string, fallback error) {
-				if fallback != nil {
-					fmt.Fprintf(os.Stderr, "note: attached to the classic tracepoints, as tp_btf did not load (%v)\n", fallback)
-				}
-				what := "every FUSE connection"
-				if len(conns) > 0 {
-					what = fmt.Sprintf("%d FUSE connection(s)", len(conns))
-				}
-				switch {
-				case len(command) > 0:
-					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s while %s runs...\n", what, command[0])
-				case interval > 0:
-					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s, reporting every %s... Hit Ctrl-C to end.\n", what, interval)
-				default:
-					fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
-				}
-				switch {
-				case slower > 0 && out.csv:
-					report.WriteSlowCSV(os.Stdout, true)
-				case slower > 0 && !out.json:
-					report.WriteSlowHeader(os.Stdout, out.unit())
+					src.Mounts = append(src.Mounts, mi)
 				}
 			}
 			// Text and CSV: each slow request as it ends; JSON records hold them.
 			slowCSV := slower > 0 && out.csv
 			switch {
 			case slowCSV:
-				cfg.Slow = func(r profile.SlowRequest) { report.WriteSlowCSV(os.Stdout, false, r) }
+				src.Slow = func(r profile.SlowRequest) { report.WriteSlowCSV(os.Stdout, false, r) }
 			case slower > 0 && !out.json:
-				cfg.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit()) }
+				src.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit()) }
 			}
-			cfg.Emit = func(rec *profile.Record, final bool) error {
-				if slowCSV {
-					return nil // CSV holds one table: the requests' rows went out as they ended; -o keeps the statistics
+			var source *ktrace.RequestSource
+			r := &report.Renderer{Format: out.format(), W: os.Stdout, Stamp: stamp, Lines: interval > 0}
+			run := session.Config{
+				Interval: interval, Count: count, Command: command, PID: pid, Output: recordTo, Log: os.Stderr,
+				Ready: func() {
+					if _, fallback := source.Attach(); fallback != nil {
+						fmt.Fprintf(os.Stderr, "note: attached to the classic tracepoints, as tp_btf did not load (%v)\n", fallback)
+					}
+					what := "every FUSE connection"
+					if n := len(source.Conns()); n > 0 {
+						what = fmt.Sprintf("%d FUSE connection(s)", n)
+					}
+					switch {
+					case len(command) > 0:
+						fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s while %s runs...\n", what, command[0])
+					case interval > 0:
+						fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s, reporting every %s... Hit Ctrl-C to end.\n", what, interval)
+					default:
+						fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
+					}
+					switch {
+					case slowCSV:
+						report.WriteSlowCSV(os.Stdout, true)
+					case slower > 0 && !out.json:
+						report.WriteSlowHeader(os.Stdout, out.unit())
+					}
+				},
+				Emit: func(rec *profile.Record, final bool) error {
+					if slowCSV {
+						return nil // CSV holds one table: the requests' rows went out as they ended; -o keeps the statistics
+					}
+					return r.Render(rec)
+				},
+			}
+			_, err = session.Run(context.Background(), run, func(session.Target) (session.Source, error) {
+				var err error
+				if source, err = ktrace.OpenRequests(src); err != nil {
+					return nil, err
 				}
-				return r.Render(rec)
-			}
-			var (
-				ctx  context.Context
-				stop context.CancelFunc
-				run  *commandRun
-			)
-			if len(command) > 0 {
-				// The signals go to the command; it ends the trace.
-				ctx, stop = context.WithCancel(context.Background())
-				run = newCommandRun(program, command, stop)
-				ready := cfg.Ready
-				cfg.Ready = func(conns []uint32, attach string, fallback error) {
-					ready(conns, attach, fallback)
-					run.start()
-				}
-			} else {
-				ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-			}
-			defer stop()
-			var exited atomic.Bool
-			if pid > 0 {
-				// The process's exit ends the trace, as strace -p's does:
-				// nothing it makes can follow, and its PID may be reused.
-				exit, err := watchExit(pid)
-				if err != nil {
-					return err
-				}
-				defer exit.close()
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithCancel(ctx)
-				defer cancel()
-				go func() {
-					exit.wait()
-					exited.Store(true)
-					cancel()
-				}()
-			}
-			whole, runErr := ktrace.RunSession(ctx, cfg)
-			if exited.Load() && runErr == nil {
-				fmt.Fprintf(os.Stderr, "Process %d exited: tracing ended.\n", pid)
-			}
-			if run != nil {
-				if err := run.finish(); runErr == nil {
-					runErr = err // the command's status, once the report is out
-				}
-			}
-			var write func(io.Writer) error
-			if whole != nil {
-				write = whole.Write
-			}
-			saved = true
-			if err := saveTo.finish(write); err != nil && runErr == nil {
-				return err
-			}
-			return runErr
+				return source, nil
+			})
+			return err
 		},
 	}
 	out.register(c)

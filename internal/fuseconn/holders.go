@@ -120,3 +120,52 @@ func fdinfoConn(info []byte) uint32 {
 	}
 	return 0
 }
+
+// User is a process that keeps a mount busy: its working or root
+// directory, or a file it has open, is under the mount point.
+type User struct {
+	PID  int
+	Comm string
+	What string // "cwd", "root", or the open file's path
+}
+
+// Users lists the processes that keep mnt busy, as fuser -m would, from
+// the links in /proc (which name a file without asking its daemon).
+// Processes this user cannot read are left out.
+func Users(mnt string) ([]User, error) { return usersIn("/proc", mnt) }
+
+func usersIn(proc, mnt string) ([]User, error) {
+	ents, err := os.ReadDir(proc)
+	if err != nil {
+		return nil, err
+	}
+	under := func(p string) bool { return p == mnt || strings.HasPrefix(p, strings.TrimSuffix(mnt, "/")+"/") }
+	var out []User
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(proc, e.Name())
+		var what string
+		for _, link := range []string{"cwd", "root"} {
+			if t, err := os.Readlink(filepath.Join(dir, link)); err == nil && under(t) && what == "" {
+				what = link
+			}
+		}
+		if what == "" {
+			fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+			for _, fd := range fds {
+				if t, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err == nil && under(t) {
+					what = t
+					break
+				}
+			}
+		}
+		if what != "" {
+			b, _ := os.ReadFile(filepath.Join(dir, "comm"))
+			out = append(out, User{PID: pid, Comm: strings.TrimSpace(string(b)), What: what})
+		}
+	}
+	return out, nil
+}

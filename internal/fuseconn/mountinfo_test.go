@@ -137,3 +137,31 @@ func TestHoldersIn(t *testing.T) {
 		t.Errorf("holders %+v, want %+v", got, want)
 	}
 }
+
+// A process whose cwd, or an open file, is under the mount keeps it busy;
+// one whose files are beside it (a common prefix) does not.
+func TestUsersIn(t *testing.T) {
+	proc := t.TempDir()
+	mk := func(pid, link, target string) {
+		dir := filepath.Join(proc, pid)
+		os.MkdirAll(filepath.Join(dir, "fd"), 0o755)
+		os.WriteFile(filepath.Join(dir, "comm"), []byte("p"+pid+"\n"), 0o644)
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("1", "cwd", "/")
+	mk("2", "cwd", "/mnt/lab/sub")
+	mk("3", "cwd", "/")
+	mk("3", "fd/4", "/mnt/lab/file")
+	mk("4", "cwd", "/")
+	mk("4", "fd/5", "/mnt/lab2/file")
+	got, err := usersIn(proc, "/mnt/lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []User{{PID: 2, Comm: "p2", What: "cwd"}, {PID: 3, Comm: "p3", What: "/mnt/lab/file"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("users %+v, want %+v", got, want)
+	}
+}

@@ -1,7 +1,6 @@
 package ktrace
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"time"
@@ -9,38 +8,52 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/session"
 )
 
 // Source names what the kernel tracer measures, in records.
 const Source = "kernel:fuse_request (fuse_request_send -> fuse_request_end)"
 
-// SessionConfig is one run of the tracer.
-type SessionConfig struct {
+// RequestConfig is what the FUSE request source traces.
+type RequestConfig struct {
 	Options
-	Mounts   []fuseconn.MountInfo // resolved --mount paths; their connections are traced
-	Interval time.Duration        // 0: one report at the end
-	Count    int                  // reports to print in interval mode; 0: until stopped
-	Command  []string             // recorded in the metadata
-	Tool     string               // fusescope version
-	// Ready is called once the probes are attached, before any workload
-	// should start, with how they attached (AttachBTF or AttachTracepoint)
-	// and, if AttachAuto fell back to the classic tracepoints, why.
-	Ready func(conns []uint32, attach string, fallback error)
-	// Emit receives each interval's record (interval mode) or the whole
-	// run's record (at the end); final is true for the last call.
-	Emit func(r *profile.Record, final bool) error
+	Mounts  []fuseconn.MountInfo // resolved --mount paths; their connections are traced
+	Command []string             // recorded in the metadata
+	Tool    string               // fusescope version
+	// Intervals keeps each interval's slow requests apart (interval mode).
+	Intervals bool
 	// Slow receives each request that took at least Options.Slower, a
 	// few times a second, as it is read; the records hold them too.
 	Slow func(profile.SlowRequest)
 }
 
-// slowPoll is how often the slow requests are read.
-const slowPoll = 100 * time.Millisecond
+// slowPoll is how often the slow requests are read; housekeeping (the
+// mounts, whether a traced one went away) is done every second.
+const (
+	slowPoll     = 100 * time.Millisecond
+	housekeeping = time.Second
+)
 
-// RunSession traces until ctx ends, Count intervals have been reported, or a
-// traced mount disappears, and returns the record of the whole run. Probes
-// are detached before it returns, whatever happens.
-func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error) {
+// RequestSource is the FUSE request tracer as a session source: its
+// probes attached at open, its maps read at each snapshot and interval.
+type RequestSource struct {
+	cfg    RequestConfig
+	t      *Tracer
+	conns  []uint32
+	labels *fuseconn.Book
+	start  time.Time
+
+	prev     profile.Profile // the cumulative profile at the previous interval
+	prevTime time.Time
+	// The slow requests of the interval being measured, and of the run.
+	slowInterval, slowRun slowList
+	slowLostSeen          uint64
+	lastHousekeeping      time.Time
+}
+
+// OpenRequests checks the connections to trace, loads the programs and
+// attaches them.
+func OpenRequests(cfg RequestConfig) (*RequestSource, error) {
 	conns := append([]uint32(nil), cfg.Conns...)
 	named := map[uint32]string{}
 	for _, m := range cfg.Mounts {
@@ -57,163 +70,150 @@ func RunSession(ctx context.Context, cfg SessionConfig) (*profile.Record, error)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
+	now := time.Now()
+	return &RequestSource{cfg: cfg, t: t, conns: conns, labels: fuseconn.NewBook(conns, named),
+		start: now, prevTime: now, lastHousekeeping: now}, nil
+}
 
-	labels := fuseconn.NewBook(conns, named)
-	start := time.Now()
-	if cfg.Ready != nil {
-		cfg.Ready(conns, t.Attach(), t.Fallback())
-	}
+// Conns are the traced connections; none: every one.
+func (s *RequestSource) Conns() []uint32 { return s.conns }
 
-	// The slow requests of the interval being measured, and of the run.
-	var slowInterval, slowRun slowList
-	record := func(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
-		r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
-		r.Meta = profile.Meta{
-			Tool: cfg.Tool, Source: Source, Kernel: kernel.Release(), Host: kernel.Hostname(),
-			Start: from, End: to, Command: cfg.Command, Mounts: labels.Mounts(p),
-			Filters: profile.Filters{PID: cfg.PID, Comm: cfg.Comm, Conns: conns},
-		}
-		for _, op := range cfg.Ops {
-			r.Meta.Filters.Ops = append(r.Meta.Filters.Ops, op.String())
-		}
-		return r
-	}
+// Attach is how the probes attached (AttachBTF or AttachTracepoint) and,
+// if AttachAuto fell back to the classic tracepoints, why.
+func (s *RequestSource) Attach() (string, error) { return s.t.Attach(), s.t.Fallback() }
 
-	housekeeping := time.NewTicker(time.Second)
-	defer housekeeping.Stop()
-	var intervalC <-chan time.Time
-	if cfg.Interval > 0 {
-		it := time.NewTicker(cfg.Interval)
-		defer it.Stop()
-		intervalC = it.C
+// Close detaches the probes.
+func (s *RequestSource) Close() error { return s.t.Close() }
+
+// PollEvery is how often Poll is wanted.
+func (s *RequestSource) PollEvery() time.Duration {
+	if s.t.Slow() {
+		return slowPoll
 	}
-	var prev profile.Profile
-	prevTime := start
-	emitted := 0
-	// nextInterval returns the interval since the previous one, with its
-	// exact extremes, and the cumulative profile at its end.
-	nextInterval := func() (interval, cum profile.Profile, err error) {
-		cum, extremes, err := t.NextInterval()
-		if err != nil {
-			return interval, cum, err
-		}
-		interval, err = cum.Sub(&prev)
-		if err != nil {
-			return interval, cum, fmt.Errorf("interval statistics: %w", err)
-		}
-		for i := range interval.Ops {
-			if e, ok := extremes[interval.Ops[i].Key()]; ok {
-				interval.Ops[i].Latency.SetExtremes(e.Min, e.Max)
-			}
-		}
-		prev = cum
-		return interval, cum, nil
-	}
-	var slowC <-chan time.Time
-	var slowLostSeen uint64
-	if t.Slow() {
-		st := time.NewTicker(slowPoll)
-		defer st.Stop()
-		slowC = st.C
-	}
-	readSlow := func() error {
-		err := t.ReadSlow(func(r profile.SlowRequest) {
-			r.Mount = labels.MountPoint(r.Conn)
-			if cfg.Slow != nil {
-				cfg.Slow(r)
-			}
-			if cfg.Interval > 0 { // else the run's list is the only record's
-				slowInterval.add(r)
-			}
-			slowRun.add(r)
-		})
-		if err != nil {
+	return housekeeping
+}
+
+// Poll reads the slow requests and, every second, looks for traced
+// mounts that went away: an *fuseconn.ErrMountGone ends the run.
+func (s *RequestSource) Poll() error {
+	if s.t.Slow() {
+		if err := s.readSlow(); err != nil {
 			return err
 		}
-		// The kernel's count of requests it could not send, as it grows.
-		lost, err := t.SlowLost()
-		if err != nil {
-			return err
-		}
-		slowInterval.lost += lost - slowLostSeen
-		slowRun.lost += lost - slowLostSeen
-		slowLostSeen = lost
+	}
+	if time.Since(s.lastHousekeeping) < housekeeping {
 		return nil
 	}
-	emitInterval := func() error {
-		now := time.Now()
-		d, _, err := nextInterval()
-		if err != nil {
-			return err
-		}
-		var later slowList
-		if t.Slow() {
-			// The interval's slow requests, read now: those that ended
-			// after its counts were read belong to the next.
-			counted := time.Now()
-			if err := readSlow(); err != nil {
-				return err
-			}
-			later = slowInterval.splitAt(counted)
-		}
-		from := prevTime
-		prevTime = now
-		emitted++
-		rec := record(d, from, now, &slowInterval)
-		slowInterval = later
-		return cfg.Emit(rec, false)
+	s.lastHousekeeping = time.Now()
+	s.labels.Refresh()
+	if gone, aborted := s.labels.Gone(); gone != "" {
+		return &fuseconn.ErrMountGone{What: gone, Aborted: aborted}
 	}
-	var stopErr error
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-slowC:
-			if err := readSlow(); err != nil {
-				return nil, err
-			}
-		case <-housekeeping.C:
-			labels.Refresh()
-			if gone, aborted := labels.Gone(); gone != "" {
-				stopErr = &fuseconn.ErrMountGone{What: gone, Aborted: aborted}
-				break loop
-			}
-		case <-intervalC:
-			if cfg.Count > 0 && emitted+1 >= cfg.Count {
-				break loop
-			}
-			if err := emitInterval(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	end := time.Now()
-	if t.Slow() {
-		// The requests that ended before the stop.
-		if err := readSlow(); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Interval > 0 {
-		d, whole, err := nextInterval()
-		if err != nil {
-			return nil, err
-		}
-		if err := cfg.Emit(record(d, prevTime, end, &slowInterval), true); err != nil {
-			return nil, err
-		}
-		return record(whole, start, end, &slowRun), stopErr
-	}
-	whole, err := t.Snapshot()
+	return nil
+}
+
+// Snapshot is the record of the run so far.
+func (s *RequestSource) Snapshot() (*profile.Record, error) {
+	whole, err := s.t.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Emit(record(whole, start, end, &slowRun), true); err != nil {
+	return s.record(whole, s.start, time.Now(), &s.slowRun), nil
+}
+
+// Finish reads the requests that ended before the stop and returns the
+// record of the whole run.
+func (s *RequestSource) Finish(*session.Exit) (*profile.Record, error) {
+	end := time.Now()
+	if s.t.Slow() {
+		if err := s.readSlow(); err != nil {
+			return nil, err
+		}
+	}
+	whole, err := s.t.Snapshot()
+	if err != nil {
 		return nil, err
 	}
-	return record(whole, start, end, &slowRun), stopErr
+	return s.record(whole, s.start, end, &s.slowRun), nil
+}
+
+// Interval returns the interval since the previous one, with its exact
+// extremes and its slow requests, and the cumulative record at its end.
+func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, err error) {
+	now := time.Now()
+	if final && s.t.Slow() {
+		// The requests that ended before the stop.
+		if err := s.readSlow(); err != nil {
+			return nil, nil, err
+		}
+	}
+	cum, extremes, err := s.t.NextInterval()
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := cum.Sub(&s.prev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("interval statistics: %w", err)
+	}
+	for i := range d.Ops {
+		if e, ok := extremes[d.Ops[i].Key()]; ok {
+			d.Ops[i].Latency.SetExtremes(e.Min, e.Max)
+		}
+	}
+	s.prev = cum
+	var later slowList
+	if s.t.Slow() && !final {
+		// The interval's slow requests, read now: those that ended after
+		// its counts were read belong to the next.
+		counted := time.Now()
+		if err := s.readSlow(); err != nil {
+			return nil, nil, err
+		}
+		later = s.slowInterval.splitAt(counted)
+	}
+	from := s.prevTime
+	s.prevTime = now
+	interval = s.record(d, from, now, &s.slowInterval)
+	s.slowInterval = later
+	return interval, s.record(cum, s.start, now, &s.slowRun), nil
+}
+
+func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
+	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
+	r.Meta = profile.Meta{
+		Tool: s.cfg.Tool, Source: Source, Kernel: kernel.Release(), Host: kernel.Hostname(),
+		Start: from, End: to, Command: s.cfg.Command, Mounts: s.labels.Mounts(p),
+		Filters: profile.Filters{PID: s.cfg.PID, Comm: s.cfg.Comm, Conns: s.conns},
+	}
+	for _, op := range s.cfg.Ops {
+		r.Meta.Filters.Ops = append(r.Meta.Filters.Ops, op.String())
+	}
+	return r
+}
+
+func (s *RequestSource) readSlow() error {
+	err := s.t.ReadSlow(func(r profile.SlowRequest) {
+		r.Mount = s.labels.MountPoint(r.Conn)
+		if s.cfg.Slow != nil {
+			s.cfg.Slow(r)
+		}
+		if s.cfg.Intervals { // else the run's list is the only record's
+			s.slowInterval.add(r)
+		}
+		s.slowRun.add(r)
+	})
+	if err != nil {
+		return err
+	}
+	// The kernel's count of requests it could not send, as it grows.
+	lost, err := s.t.SlowLost()
+	if err != nil {
+		return err
+	}
+	s.slowInterval.lost += lost - s.slowLostSeen
+	s.slowRun.lost += lost - s.slowLostSeen
+	s.slowLostSeen = lost
+	return nil
 }
 
 // slowList is the slow requests a record holds: at most profile.MaxSlow,

@@ -1,16 +1,12 @@
 package ktrace
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -21,8 +17,7 @@ import (
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
-	"github.com/fusescope/fusescope/internal/systrace"
-	"golang.org/x/sys/unix"
+	"github.com/fusescope/fusescope/internal/sysevent"
 )
 
 // The live system-call source (fusescope syscalls -- CMD, -p PID). The BPF
@@ -73,23 +68,16 @@ var sysDropNames = []string{
 	"calls after the last timeline bin (counted in it)",
 }
 
-// ioKinds are the calls counted per fd, in the order of the fd_io counters.
-var ioKinds = []string{"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
-	"preadv2", "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg", "splice", "tee", "sendfile", "copy_file_range"}
-
-// peerKinds count the transfer calls' second fds (splice's fd_out,
-// sendfile's in_fd), in the fd_io counters after ioKinds'; peerArgs says
-// where that fd is (1 + argument index).
+// The calls counted per fd and the transfer calls' second fds, in the
+// order of the fd_io counters, and the calls that return a new fd (its
+// counters are flushed to the fd's old name first, in case it was closed
+// without a close call: exec, close_range): the interpretation's tables.
 var (
-	peerKinds = []string{"splice", "tee", "sendfile", "copy_file_range"}
-	peerArgs  = map[string]uint8{"splice": 3, "tee": 2, "sendfile": 2, "copy_file_range": 3}
+	ioKinds    = sysevent.IOKinds
+	peerKinds  = sysevent.PeerKinds
+	peerArgs   = sysevent.PeerArgs
+	fdCreators = sysevent.FDCreators
 )
-
-// fdCreators return a new fd (its counters are flushed to the fd's old
-// name first, in case it was closed without a close call: exec, close_range).
-var fdCreators = strset("open", "openat", "openat2", "creat", "socket", "accept", "accept4", "dup", "eventfd", "eventfd2",
-	"epoll_create", "epoll_create1", "timerfd_create", "signalfd", "signalfd4", "memfd_create", "inotify_init",
-	"inotify_init1", "pidfd_open", "userfaultfd", "fanotify_init", "perf_event_open", "io_uring_setup", "memfd_secret")
 
 // rareCalls are always sent whole: they change what fds and processes are.
 var rareCalls = union(fdCreators, strset("close", "dup2", "dup3", "socketpair", "connect", "bind", "pipe", "pipe2",
@@ -142,6 +130,10 @@ type SyscallOptions struct {
 	// EmptyPrograms attaches programs that return at once: benchmarks
 	// measure what attaching alone costs with it.
 	EmptyPrograms bool
+	// Category names a system call's category (one of
+	// profile.SyscallCategories), which the kernel side counts the
+	// timeline by.
+	Category func(name string) string
 }
 
 // DefaultMinWait is the duration from which a call is kept whole.
@@ -160,34 +152,22 @@ type SyscallTracer struct {
 	began  time.Time
 	ended  time.Time
 	root   int
-	exe    string               // -p: the program the process was running when tracing began
-	procs  map[uint32]*liveProc // by tgid
-	tids   map[uint32]uint32    // tslot -> tid
-	tgids  map[uint32]uint32    // tslot -> its process
-	shared bool                 // the last tslot took threads beyond sysMaxTSlots: its calls are no one thread's
-	pslots map[uint32]uint32    // pslot -> tgid
-	execs  map[uint32]string    // tid -> program of its last exec
-	ev     systrace.Event
+	exe    string            // -p: the program the process was running when tracing began
+	tids   map[uint32]uint32 // tslot -> tid
+	tgids  map[uint32]uint32 // tslot -> its process
+	shared bool              // the last tslot took threads beyond sysMaxTSlots: its calls are no one thread's
+	pslots map[uint32]uint32 // pslot -> tgid
+	ev     sysevent.Event
 	short  int // events shorter than struct sys_event
-	pairs  int // pipes and socket pairs numbered, /proc having lost them
-}
-
-// liveProc is what user space knows of a traced process.
-type liveProc struct {
-	pid int
-	fds map[int]string
-	// execClosed holds the names of fds an exec seemed to close (gone from
-	// /proc when the exec was read, which can be long after it): the
-	// kernel still holds their counters, flushed when the number is reused
-	// or at the end, and those are named by what the fd was.
-	execClosed map[int]string
-	cwd        string // "" until needed
 }
 
 // StartSyscalls checks the kernel, loads the programs and attaches them.
 func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, fmt.Errorf("the live system-call source knows x86-64 system call numbers only (this is %s): analyse an strace log instead", runtime.GOARCH)
+	}
+	if opts.Category == nil {
+		return nil, fmt.Errorf("internal error: SyscallOptions.Category is not set")
 	}
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
@@ -223,7 +203,7 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		}
 		io[nr] = ioIndex[name]
 		peerArg[nr], peerKind[nr] = peerArgs[name], peerIndex[name]
-		cat[nr] = catIndex[systrace.Category(name)]
+		cat[nr] = catIndex[opts.Category(name)]
 		path[nr], addr[nr], word8[nr], flush[nr] = pathArgs[name], addrArgs[name], word8Args[name], flushArgs[name]
 		if fdCreators[name] {
 			flush[nr] = flushRet
@@ -243,8 +223,8 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &SyscallTracer{ncpu: ncpu, opts: opts, procs: map[uint32]*liveProc{}, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
-		pslots: map[uint32]uint32{}, execs: map[uint32]string{}}
+	t := &SyscallTracer{ncpu: ncpu, opts: opts, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
+		pslots: map[uint32]uint32{}}
 	t.clock = kernel.NewClock()
 	t.t0 = kernel.Monotonic()
 	t.began = time.Now()
@@ -275,24 +255,10 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		root = opts.GatePID
 	}
 	t.root = root
-	p := t.proc(uint32(root))
 	t.pslots[0] = uint32(root)
-	// What the root holds already: its inherited fds, its cwd, and for -p
-	// its program, whose exec came before tracing.
-	p.cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", root))
+	// For -p, the program the process runs: its exec came before tracing.
 	if opts.PID != 0 {
 		t.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", root))
-	}
-	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", root)); err == nil {
-		for _, e := range ents {
-			fd, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			if target, err := procFD(root, fd); err == nil {
-				p.fds[fd] = target
-			}
-		}
 	}
 	for _, prog := range []*ebpf.Program{t.objs.SysEnter, t.objs.SysExit, t.objs.SchedProcessFork, t.objs.SchedProcessExec, t.objs.SchedProcessExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
@@ -314,9 +280,13 @@ func (t *SyscallTracer) Running() map[int]string {
 	return map[int]string{t.root: t.exe}
 }
 
-// Forget drops what the root's fd table holds for fd (the gate's pipe,
-// closed at its exec).
-func (t *SyscallTracer) Forget(fd int) { delete(t.proc(uint32(t.root)).fds, fd) }
+// Began and Ended are when the programs were attached and detached (zero
+// while tracing goes on).
+func (t *SyscallTracer) Began() time.Time { return t.began }
+func (t *SyscallTracer) Ended() time.Time { return t.ended }
+
+// Root is the traced process: -p's, or the command held at its gate.
+func (t *SyscallTracer) Root() int { return t.root }
 
 func (t *SyscallTracer) wall(ts uint64) float64 { return t.clock.Seconds(ts) }
 
@@ -351,9 +321,8 @@ func (t *SyscallTracer) Close() error {
 
 // Run passes the trace's events to emit until stop is closed, then detaches,
 // drains the ring buffer and emits the counted calls. It fills info.
-func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), info *profile.LiveInfo) error {
-	// A sample at the start anchors the timeline's bins to the kernel's.
-	t.ev = systrace.Event{Kind: systrace.Sample, Time: t.wall(t.t0)}
+func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error {
+	t.ev = sysevent.Event{Kind: sysevent.Start, Root: t.root, Time: t.wall(t.t0)}
 	emit(&t.ev)
 	var rec ringbuf.Record
 	draining := false
@@ -388,87 +357,7 @@ func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*systrace.Event), in
 	return t.finish(emit, info)
 }
 
-func (t *SyscallTracer) proc(tgid uint32) *liveProc {
-	p := t.procs[tgid]
-	if p == nil {
-		p = &liveProc{pid: int(tgid), fds: map[int]string{}, execClosed: map[int]string{}}
-		t.procs[tgid] = p
-	}
-	return p
-}
-
-// target names what fd refers to in p, asking /proc for fds the trace did
-// not see created.
-func (p *liveProc) target(fd int) string {
-	if fd < 0 {
-		return ""
-	}
-	if s, ok := p.fds[fd]; ok {
-		return s
-	}
-	s, err := procFD(p.pid, fd)
-	if err != nil {
-		s = "fd:" + strconv.Itoa(fd)
-	}
-	p.fds[fd] = s
-	return s
-}
-
-// pastTarget names fd for what it did before now: counters flushed at its
-// close or reuse, or at the end. An fd an exec seemed to close keeps the
-// name it had.
-func (p *liveProc) pastTarget(fd int) string {
-	if _, ok := p.fds[fd]; !ok {
-		if s, ok := p.execClosed[fd]; ok {
-			return s
-		}
-	}
-	return p.target(fd)
-}
-
-// name records what fd now refers to.
-func (p *liveProc) name(fd int, target string) {
-	p.fds[fd] = target
-	delete(p.execClosed, fd)
-}
-
-// procFD names fd of process pid from /proc, a socket as procSocket does.
-func procFD(pid, fd int) (string, error) {
-	s, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
-	if err != nil {
-		return "", err
-	}
-	if ino, ok := strings.CutPrefix(s, "socket:["); ok {
-		if n, err := strconv.ParseUint(strings.TrimSuffix(ino, "]"), 10, 64); err == nil {
-			if name, ok := procSocket(pid, n); ok {
-				return name, nil
-			}
-		}
-	}
-	return s, nil
-}
-
-// resolve makes an open's path absolute, as strace -y prints it.
-func (p *liveProc) resolve(dirfd int, path string) string {
-	if path == "" || filepath.IsAbs(path) {
-		return filepath.Clean(path)
-	}
-	base := ""
-	if dirfd == unix.AT_FDCWD {
-		if p.cwd == "" {
-			p.cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", p.pid))
-		}
-		base = p.cwd
-	} else {
-		base = p.target(dirfd)
-	}
-	if !filepath.IsAbs(base) {
-		return path
-	}
-	return filepath.Join(base, path)
-}
-
-func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
+func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 	if len(raw) >= int(unsafe.Sizeof(bpf.SysTraceSysCalls{})) {
 		if c := (*bpf.SysTraceSysCalls)(unsafe.Pointer(&raw[0])); c.Kind == sevCalls {
 			t.emitCalls(emit, c.Nr, int(c.Tid), int(c.Pid), []bpf.SysTraceSysStats{{Calls: c.Calls, Errors: c.Errors, Ns: c.Ns}})
@@ -480,46 +369,37 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 		return
 	}
 	ev := (*bpf.SysTraceSysEvent)(unsafe.Pointer(&raw[0]))
+	e := &t.ev
 	switch ev.Kind {
 	case sevSyscall:
-		t.syscall(ev, emit)
+		// Most opens find their fd's counters empty (mask 0): naming the
+		// fd then would cost a readlink in /proc for nothing.
+		if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
+			*e = sysevent.Event{Kind: sysevent.FDIO, PID: int(ev.Pid), FD: int(ev.FlushedFd), IO: ioCounts(ev.Flushed[:], ev.FlushedMask)}
+			emit(e)
+		}
+		*e = sysevent.Event{Kind: sysevent.Call, Name: syscallName(ev.Nr), TID: int(ev.Tid), PID: int(ev.Pid),
+			Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9, Ret: ev.Ret, Args: ev.Args,
+			Str: cstring(ev.Str[:], ev.StrLen)}
+		if name := e.Name; addrArgs[name] > 0 || word8Args[name] > 0 {
+			e.Raw = rawBytes(ev.Str[:], ev.StrLen) // a copy: the record is reused
+		}
+		emit(e)
 	case sevFork:
 		t.bind(ev.Tslot, ev.ChildTid, ev.ChildPid)
 		t.pslots[ev.Pslot] = ev.ChildPid
-		if ev.ChildPid != ev.Pid { // a process, not a thread: it inherits the fd table
-			parent, child := t.proc(ev.Pid), t.proc(ev.ChildPid)
-			for fd, s := range parent.fds {
-				child.fds[fd] = s
-			}
-			child.cwd = parent.cwd
-		}
+		*e = sysevent.Event{Kind: sysevent.Fork, TID: int(ev.Tid), PID: int(ev.Pid), ChildTID: int(ev.ChildTid), ChildPID: int(ev.ChildPid)}
+		emit(e)
 	case sevExec:
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
-		t.execs[ev.Tid] = cstring(ev.Str[:], ev.StrLen)
 		if ev.Pslot == 0 {
 			t.pslots[0] = ev.Pid
 		}
-		// Exec closed the close-on-exec fds: keep what /proc still shows,
-		// or everything if the process is already gone.
-		p := t.proc(ev.Pid)
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/fd", ev.Pid)); err == nil {
-			for fd, s := range p.fds {
-				if _, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/%d", ev.Pid, fd)); err != nil {
-					delete(p.fds, fd)
-					p.execClosed[fd] = s
-				}
-			}
-		}
+		*e = sysevent.Event{Kind: sysevent.Exec, TID: int(ev.Tid), PID: int(ev.Pid), Str: cstring(ev.Str[:], ev.StrLen)}
+		emit(e)
 	case sevExit:
-		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Exit, PID: int(ev.Tid), TGID: int(ev.Pid), Time: t.wall(ev.Ts), Dur: -1}
-		code := int(ev.ExitCode)
-		if sig := code & 0x7f; sig != 0 {
-			e.Kind, e.Name = systrace.Killed, unix.SignalName(syscall.Signal(sig))
-		} else {
-			e.Status = code >> 8 & 0xff
-		}
-		emit(e) // every thread's, as strace prints +++ exited +++ for each
+		*e = sysevent.Event{Kind: sysevent.Exit, TID: int(ev.Tid), PID: int(ev.Pid), Time: t.wall(ev.Ts), ExitCode: int(ev.ExitCode)}
+		emit(e)
 		// The counters came before the exit, and the programs took the
 		// slots back for new tasks. When the ring buffer was full, they
 		// stay where they are, with the slots, and are read at the end.
@@ -532,7 +412,8 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*systrace.Event)) {
 		}
 	case sevFDIO:
 		if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
-			t.emitIO(emit, ev.Pid, t.proc(ev.Pid).pastTarget(int(ev.FlushedFd)), ev.Flushed[:], ev.FlushedMask)
+			*e = sysevent.Event{Kind: sysevent.FDIO, PID: int(ev.Pid), FD: int(ev.FlushedFd), IO: ioCounts(ev.Flushed[:], ev.FlushedMask)}
+			emit(e)
 		}
 	case sevAdopt:
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
@@ -562,11 +443,15 @@ func cstring(b []int8, n uint32) string {
 	return string(s)
 }
 
+// rawBytes copies the first n bytes of b: the event's buffer is reused.
 func rawBytes(b []int8, n uint32) []byte {
 	if int(n) > len(b) {
 		n = uint32(len(b))
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n)
+	if n == 0 {
+		return nil
+	}
+	return slices.Clone(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n))
 }
 
 func syscallName(nr uint32) string {
@@ -576,198 +461,28 @@ func syscallName(nr uint32) string {
 	return "syscall_" + strconv.Itoa(int(nr))
 }
 
-// emitIO emits an fd's counted I/O as aggregate events: the counters of
-// the kinds in mask (the others were not written).
-func (t *SyscallTracer) emitIO(emit func(*systrace.Event), tgid uint32, target string, counters []bpf.SysTraceFdIo, mask uint32) {
+// ioCounts are an fd's counters of the kinds in mask (the others were not
+// written), by call.
+func ioCounts(counters []bpf.SysTraceFdIo, mask uint32) []sysevent.IOCount {
+	var out []sysevent.IOCount
 	for k, c := range counters {
 		if mask&(1<<k) == 0 || c.Calls == 0 || k >= len(ioKinds)+len(peerKinds) {
 			continue
 		}
-		kind, name := systrace.Syscall, ""
+		n := sysevent.IOCount{Calls: int(c.Calls), Errors: int(c.Errors), Bytes: int64(c.Bytes), Ns: c.Ns}
 		if k < len(ioKinds) {
-			name = ioKinds[k]
+			n.Name = ioKinds[k]
 		} else {
-			kind, name = systrace.PeerIO, peerKinds[k-len(ioKinds)]
+			n.Name, n.Peer = peerKinds[k-len(ioKinds)], true
 		}
-		e := &t.ev
-		*e = systrace.Event{Kind: kind, Name: name, PID: int(tgid), TGID: int(tgid), Dur: float64(c.Ns) / 1e9,
-			Calls: int(c.Calls), Errors: int(c.Errors), Bytes: int64(c.Bytes), Ret: "0"}
-		e.SetTarget(target)
-		emit(e)
+		out = append(out, n)
 	}
+	return out
 }
 
-func (t *SyscallTracer) syscall(ev *bpf.SysTraceSysEvent, emit func(*systrace.Event)) {
-	name := syscallName(ev.Nr)
-	p := t.proc(ev.Pid)
-	// Most opens find their fd's counters empty (mask 0): naming the fd
-	// then would cost a readlink in /proc for nothing.
-	if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
-		t.emitIO(emit, ev.Pid, p.pastTarget(int(ev.FlushedFd)), ev.Flushed[:], ev.FlushedMask)
-	}
-	e := &t.ev
-	*e = systrace.Event{Kind: systrace.Syscall, Name: name, PID: int(ev.Tid), TGID: int(ev.Pid), Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9}
-	ret := ev.Ret
-	if ret < 0 && ret > -4096 {
-		e.Ret, e.Errno = "-1", kernel.ErrnoName(-ret)
-	} else {
-		e.Ret = strconv.FormatInt(ret, 10)
-	}
-	fd := int(int32(ev.Args[0]))
-	str := cstring(ev.Str[:], ev.StrLen)
-	switch name {
-	case "open", "creat", "openat", "openat2":
-		dirfd := unix.AT_FDCWD
-		if name == "openat" || name == "openat2" {
-			dirfd = fd
-		}
-		target := ""
-		if ret >= 0 {
-			target = p.resolve(dirfd, str)
-			p.name(int(ret), target)
-		}
-		e.Args = strconv.Quote(str)
-		e.SetTarget(target)
-	case "close":
-		e.SetTarget(p.pastTarget(fd))
-		delete(p.fds, fd)
-		delete(p.execClosed, fd)
-	case "dup", "dup2", "dup3", "fcntl":
-		// fcntl arrives whole only when it duplicated the fd (F_DUPFD,
-		// F_DUPFD_CLOEXEC) or lasted --min-wait.
-		old := p.target(fd)
-		if ret >= 0 && (name != "fcntl" || isDupCmd(ev.Args[1])) {
-			p.name(int(ret), old)
-		}
-		e.SetTarget(old)
-	case "socket":
-		if ret >= 0 {
-			p.name(int(ret), systrace.SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
-		}
-	case "connect", "bind":
-		target := p.target(fd)
-		if a := sockaddr(rawBytes(ev.Str[:], ev.StrLen)); a != "" {
-			named := systrace.Protocol(target) + ":[" + a + "]"
-			if ret == 0 || e.Errno == "EINPROGRESS" {
-				p.name(fd, named)
-				target = named
-			} else {
-				target = named // what it failed to reach; the fd stays unnamed
-			}
-		}
-		e.SetTarget(target)
-	case "accept", "accept4":
-		listener := p.target(fd)
-		if ret >= 0 {
-			peer := sockaddr(rawBytes(ev.Str[:], ev.StrLen))
-			p.name(int(ret), systrace.Protocol(listener)+":["+peer+"]")
-		}
-		e.SetTarget(listener)
-	case "pipe", "pipe2", "socketpair":
-		if ret == 0 && ev.StrLen == 8 {
-			// /proc names the pair (pipe:[inode]) while it exists; a
-			// short-lived one (a shell's command substitution) is often
-			// gone by the time its event is read, and is then numbered as
-			// in a log without -y: pipe:[#1], UNIX:[#2].
-			kind := "pipe"
-			if name == "socketpair" {
-				kind = systrace.Protocol(systrace.SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
-			}
-			b := rawBytes(ev.Str[:], 8)
-			ends := []int{int(int32(binary.LittleEndian.Uint32(b))), int(int32(binary.LittleEndian.Uint32(b[4:])))}
-			// Either end names both: a pipe's ends share its inode (the
-			// process may have closed one already).
-			pair := ""
-			for _, nfd := range ends {
-				if s, err := procFD(p.pid, nfd); err == nil && (strings.HasPrefix(s, kind+":[") || kind != "pipe" && strings.HasPrefix(s, "socket:[")) {
-					pair = s
-					break
-				}
-			}
-			if pair == "" {
-				t.pairs++
-				pair = kind + ":[#" + strconv.Itoa(t.pairs) + "]"
-			}
-			for _, nfd := range ends {
-				p.name(nfd, pair)
-			}
-		}
-	case "poll", "ppoll":
-		// Sent whole only when it lasted --min-wait: name the first fd it
-		// waited on, as strace -y does inside the pollfd array.
-		if ev.StrLen == 8 && ev.Args[1] > 0 {
-			if pfd := int(int32(binary.LittleEndian.Uint32(rawBytes(ev.Str[:], 8)))); pfd >= 0 {
-				e.SetTarget(p.target(pfd))
-			}
-		}
-	case "chdir", "fchdir":
-		// Followed here rather than read from /proc later: a short-lived
-		// process is gone by the time its events are read.
-		dir := ""
-		if name == "chdir" {
-			dir = p.resolve(unix.AT_FDCWD, str)
-		} else {
-			dir = p.target(fd)
-			e.SetTarget(dir) // strace -y names fchdir's fd, not chdir's path
-		}
-		if ret == 0 {
-			p.cwd = dir
-		}
-	case "execve", "execveat":
-		e.Args = strconv.Quote(t.execs[ev.Tid])
-	default:
-		if fdCreators[name] && ret >= 0 {
-			delete(p.fds, int(ret))
-			delete(p.execClosed, int(ret))
-			p.target(int(ret))
-		}
-		if systrace.TakesFD(name) && fd >= 0 {
-			e.SetTarget(p.target(fd))
-		}
-		if a := peerArgs[name]; a > 0 {
-			if pfd := int(int32(ev.Args[a-1])); pfd >= 0 {
-				e.SetPeer(p.target(pfd))
-			}
-		}
-	}
-	emit(e)
-}
-
-func isDupCmd(cmd uint64) bool { return cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC }
-
-// sockaddr renders a struct sockaddr as strace -yy does: 1.2.3.4:53,
-// [::1]:80, or a unix path.
-func sockaddr(b []byte) string {
-	if len(b) < 2 {
-		return ""
-	}
-	switch binary.LittleEndian.Uint16(b) {
-	case unix.AF_INET:
-		if len(b) >= 8 {
-			ip := netip.AddrFrom4([4]byte(b[4:8]))
-			return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4])).String()
-		}
-	case unix.AF_INET6:
-		if len(b) >= 24 {
-			ip := netip.AddrFrom16([16]byte(b[8:24]))
-			return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4])).String()
-		}
-	case unix.AF_UNIX:
-		path := b[2:]
-		if i := strings.IndexByte(string(path), 0); i > 0 {
-			path = path[:i]
-		} else if i == 0 && len(path) > 1 { // abstract
-			return "@" + strings.TrimRight(string(path[1:]), "\x00")
-		}
-		return string(path)
-	}
-	return ""
-}
-
-// emitFDs emits one pslot's per-fd counters (sysMaxFDs x sysIOKinds), each
-// fd under its name in process tgid, or "fd:N" if the pslot's process is
-// not known.
-func (t *SyscallTracer) emitFDs(emit func(*systrace.Event), tgid uint32, known bool, counters []bpf.SysTraceFdIo) {
+// emitFDs emits one pslot's per-fd counters (sysMaxFDs x sysIOKinds) of
+// process tgid (known false: the pslot's process is not known).
+func (t *SyscallTracer) emitFDs(emit func(*sysevent.Event), tgid uint32, known bool, counters []bpf.SysTraceFdIo) {
 	for fd := 0; fd < sysMaxFDs; fd++ {
 		c := counters[fd*sysIOKinds : (fd+1)*sysIOKinds]
 		used := false
@@ -777,16 +492,13 @@ func (t *SyscallTracer) emitFDs(emit func(*systrace.Event), tgid uint32, known b
 		if !used {
 			continue
 		}
-		target := "fd:" + strconv.Itoa(fd)
-		if known {
-			target = t.proc(tgid).pastTarget(fd)
-		}
-		t.emitIO(emit, tgid, target, c, 1<<sysIOKinds-1)
+		t.ev = sysevent.Event{Kind: sysevent.FDTotals, PID: int(tgid), FD: fd, Known: known, IO: ioCounts(c, 1<<sysIOKinds-1)}
+		emit(&t.ev)
 	}
 }
 
 // emitCalls emits a thread's counts of one system call, summed over CPUs.
-func (t *SyscallTracer) emitCalls(emit func(*systrace.Event), nr uint32, tid, tgid int, perCPU []bpf.SysTraceSysStats) {
+func (t *SyscallTracer) emitCalls(emit func(*sysevent.Event), nr uint32, tid, tgid int, perCPU []bpf.SysTraceSysStats) {
 	var s bpf.SysTraceSysStats
 	for _, v := range perCPU {
 		s.Calls += v.Calls
@@ -796,10 +508,9 @@ func (t *SyscallTracer) emitCalls(emit func(*systrace.Event), nr uint32, tid, tg
 	if s.Calls == 0 {
 		return
 	}
-	e := &t.ev
-	*e = systrace.Event{Kind: systrace.Syscall, Name: syscallName(nr), PID: tid, TGID: tgid,
-		Dur: float64(s.Ns) / 1e9, Calls: int(s.Calls), Errors: int(s.Errors), Ret: "0"}
-	emit(e)
+	t.ev = sysevent.Event{Kind: sysevent.Counted, Name: syscallName(nr), TID: tid, PID: tgid,
+		Calls: int(s.Calls), Errors: int(s.Errors), Ns: s.Ns}
+	emit(&t.ev)
 }
 
 // errnoOfSlot is the error counted in slot of a system call's counters
@@ -816,7 +527,7 @@ func errnoOfSlot(slot uint32) (int64, bool) {
 
 // emitErrnos emits the failed calls the kernel counted by system call and
 // errno (the calls sent whole are counted from their events).
-func (t *SyscallTracer) emitErrnos(emit func(*systrace.Event)) error {
+func (t *SyscallTracer) emitErrnos(emit func(*sysevent.Event)) error {
 	return eachPerCPU(t.objs.Errnos, func(key uint32, perCPU []uint64) {
 		var n uint64
 		for _, v := range perCPU {
@@ -829,16 +540,15 @@ func (t *SyscallTracer) emitErrnos(emit func(*systrace.Event)) error {
 		if err, ok := errnoOfSlot(key % sysErrnoSlots); ok {
 			name = kernel.ErrnoName(err)
 		}
-		e := &t.ev
-		*e = systrace.Event{Kind: systrace.Failed, Name: syscallName(key / sysErrnoSlots), Errno: name, Calls: int(n),
-			PID: systrace.Unattributed, TGID: systrace.Unattributed}
-		emit(e)
+		t.ev = sysevent.Event{Kind: sysevent.Errnos, Name: syscallName(key / sysErrnoSlots), Errno: name, Calls: int(n),
+			TID: sysevent.Unattributed, PID: sysevent.Unattributed}
+		emit(&t.ev)
 	})
 }
 
 // finish emits what the kernel counted: per-fd I/O under each fd's current
 // name, per-thread calls, timeline bins. Then it fills info.
-func (t *SyscallTracer) finish(emit func(*systrace.Event), info *profile.LiveInfo) error {
+func (t *SyscallTracer) finish(emit func(*sysevent.Event), info *profile.LiveInfo) error {
 	// Per-fd I/O.
 	var one bpf.SysTraceFdIo
 	size := int(unsafe.Sizeof(one))
@@ -856,7 +566,7 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *profile.LiveInf
 		tslot, nr := key/sysMaxNR, key%sysMaxNR
 		pid, tgid := int(t.tids[tslot]), int(t.tgids[tslot])
 		if tslot == sysMaxTSlots-1 && t.shared {
-			pid, tgid = systrace.Unattributed, systrace.Unattributed // several threads' calls: counted, but no one's
+			pid, tgid = sysevent.Unattributed, sysevent.Unattributed // several threads' calls: counted, but no one's
 		}
 		t.emitCalls(emit, nr, pid, tgid, perCPU)
 	})
@@ -878,10 +588,9 @@ func (t *SyscallTracer) finish(emit func(*systrace.Event), info *profile.LiveInf
 			if s.Calls == 0 || int(cat) >= len(profile.SyscallCategories) {
 				return
 			}
-			e := &t.ev
-			*e = systrace.Event{Kind: systrace.Sample, Name: profile.SyscallCategories[cat], Calls: int(s.Calls),
-				Dur: float64(s.Ns) / 1e9, Time: t.wall(t.t0) + (float64(bin)+0.5)*t.opts.TimelineS}
-			emit(e)
+			t.ev = sysevent.Event{Kind: sysevent.Bin, Category: profile.SyscallCategories[cat], Calls: int(s.Calls),
+				Ns: s.Ns, Time: t.wall(t.t0) + (float64(bin)+0.5)*t.opts.TimelineS}
+			emit(&t.ev)
 		})
 		if err != nil {
 			return fmt.Errorf("reading the timeline: %w", err)

@@ -184,9 +184,13 @@ func TestSleeperIsPrecise(t *testing.T) {
 		total += time.Since(start)
 	}
 	// Go's time.Sleep would average ~1.1 ms here; allow scheduling noise.
-	if avg := total / n; avg < d-20*time.Microsecond || avg > d+400*time.Microsecond {
+	// Never early; how late depends on the machine's load, so the upper
+	// bound is checked only without the race detector.
+	avg := total / n
+	if avg < d-20*time.Microsecond || !raceEnabled && avg > d+400*time.Microsecond {
 		t.Errorf("sleep(%v) took %v on average", d, avg)
 	}
+	t.Logf("sleep(%v) took %v on average", d, avg)
 }
 
 // A lateness measured on a busy machine (here, as if every wakeup had been

@@ -32,3 +32,43 @@ func Interval(prev, cur *profile.Record) (*profile.Record, error) {
 	}
 	return &out, nil
 }
+
+// StatsSource is a mounted lab file system's own statistics, read through
+// its control socket, as a session source: the daemon counts from its
+// mount, so a snapshot covers the whole mount and an interval is the
+// difference of two.
+type StatsSource struct {
+	mnt  string
+	prev *profile.Record
+}
+
+// OpenStats asks the daemon at mnt for its statistics once, so that a
+// mount that does not answer is refused before anything is reported.
+func OpenStats(mnt string) (*StatsSource, error) {
+	rec, err := Stats(mnt)
+	if err != nil {
+		return nil, err
+	}
+	return &StatsSource{mnt: mnt, prev: rec}, nil
+}
+
+// Snapshot is the daemon's statistics since its mount.
+func (s *StatsSource) Snapshot() (*profile.Record, error) { return Stats(s.mnt) }
+
+// Interval is what the daemon served since the previous interval (or the
+// open), and its statistics now.
+func (s *StatsSource) Interval(bool) (interval, whole *profile.Record, err error) {
+	cur, err := Stats(s.mnt)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := Interval(s.prev, cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.prev = cur
+	return in, cur, nil
+}
+
+// Close does nothing: the daemon goes on serving.
+func (s *StatsSource) Close() error { return nil }

@@ -93,6 +93,33 @@ func (c *Config) capabilities() (extra, disabled uint64) {
 	return extra, disabled
 }
 
+// The limits an INIT reply sets when the configuration leaves them at 0:
+// the kernel's (fs/fuse/inode.c: FUSE_DEFAULT_MAX_BACKGROUND, and a
+// congestion threshold of 3/4 of the background limit) and go-fuse's
+// largest write.
+const (
+	defaultMaxWrite        = 1 << 20
+	kernelMaxBackground    = 12
+	congestionOfBackground = 0.75
+)
+
+// initLimits are the largest write and the background limits this
+// configuration's INIT reply asks for, defaults filled in.
+func (c *Config) initLimits() (maxWrite uint32, maxBg, cong uint16) {
+	maxWrite, maxBg = defaultMaxWrite, kernelMaxBackground
+	if c.MaxWrite > 0 {
+		maxWrite = uint32(c.MaxWrite)
+	}
+	if c.MaxBackground > 0 {
+		maxBg = uint16(c.MaxBackground)
+	}
+	cong = uint16(float64(maxBg) * congestionOfBackground)
+	if c.Congestion > 0 {
+		cong = uint16(c.Congestion)
+	}
+	return maxWrite, maxBg, cong
+}
+
 // CleanStale checks a mount point before mounting. A FUSE mount whose
 // daemon died is unmounted and reported; any other mount there is an error.
 func CleanStale(mnt string) (string, error) {
@@ -196,12 +223,8 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if cfg.MaxRead > 0 {
 		mopts.Options = append(mopts.Options, fmt.Sprintf("max_read=%d", cfg.MaxRead))
 	}
-	if mopts.MaxWrite == 0 {
-		mopts.MaxWrite = 1 << 20
-	}
-	if mopts.MaxBackground == 0 {
-		mopts.MaxBackground = 12
-	}
+	maxWrite, maxBg, _ := cfg.initLimits()
+	mopts.MaxWrite, mopts.MaxBackground = int(maxWrite), int(maxBg)
 	// With no negative timeout, a missing name is answered ENOENT, as
 	// libfuse and go-fuse's loopback do, not with a 144-byte negative entry
 	// that expires at once.
@@ -347,6 +370,39 @@ func (f *FS) closeControl() {
 
 // Unmount writes out what write-behind holds, unmounts the file system and
 // stops serving it.
+// ErrBusy reports a mount that files, or processes' working directories,
+// keep busy: TryUnmount left it mounted and serving.
+var ErrBusy = errors.New("busy")
+
+// TryUnmount unmounts once, without forcing: while anything under the
+// mount is in use it returns ErrBusy and the file system goes on serving.
+func (f *FS) TryUnmount() error {
+	f.raw.wb.drainAll()
+	var err error
+	if os.Geteuid() == 0 {
+		err = unix.Unmount(f.MountPoint, 0)
+	} else {
+		err = f.server.Unmount()
+	}
+	if errors.Is(err, unix.EBUSY) {
+		return ErrBusy
+	}
+	if err != nil {
+		if users, uerr := fuseconn.Users(f.MountPoint); uerr == nil && len(users) > 0 {
+			return ErrBusy // fusermount's error says only that it failed
+		}
+		return err
+	}
+	f.closeControl()
+	select {
+	case <-f.unmounts:
+	case <-time.After(5 * time.Second):
+	}
+	return nil
+}
+
+// Unmount unmounts, lazily (umount -l) if it stays busy for a second:
+// processes still using it then get ENOTCONN.
 func (f *FS) Unmount() error {
 	f.closeControl()
 	f.raw.wb.drainAll()
@@ -390,20 +446,9 @@ func (f *FS) Record() *profile.Record {
 	// without MAX_PAGES), and the background limits as fusectl shows them,
 	// which includes changes made there. (It would raise max_write to 4 KiB;
 	// Validate refuses less.)
-	maxBg, cong := uint16(12), uint16(9)
-	if f.Config.MaxBackground > 0 {
-		maxBg = uint16(f.Config.MaxBackground)
-		cong = maxBg * 3 / 4
-	}
-	if f.Config.Congestion > 0 {
-		cong = uint16(f.Config.Congestion)
-	}
+	maxWrite, maxBg, cong := f.Config.initLimits()
 	if ci := fuseconn.Read(f.Conn); ci != nil && !ci.Aborted {
 		maxBg, cong = uint16(ci.MaxBackground), uint16(ci.CongestionThreshold)
-	}
-	maxWrite := uint32(1 << 20)
-	if f.Config.MaxWrite > 0 {
-		maxWrite = uint32(f.Config.MaxWrite)
 	}
 	maxPages := uint16(32)
 	if offered&requested&fuse.CAP_MAX_PAGES != 0 {

@@ -2,18 +2,12 @@ package labfs
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
-	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 )
 
 // labRaw wraps go-fuse's node file system at the protocol level, where every
@@ -43,64 +37,6 @@ type labRaw struct {
 	invalidateAttr func(node uint64) // drops the kernel's cached attributes of a node
 	shrinks        *atomic.Uint64    // the mount's requests that may shorten a file (confinedNode.readable)
 }
-
-// fileVersion is what close-to-open compares between a close and an open.
-type fileVersion struct {
-	size             uint64
-	mtime, mtimensec uint64
-}
-
-// serve runs one request: wait for a slot, run it, and record the time from
-// receipt to reply. The handler calls remote.wait() when it goes to the
-// backend, which costs the emulated network delay; answers from the
-// daemon's own caches do not.
-func (w *labRaw) serve(op fuseproto.Opcode, do func(remote backend) (fuse.Status, int, int)) fuse.Status {
-	return w.serveFrom(monotonic(), op, do)
-}
-
-// serveFrom is serve for a request received at start. A handler that
-// returns in < 0 records the request itself, later.
-func (w *labRaw) serveFrom(start time.Duration, op fuseproto.Opcode, do func(remote backend) (fuse.Status, int, int)) fuse.Status {
-	if w.slots != nil {
-		w.slots <- struct{}{}
-		defer func() { <-w.slots }()
-	}
-	st, in, out := do(backend{w, op})
-	if in < 0 {
-		return st
-	}
-	errno := ""
-	if st != fuse.OK {
-		// A failed request carries no data, whatever size its handler
-		// returned (go-fuse's loopback passes on the syscall's -1).
-		in, out = 0, 0
-		errno = kernel.ErrnoName(int64(st))
-	}
-	w.stats.record(op, monotonic()-start, errno, in, out)
-	return st
-}
-
-// backend is a request's way to the emulated remote backend. It is a value,
-// not a closure, so that serving a request allocates nothing for it.
-type backend struct {
-	w  *labRaw
-	op fuseproto.Opcode
-}
-
-// wait pays the operation's emulated network delay.
-func (b backend) wait() {
-	if d := b.w.cfg.Latency.For(b.op); d > 0 {
-		b.w.sleep.sleep(d)
-	}
-}
-
-// epoch anchors monotonic.
-var epoch = time.Now()
-
-// monotonic reads the monotonic clock alone: time.Now reads the wall clock
-// too, a second clock read per timestamp that the request timer does not
-// need.
-func monotonic() time.Duration { return time.Since(epoch) }
 
 func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	return w.serve(fuseproto.Lookup, func(remote backend) (fuse.Status, int, int) {
@@ -281,18 +217,6 @@ func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, d
 	})
 }
 
-// killSgid clears set-group-ID after an access ACL was set by a caller
-// outside the file's group and without CAP_FSETID, as the kernel's
-// posix_acl_update_mode does: the daemon, as root, keeps it otherwise.
-func (w *labRaw) killSgid(c <-chan struct{}, h *fuse.InHeader) {
-	var a fuse.AttrOut
-	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: *h}, &a) != fuse.OK || a.Mode&syscall.S_ISGID == 0 {
-		return
-	}
-	in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{InHeader: *h, Valid: fuse.FATTR_MODE, Mode: a.Mode &^ (syscall.S_IFMT | syscall.S_ISGID)}}
-	w.RawFileSystem.SetAttr(c, in, &a)
-}
-
 func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
 	return w.serve(fuseproto.Removexattr, func(remote backend) (fuse.Status, int, int) {
 		remote.wait()
@@ -337,84 +261,6 @@ func (w *labRaw) Tmpfile(c <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateO
 	})
 }
 
-// creationMode is the mode to make a file or directory with in parent, as a
-// native file system makes it. The kernel sends the caller's mode and umask
-// apart (FUSE_DONT_MASK) and the daemon runs with umask 0, so the umask is
-// applied here, unless the parent has a default ACL: then the backing file
-// system applies that instead, and ignores the umask (POSIX.1e). Had the
-// kernel applied the umask itself, a default ACL that grants the group
-// write access would be cut back by a umask of 022.
-func (w *labRaw) creationMode(c <-chan struct{}, parent uint64, mode, umask uint32) uint32 {
-	if mode&^umask == mode {
-		return mode
-	}
-	now := monotonic()
-	has, known := w.acls.get(parent, now)
-	if !known {
-		sz, st := w.RawFileSystem.GetXAttr(c, &fuse.InHeader{NodeId: parent}, aclDefault, nil)
-		has = st == fuse.OK && sz > 0
-		w.acls.put(parent, has, now)
-	}
-	if has {
-		return mode
-	}
-	return mode &^ umask
-}
-
-// defaultACLs remembers which directories have a default ACL for as long as
-// the kernel trusts attributes (--attr-timeout): asking the backing file
-// system at every create cost 4-5 us here, a sixth of the daemon's CREATE.
-// A default ACL set through the mount counts at once; one set on the
-// source directly, after the timeout, as a mode changed there does. nil
-// (an attribute timeout of 0) remembers nothing.
-type defaultACLs struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[uint64]aclSeen
-}
-
-type aclSeen struct {
-	has   bool
-	until time.Duration // monotonic()
-}
-
-func newDefaultACLs(ttl time.Duration) *defaultACLs {
-	if ttl <= 0 {
-		return nil
-	}
-	return &defaultACLs{ttl: ttl, m: map[uint64]aclSeen{}}
-}
-
-func (d *defaultACLs) get(dir uint64, now time.Duration) (has, known bool) {
-	if d == nil {
-		return false, false
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	e, ok := d.m[dir]
-	return e.has, ok && now < e.until
-}
-
-func (d *defaultACLs) put(dir uint64, has bool, now time.Duration) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	d.m[dir] = aclSeen{has: has, until: now + d.ttl}
-	d.mu.Unlock()
-}
-
-// drop forgets a directory: its default ACL changed, or the kernel forgot
-// the node, whose id go-fuse may give to another.
-func (d *defaultACLs) drop(dir uint64) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	delete(d.m, dir)
-	d.mu.Unlock()
-}
-
 const (
 	aclAccess  = "system.posix_acl_access"
 	aclDefault = "system.posix_acl_default"
@@ -445,31 +291,6 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 	})
 }
 
-// openedForWrite tells the md-cache about a passthrough file opened for
-// writing: its writes go to the backing file without a request to the
-// daemon, so the cache must not hold its attributes while it is open.
-func (w *labRaw) openedForWrite(node uint64, flags uint32) {
-	if w.cfg.Passthrough && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		w.md.opened(node)
-	}
-}
-
-// backingFlags adapts open flags for the backing file. With write-back
-// caching the kernel sends every write with its offset (it implements
-// O_APPEND itself) and may read pages of a file opened write-only, so the
-// backing file must be opened without O_APPEND and readable; otherwise
-// appended data lands at the wrong place and is lost.
-func (w *labRaw) backingFlags(flags uint32) uint32 {
-	if !w.cfg.WritebackCache {
-		return flags
-	}
-	flags &^= syscall.O_APPEND
-	if flags&syscall.O_ACCMODE == syscall.O_WRONLY {
-		flags = flags&^syscall.O_ACCMODE | syscall.O_RDWR
-	}
-	return flags
-}
-
 // fetchChunk reads one pipelined chunk from the backend, paying the emulated
 // READ delay and bandwidth as a READ request would.
 func (w *labRaw) fetchChunk(node, fh uint64, off int64, size int) ([]byte, bool) {
@@ -488,103 +309,6 @@ func (w *labRaw) fetchChunk(node, fh uint64, off int64, size int) ([]byte, bool)
 	}
 	w.link.wait(len(data))
 	return data, true
-}
-
-// version reads an inode's size and mtime from the backend.
-func (w *labRaw) version(c <-chan struct{}, node uint64) (fileVersion, bool) {
-	var a fuse.AttrOut
-	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: fuse.InHeader{NodeId: node}}, &a) != fuse.OK {
-		return fileVersion{}, false
-	}
-	return fileVersion{size: a.Size, mtime: a.Mtime, mtimensec: uint64(a.Mtimensec)}, true
-}
-
-// noteClose records the version of a file being closed (close-to-open).
-func (w *labRaw) noteClose(c <-chan struct{}, node uint64) {
-	if w.cfg.Invalidation != "cto" {
-		return
-	}
-	if v, ok := w.version(c, node); ok {
-		w.ctoMu.Lock()
-		w.lastClose[node] = v
-		w.ctoMu.Unlock()
-	}
-}
-
-// closeToOpen keeps a file's cached pages across opens unless its size or
-// mtime changed since it was last closed through this mount; then the open
-// is answered without FOPEN_KEEP_CACHE, which makes the kernel drop them.
-func (w *labRaw) closeToOpen(c <-chan struct{}, node uint64, out *fuse.OpenOut) {
-	if w.cfg.Invalidation != "cto" || w.cfg.DirectIO {
-		return
-	}
-	out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
-	now, ok := w.version(c, node)
-	w.ctoMu.Lock()
-	last, seen := w.lastClose[node]
-	w.ctoMu.Unlock()
-	if ok && seen && now != last {
-		out.OpenFlags &^= fuse.FOPEN_KEEP_CACHE
-		w.c.invalidations.Add(1)
-	}
-}
-
-// openFlags applies the page-cache mode to an open reply.
-func (w *labRaw) openFlags(out *fuse.OpenOut) {
-	if w.cfg.KeepCache {
-		out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
-	}
-	if w.cfg.DirectIO { // never with passthrough: Config.Validate refuses it
-		out.OpenFlags |= fuse.FOPEN_DIRECT_IO
-	}
-}
-
-// timedRead records a READ when go-fuse has sent its reply: go-fuse reads
-// the backing file (or splices it) only while it writes the reply, after the
-// handler has returned, so the handler's own time would leave the read out.
-// done gets the bytes the reply carried.
-type timedRead struct {
-	fuse.ReadResult
-	done func(n int)
-	n    int // the reply's data bytes
-}
-
-// Bytes is how go-fuse gets the data when it does not splice.
-func (r *timedRead) Bytes(buf []byte) ([]byte, fuse.Status) {
-	data, st := r.ReadResult.Bytes(buf)
-	r.n = len(data)
-	return data, st
-}
-
-func (r *timedRead) Done() {
-	r.ReadResult.Done()
-	r.done(r.n)
-}
-
-// timedSeekableRead keeps a file-backed result recognisable to go-fuse,
-// which splices only results with a Seekable method into /dev/fuse: hiding
-// it behind timedRead made every READ a pread plus a copy, and a 128 KiB
-// READ took twice as long as go-fuse's loopback.
-type timedSeekableRead struct {
-	timedRead
-	seekable interface {
-		Seekable() (fd uintptr, off int64, sz int)
-	}
-}
-
-func (r *timedSeekableRead) Seekable() (fd uintptr, off int64, sz int) { return r.seekable.Seekable() }
-
-// timeRead wraps res so that done runs when go-fuse has sent the reply,
-// keeping whatever lets go-fuse splice it. n is the reply's data bytes as
-// the handler sized it (Bytes, when go-fuse copies, counts them again).
-func timeRead(res fuse.ReadResult, n int, done func(n int)) fuse.ReadResult {
-	t := timedRead{ReadResult: res, done: done, n: n}
-	if s, ok := res.(interface {
-		Seekable() (fd uintptr, off int64, sz int)
-	}); ok {
-		return &timedSeekableRead{timedRead: t, seekable: s}
-	}
-	return &t
 }
 
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
@@ -671,75 +395,6 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 		return st, size, 0
 	})
 	return n, st
-}
-
-// killSuidgid clears set-user-ID, set-group-ID (when group-executable) and
-// file capabilities after a write, truncate or chown by a caller without
-// CAP_FSETID: what the kernel's file_remove_privs would have done had we not
-// negotiated FUSE_HANDLE_KILLPRIV_V2. The daemon runs as root, so writing the
-// backing file does not clear them by itself.
-func (w *labRaw) killSuidgid(c <-chan struct{}, h *fuse.InHeader, fh uint64, out *fuse.AttrOut) {
-	var a fuse.AttrOut
-	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: *h}, &a) != fuse.OK {
-		return
-	}
-	w.clearPrivs(c, h, a.Mode&^syscall.S_IFMT, out)
-}
-
-// clearPrivs clears what killSuidgid clears from a file of the given mode.
-func (w *labRaw) clearPrivs(c <-chan struct{}, h *fuse.InHeader, mode uint32, out *fuse.AttrOut) {
-	kill := uint32(syscall.S_ISUID)
-	if mode&syscall.S_IXGRP != 0 {
-		kill |= syscall.S_ISGID
-	}
-	if mode&kill != 0 {
-		in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{InHeader: *h, Valid: fuse.FATTR_MODE, Mode: mode &^ kill}}
-		w.RawFileSystem.SetAttr(c, in, out)
-	}
-	w.RawFileSystem.RemoveXAttr(c, h, "security.capability")
-}
-
-// killPrivsForWriter clears set-user-ID, set-group-ID and file
-// capabilities when a caller without CAP_FSETID opens a passthrough file for
-// writing. Its writes go straight to the backing file, never to the daemon,
-// and with FUSE_HANDLE_KILLPRIV_V2 the kernel leaves the clearing to the
-// daemon: nothing would clear them. A native file system clears them at the
-// first write; this clears them at the open, a little earlier.
-func (w *labRaw) killPrivsForWriter(c <-chan struct{}, h *fuse.InHeader) {
-	var a fuse.AttrOut
-	if w.RawFileSystem.GetAttr(c, &fuse.GetAttrIn{InHeader: *h}, &a) != fuse.OK {
-		return
-	}
-	mode := a.Mode &^ syscall.S_IFMT
-	// Only an executable file's set-ID bits and capabilities mean anything,
-	// and only those are checked: a data file costs one stat per open.
-	if mode&(syscall.S_ISUID|syscall.S_ISGID|0o111) == 0 || mayKeepPrivs(h.Caller) {
-		return
-	}
-	w.clearPrivs(c, h, mode, &a)
-	if w.invalidateAttr != nil {
-		w.invalidateAttr(h.NodeId) // the kernel caches the old mode
-	}
-}
-
-// mayKeepPrivs says whether a caller keeps set-ID bits when it writes: root
-// with CAP_FSETID in its effective set. An unreadable /proc entry (the
-// caller is gone) counts as not.
-func mayKeepPrivs(caller fuse.Caller) bool {
-	if caller.Uid != 0 {
-		return false
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", caller.Pid))
-	if err != nil {
-		return false
-	}
-	_, rest, ok := bytes.Cut(status, []byte("\nCapEff:\t"))
-	if !ok {
-		return false
-	}
-	line, _, _ := bytes.Cut(rest, []byte("\n"))
-	caps, err := strconv.ParseUint(string(line), 16, 64)
-	return err == nil && caps&(1<<unix.CAP_FSETID) != 0
 }
 
 func (w *labRaw) Lseek(c <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {

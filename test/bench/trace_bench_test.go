@@ -4,11 +4,9 @@
 package bench
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/stats"
+	"github.com/fusescope/fusescope/test/proctest"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -278,36 +277,18 @@ func perEventBlocks(t *testing.T, name string, read func() (time.Duration, uint6
 	return per, events
 }
 
-// startProcess runs a tracer process and returns once a line of its output
-// starts with ready (its probes are attached then); stop sends SIGINT.
+// startProcess runs a tracer process and returns once it says its probes
+// are attached (fusescope trace's "Tracing" line, or, for bpftrace, the
+// marker probe proctest.BpftraceReady); stop sends SIGINT and waits.
 func startProcess(t *testing.T, ready string, name string, args ...string) func() {
-	cmd := exec.Command(name, args...)
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	var p *proctest.Process
+	if name == "bpftrace" {
+		args[len(args)-1] += proctest.BpftraceReady
+		p = proctest.StartBpftrace(t, exec.Command(name, args...), 60*time.Second)
+	} else {
+		p = proctest.Start(t, exec.Command(name, args...), ready, 60*time.Second)
 	}
-	ok := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), ready) {
-				ok <- true
-			}
-		}
-	}()
-	select {
-	case <-ok:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("%s did not attach", name)
-	}
-	time.Sleep(200 * time.Millisecond) // bpftrace prints "Attaching" before it attaches
-	return func() {
-		cmd.Process.Signal(syscall.SIGINT)
-		cmd.Wait()
-		pw.Close()
-	}
+	return func() { p.Interrupt(t, time.Minute) }
 }
 
 // bpftraceProg does what fusescope trace does, the bpftrace way: match send
@@ -362,7 +343,7 @@ func TestBenchTraceOverhead(t *testing.T) {
 	_, noBpftrace := exec.LookPath("bpftrace")
 	if noBpftrace == nil {
 		fmt.Printf("| bpftrace, same aggregation (process) | %d %s\n", nProcess, summary(pairs(t, nProcess, files, func() func() {
-			return startProcess(t, "Attaching", "bpftrace", "-e", bpftraceProg)
+			return startProcess(t, "", "bpftrace", "-e", bpftraceProg)
 		})))
 	} else {
 		// make bench installs bpftrace; a machine it cannot reach
@@ -422,7 +403,7 @@ func TestBenchTraceOverhead(t *testing.T) {
 		fmt.Println("| bpftrace, same aggregation | not installed here | | |")
 	} else {
 		before := progs(t)
-		stop := startProcess(t, "Attaching", "bpftrace", "-e", bpftraceProg)
+		stop := startProcess(t, "", "bpftrace", "-e", bpftraceProg)
 		report("bpftrace, same aggregation", func() (time.Duration, uint64) {
 			var ns, cnt uint64
 			for id, p := range progs(t) {

@@ -1,20 +1,18 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/test/proctest"
 )
 
 // mountBindfs mounts bindfs (an independent libfuse daemon) over a directory
@@ -41,63 +39,24 @@ func mountBindfs(t *testing.T, n int) (src, mnt string) {
 // bpftraceCounts runs a bpftrace program that does the tracer's matching of
 // sends and ends on the same tracepoints, independently, and returns the
 // per-opcode counts of completed requests on one connection.
-type bpftraceOracle struct {
-	cmd  *exec.Cmd
-	out  lockedBuffer
-	done chan error
-}
+type bpftraceOracle struct{ proc *proctest.Process }
 
 func startBpftrace(t *testing.T, conn uint32) *bpftraceOracle {
 	t.Helper()
 	need(t, "bpftrace")
 	prog := fmt.Sprintf(`tracepoint:fuse:fuse_request_send /args->connection == %d/ { @op[args->unique] = args->opcode + 1; }
 tracepoint:fuse:fuse_request_end /args->connection == %d && @op[args->unique]/ { @done[@op[args->unique] - 1] = count(); delete(@op[args->unique]); }
-END { clear(@op); }`, conn, conn)
-	o := &bpftraceOracle{cmd: exec.Command("bpftrace", "-e", prog), done: make(chan error, 1)}
-	pr, pw := io.Pipe()
-	o.cmd.Stdout, o.cmd.Stderr = pw, pw
-	if err := o.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready, scanned := make(chan bool, 1), make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			o.out.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "Attaching") {
-				select { // once: a second would block the scan
-				case ready <- true:
-				default:
-				}
-			}
-		}
-	}()
-	go func() { err := o.cmd.Wait(); pw.Close(); <-scanned; o.done <- err }()
-	select {
-	case <-ready:
-		time.Sleep(200 * time.Millisecond) // "Attaching" precedes the attach itself
-	case err := <-o.done:
-		t.Fatalf("bpftrace exited: %v\n%s", err, o.out.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("bpftrace did not attach within 60 s")
-	}
-	t.Cleanup(func() { o.cmd.Process.Kill() })
-	return o
+END { clear(@op); }`, conn, conn) + proctest.BpftraceReady
+	return &bpftraceOracle{proctest.StartBpftrace(t, exec.Command("bpftrace", "-e", prog), 60*time.Second)}
 }
 
 var bpftraceLine = regexp.MustCompile(`^@done\[(\d+)\]: (\d+)$`)
 
 func (o *bpftraceOracle) stop(t *testing.T) map[string]uint64 {
 	t.Helper()
-	o.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-o.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("bpftrace did not stop")
-	}
+	o.proc.Interrupt(t, 30*time.Second)
 	out := map[string]uint64{}
-	for _, line := range strings.Split(o.out.String(), "\n") {
+	for _, line := range strings.Split(o.proc.Output(), "\n") {
 		if m := bpftraceLine.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
 			op, _ := strconv.ParseUint(m[1], 10, 32)
 			n, _ := strconv.ParseUint(m[2], 10, 64)
@@ -126,7 +85,7 @@ func TestTraceBindfsAgainstBpftrace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(mnt, "missing")); err == nil {
 		t.Fatal("missing file exists")
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitIdle(t, conn) // the RELEASEs that cat's exit queued have ended
 	tr.stop(t)
 	want := oracle.stop(t)
 	r := loadRecord(t, rec)
@@ -137,7 +96,7 @@ func TestTraceBindfsAgainstBpftrace(t *testing.T) {
 		t.Errorf("LOOKUP = %d, want at least %d (stat of %d files, cat of 2, one missing)", got["LOOKUP"], n+3, n)
 	}
 	if len(want) == 0 {
-		t.Fatalf("bpftrace saw nothing:\n%s", oracle.out.String())
+		t.Fatalf("bpftrace saw nothing:\n%s", oracle.proc.Output())
 	}
 	for op, w := range want {
 		if got[op] != w {

@@ -21,6 +21,7 @@ import (
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/test/labmodes"
+	"github.com/fusescope/fusescope/test/proctest"
 	"golang.org/x/sys/unix"
 )
 
@@ -557,7 +558,7 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 	if n, err := unix.Getxattr(filepath.Join(mnt, "f0"), "user.k", nil); n != 5 || err != nil {
 		t.Errorf("getxattr user.k, size only: %d, %v", n, err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitIdle(t, f.Conn) // the daemon counts a request before it replies
 	tr.stop(t)
 	after := f.Record()
 	kernel := loadRecord(t, rec)
@@ -628,7 +629,7 @@ func TestLabFSListingBytesAgreeWithTrace(t *testing.T) {
 		if ents, err := os.ReadDir(mnt); err != nil || len(ents) != 300 {
 			t.Fatalf("readdirplus=%s: %d entries, %v", plus, len(ents), err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		waitIdle(t, f.Conn) // RELEASEDIR, sent in the background; the daemon counts a request before it replies
 		tr.stop(t)
 		diff, err := f.Record().Profile.Sub(&before.Profile)
 		if err != nil {
@@ -647,8 +648,8 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	src, mnt := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
 	daemon := startDaemon(t, src, mnt)
-	daemon.Process.Kill()
-	daemon.Wait()
+	daemon.Cmd.Process.Kill()
+	daemon.Wait(10 * time.Second)
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(mnt, &sfs); !errors.Is(err, syscall.ENOTCONN) {
 		t.Fatalf("after SIGKILL, statfs %s = %v, want ENOTCONN", mnt, err)
@@ -693,8 +694,8 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	}
 
 	term := startDaemon(t, src, mnt)
-	term.Process.Signal(syscall.SIGTERM)
-	if err := term.Wait(); err != nil {
+	term.Cmd.Process.Signal(syscall.SIGTERM)
+	if _, err := term.Wait(30 * time.Second); err != nil {
 		t.Errorf("SIGTERM: exit %v", err)
 	}
 	if mounted(mnt) {
@@ -810,41 +811,9 @@ func mounted(mnt string) bool {
 // go-fuse then still opens a file of the new mount from inside the daemon,
 // and a daemon killed while its own request is in flight hangs in the
 // kernel, waiting for itself, with the mount alive.
-func startDaemon(t *testing.T, src, mnt string) *exec.Cmd {
+func startDaemon(t *testing.T, src, mnt string) *proctest.Process {
 	t.Helper()
-	daemon := exec.Command(fusescopeBin, "fs", "mount", src, mnt)
-	stderr, err := daemon.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	said := make(chan string, 1)
-	go func() {
-		lines := bufio.NewScanner(stderr)
-		for lines.Scan() {
-			if strings.Contains(lines.Text(), " mounted at ") {
-				select {
-				case said <- lines.Text():
-				default:
-				}
-			}
-		}
-		close(said)
-	}()
-	select {
-	case line, ok := <-said:
-		if !ok {
-			daemon.Wait()
-			t.Fatalf("fs mount %s %s ended without mounting", src, mnt)
-		}
-		t.Log(line)
-	case <-time.After(10 * time.Second):
-		daemon.Process.Kill()
-		t.Fatalf("fs mount %s %s did not say it had mounted within 10 s", src, mnt)
-	}
-	return daemon
+	return proctest.Start(t, exec.Command(fusescopeBin, "fs", "mount", src, mnt), " mounted at ", 10*time.Second)
 }
 
 func waitMounted(t *testing.T, mnt string) {
@@ -1241,5 +1210,36 @@ func TestLabFSStatsOfAnotherUser(t *testing.T) {
 	text := strings.TrimSpace(string(out))
 	if err == nil || strings.Contains(text, "\n") || !strings.Contains(text, "was mounted by uid 0") {
 		t.Errorf("fs stats as nobody of root's mount: %v, want one line saying it was mounted by uid 0:\n%s", err, out)
+	}
+}
+
+// Ctrl-C on a foreground mount that a process is using says who uses it
+// and goes on serving; the next Ctrl-C, once the process is gone, unmounts
+// it cleanly.
+func TestLabFSForegroundBusyCtrlC(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
+	fs := proctest.Start(t, exec.Command(fusescopeBin, "fs", "mount", src, mnt), "Ctrl-C or fusescope fs umount", 30*time.Second)
+	user := exec.Command("sleep", "100")
+	user.Dir = mnt
+	if err := user.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer user.Process.Kill()
+	fs.Cmd.Process.Signal(syscall.SIGINT)
+	waitFor(t, "the busy message", func() bool { return strings.Contains(fs.Output(), "is busy, still serving") })
+	if out := fs.Output(); !strings.Contains(out, fmt.Sprintf("%d sleep (its working directory)", user.Process.Pid)) {
+		t.Errorf("the message does not name the process using the mount:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(b) != "x" {
+		t.Fatalf("after the first Ctrl-C the mount no longer serves: %q, %v", b, err)
+	}
+	user.Process.Kill()
+	user.Wait()
+	if err := fs.Interrupt(t, 30*time.Second); err != nil {
+		t.Fatalf("the second Ctrl-C: %v\n%s", err, fs.Output())
+	}
+	if mounted(mnt) {
+		t.Errorf("%s is still mounted", mnt)
 	}
 }

@@ -4,21 +4,20 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/proctest"
 )
 
 var (
@@ -96,10 +95,16 @@ func TestMain(m *testing.M) {
 // tracer is a running `fusescope trace`.
 type tracer struct {
 	cmd    *exec.Cmd
+	proc   *proctest.Process
 	stdout bytes.Buffer // complete once done has a value
-	stderr lockedBuffer // filled line by line while it runs
+	stderr stderrLines  // filled line by line while it runs
 	done   chan error
 }
+
+// stderrLines is what a tracer wrote to standard error so far.
+type stderrLines struct{ p **proctest.Process }
+
+func (s stderrLines) String() string { return (*s.p).Output() }
 
 // lockedBuffer is a buffer one goroutine fills while the test reads it.
 type lockedBuffer struct {
@@ -130,41 +135,13 @@ func (l *lockedBuffer) String() string {
 func startTrace(t *testing.T, args ...string) *tracer {
 	t.Helper()
 	tr := &tracer{cmd: exec.Command(fusescopeBin, append([]string{"trace"}, args...)...), done: make(chan error, 1)}
+	tr.stderr = stderrLines{&tr.proc}
 	tr.cmd.Stdout = &tr.stdout
-	pr, pw := io.Pipe()
-	tr.cmd.Stderr = pw
-	if err := tr.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready, scanned := make(chan bool, 1), make(chan struct{})
+	tr.proc = proctest.Start(t, tr.cmd, "Tracing FUSE requests", 30*time.Second)
 	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			tr.stderr.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "Tracing FUSE requests") {
-				select { // once: a second would block the scan
-				case ready <- true:
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		err := tr.cmd.Wait()
-		pw.Close()
-		<-scanned // its last lines are in stderr
+		_, err := tr.proc.Wait(time.Hour)
 		tr.done <- err
 	}()
-	select {
-	case <-ready:
-	case err := <-tr.done:
-		t.Fatalf("fusescope trace %v exited before attaching: %v\n%s", args, err, tr.stderr.String())
-	case <-time.After(30 * time.Second):
-		tr.cmd.Process.Kill()
-		t.Fatalf("fusescope trace %v did not attach within 30 s", args)
-	}
-	t.Cleanup(func() { tr.cmd.Process.Kill() })
 	return tr
 }
 
@@ -230,4 +207,16 @@ func need(t *testing.T, cmds ...string) {
 			t.Fatalf("%s is not installed: run make test, which installs it", c)
 		}
 	}
+}
+
+// waitIdle waits until no request is in flight on a connection, as the
+// kernel counts them (fusectl's waiting, decremented after the request's
+// fuse_request_end has fired): every request made so far, the ones sent
+// in the background at a close included, has been seen by the tracers.
+func waitIdle(t *testing.T, conn uint32) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("no request in flight on connection %d", conn), func() bool {
+		ci := fuseconn.Read(conn)
+		return ci == nil || ci.Waiting == 0
+	})
 }

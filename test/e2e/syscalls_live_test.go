@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/proctest"
 	"golang.org/x/sys/unix"
 )
 
@@ -479,31 +480,15 @@ for w in workers:
 	udp := "UDP:[127.0.0.1:" + strings.TrimSpace(port) + "]"
 	out := filepath.Join(dir, "report.json")
 	tr := exec.Command(fusescopeBin, "syscalls", "--json", "--top", "0", "-o", out, "-p", strconv.Itoa(prog.Process.Pid))
-	stderr, _ := tr.StderrPipe()
-	if err := tr.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	if !sc.Scan() || !strings.Contains(sc.Text(), "Hit Ctrl-C to end") {
-		t.Fatalf("want the attach line, got %q", sc.Text())
-	}
-	go func() {
-		for sc.Scan() {
-			t.Log(sc.Text())
-		}
-	}()
+	tracer := proctest.Start(t, tr, "Hit Ctrl-C to end", 30*time.Second)
 	os.WriteFile(trigger, nil, 0o644)
 	prog.Wait()
-	done := make(chan error, 1)
-	go func() { done <- tr.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("fusescope syscalls -p: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		tr.Process.Kill()
-		t.Fatal("fusescope syscalls -p did not stop when its process exited")
+	exited, err := tracer.Wait(10 * time.Second)
+	switch {
+	case !exited:
+		t.Fatalf("fusescope syscalls -p did not stop when its process exited:\n%s", tracer.Output())
+	case err != nil:
+		t.Fatalf("fusescope syscalls -p: %v\n%s", err, tracer.Output())
 	}
 	r := decodeReport(t, out)
 	var f profile.FileStat

@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"io"
@@ -14,11 +14,11 @@ import (
 // save does what a run with -o path does at its end: it writes s there.
 func save(t *testing.T, path, s string) {
 	t.Helper()
-	o, err := createOutput(path)
+	o, err := CreateOutput(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.finish(func(w io.Writer) error { _, err := io.WriteString(w, s); return err }); err != nil {
+	if err := o.Finish(func(w io.Writer) error { _, err := io.WriteString(w, s); return err }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -73,11 +73,11 @@ func TestOutputFollowsSymlinksAndRefusesDirectories(t *testing.T) {
 	}
 
 	// A run that saves nothing leaves the old file as it was.
-	o, err := createOutput(target)
+	o, err := CreateOutput(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.finish(nil)
+	o.Finish(nil)
 	if b, _ := os.ReadFile(target); string(b) != "new" {
 		t.Errorf("after a run with nothing to save: %q", b)
 	}
@@ -85,7 +85,7 @@ func TestOutputFollowsSymlinksAndRefusesDirectories(t *testing.T) {
 		t.Errorf("left behind: %v", entries)
 	}
 
-	if _, err := createOutput(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+	if _, err := CreateOutput(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("-o DIR: %v, want a one-line refusal", err)
 	}
 }

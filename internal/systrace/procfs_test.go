@@ -1,4 +1,4 @@
-package ktrace
+package systrace
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package ktrace
+package systrace
 
 import (
 	"bufio"
@@ -109,4 +109,66 @@ func unixSocket(r io.Reader, ino uint64) (string, bool) {
 		return strings.Join(f[7:], " "), true
 	}
 	return f[6], true // unnamed: its inode keeps it apart from the others
+}
+
+// Proc is what the live interpretation asks /proc about a process: the
+// names of fds it did not see made, and where a process is. Tests replay
+// recorded answers.
+type Proc interface {
+	// FD names fd of process pid as strace -y would: a path, a socket
+	// with its addresses, pipe:[inode].
+	FD(pid, fd int) (string, error)
+	// FDs lists the fds process pid holds.
+	FDs(pid int) ([]int, error)
+	// Cwd is process pid's working directory.
+	Cwd(pid int) (string, error)
+	// HasFD tells whether process pid still holds fd; alive is false when
+	// the process is gone (then nothing can be said).
+	HasFD(pid, fd int) (has, alive bool)
+}
+
+// ProcFS is Proc on this machine's /proc.
+type ProcFS struct{}
+
+// FD reads the fd's link; a socket is named as procSocket does.
+func (ProcFS) FD(pid, fd int) (string, error) {
+	s, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	if err != nil {
+		return "", err
+	}
+	if ino, ok := strings.CutPrefix(s, "socket:["); ok {
+		if n, err := strconv.ParseUint(strings.TrimSuffix(ino, "]"), 10, 64); err == nil {
+			if name, ok := procSocket(pid, n); ok {
+				return name, nil
+			}
+		}
+	}
+	return s, nil
+}
+
+// FDs lists /proc/PID/fd.
+func (ProcFS) FDs(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil {
+			fds = append(fds, fd)
+		}
+	}
+	return fds, nil
+}
+
+// Cwd reads /proc/PID/cwd.
+func (ProcFS) Cwd(pid int) (string, error) { return os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)) }
+
+// HasFD looks for /proc/PID/fd/N.
+func (ProcFS) HasFD(pid, fd int) (has, alive bool) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/fd", pid)); err != nil {
+		return false, false
+	}
+	_, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	return err == nil, true
 }

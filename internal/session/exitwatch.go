@@ -1,6 +1,7 @@
-package main
+package session
 
 import (
+	"context"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -18,14 +19,16 @@ func watchExit(pid int) (*exitWatch, error) {
 	return &exitWatch{fd: fd}, nil
 }
 
-// wait blocks until the process has exited.
-func (w *exitWatch) wait() {
+// wait blocks until the process has exited (true) or ctx ends (false).
+func (w *exitWatch) wait(ctx context.Context) bool {
 	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
-	for {
-		if n, err := unix.Poll(fds, -1); n > 0 || (err != nil && err != unix.EINTR) {
-			return
+	for ctx.Err() == nil {
+		n, err := unix.Poll(fds, 100)
+		if n > 0 || (err != nil && err != unix.EINTR) {
+			return true
 		}
 	}
+	return false
 }
 
 func (w *exitWatch) close() { unix.Close(w.fd) }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package labfs
+
+const raceEnabled = false

@@ -1,0 +1,266 @@
+// Package session drives a run of fusescope's sources: it opens them once
+// a -- CMD is held at its gate, reports intervals (differences of
+// cumulative snapshots, or what a source says its interval was), polls
+// sources that have events, ends the run on Ctrl-C, on the command's exit
+// or on -p's process's exit, and writes the -o record atomically. trace,
+// syscalls (live) and fs stats all run through Run; cmd/ only maps flags
+// to a Config and picks the sinks.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// Source is one measurement: it measures from when it is opened until it
+// is closed.
+type Source interface {
+	// Snapshot is the record of everything measured so far: cumulative,
+	// so that two snapshots' difference is what happened between them.
+	Snapshot() (*profile.Record, error)
+	// Close stops measuring and frees what the source holds (probes,
+	// maps); it is called once, whatever happened.
+	Close() error
+}
+
+// Intervaler is a source that reports intervals (bcc's [interval
+// [count]]). Its interval records are more than the difference of two
+// snapshots: the exact extremes of the interval, its own events.
+type Intervaler interface {
+	// Interval is the record of the interval since the previous call (or
+	// the start) and the cumulative record at its end. final marks the
+	// run's last interval, cut short by the end of the run or its count.
+	Interval(final bool) (interval, whole *profile.Record, err error)
+}
+
+// Poller is a source with work to do while it measures: events to read
+// and hand to their sinks, or a target that may go away. An error ends
+// the run after its last report, and Run returns it.
+type Poller interface {
+	PollEvery() time.Duration
+	Poll() error
+}
+
+// Finisher is a source whose record of the whole run is made at its end
+// (the live system-call source analyses its events as a stream), or that
+// records how the run's command ended. Run calls it, instead of Snapshot,
+// at the end of a run without intervals.
+type Finisher interface {
+	Finish(command *Exit) (*profile.Record, error)
+}
+
+// Target is what a source is opened for.
+type Target struct {
+	// CommandPID is the -- CMD command's process, held at the gate until
+	// the source is open; 0 without one. Its fd GateFD is the gate's pipe,
+	// closed as it executes the command.
+	CommandPID int
+	GateFD     int
+}
+
+// Config is one run.
+type Config struct {
+	Interval time.Duration // 0: one record, of the whole run
+	Count    int           // interval records to report; 0: until the run ends
+	// Immediate reports what the source holds now and ends: fs stats
+	// without an interval, whose daemon counted since it was mounted.
+	Immediate bool
+	Command   []string // -- CMD: run once the sources are open; its exit ends the run
+	PID       int      // -p: its exit ends the run, as strace -p's does
+	Output    string   // -o: the whole run's record, put in place when the run ends
+	// Save writes the -o file; nil writes the record as JSON.
+	Save func(io.Writer, *profile.Record) error
+	// Ready is called once the source is open, before the command runs.
+	Ready func()
+	// Emit receives each interval's record (interval mode) or the whole
+	// run's; final marks the last call.
+	Emit func(rec *profile.Record, final bool) error
+	// Log receives one-line notes (the -p process exited); nil: none.
+	Log io.Writer
+}
+
+// Run opens the source with open and drives it until the run ends, then
+// returns the record of the whole run. The error is the run's (a source's
+// Poll that ended it, the command's exit status as an *ExitError) after
+// the last record was emitted and saved, or why the run could not be
+// made. Sources are closed, the command is never left held at its gate,
+// and a -o file is never left half written.
+func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (whole *profile.Record, err error) {
+	out, err := CreateOutput(cfg.Output)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if whole == nil {
+			out.Finish(nil) // no temporary file left behind
+		}
+	}()
+	ctx, end := context.WithCancel(ctx)
+	defer end()
+
+	var cmd *command
+	if len(cfg.Command) > 0 {
+		if cmd, err = startGated(cfg.Command); err != nil {
+			return nil, err
+		}
+		defer cmd.abandon()
+	}
+	// A Ctrl-C (or SIGTERM, SIGHUP) ends the run; with a command it reaches
+	// the command (the terminal's reaches it anyway), and a second one
+	// ends the run without waiting for the command.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		n := 0
+		for s := range sigs {
+			n++
+			if cmd == nil || !cmd.signal(s) || n > 1 {
+				end()
+			}
+		}
+	}()
+	var pidExited atomic.Bool
+	if cfg.PID > 0 {
+		w, err := watchExit(cfg.PID)
+		if err != nil {
+			return nil, err
+		}
+		defer w.close()
+		go func() {
+			if w.wait(ctx) {
+				pidExited.Store(true)
+				end()
+			}
+		}()
+	}
+
+	target := Target{}
+	if cmd != nil {
+		target.CommandPID, target.GateFD = cmd.pid(), cmd.gateFD
+	}
+	src, err := open(target)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	if cmd != nil {
+		if err := cmd.release(end); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Immediate {
+		whole, err = src.Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		return whole, cfg.emit(whole, true)
+	}
+
+	iv, _ := src.(Intervaler)
+	if cfg.Interval > 0 && iv == nil {
+		return nil, fmt.Errorf("this source cannot report intervals: leave out the interval")
+	}
+	var pollC, tickC <-chan time.Time
+	poller, _ := src.(Poller)
+	if poller != nil {
+		t := time.NewTicker(poller.PollEvery())
+		defer t.Stop()
+		pollC = t.C
+	}
+	if cfg.Interval > 0 {
+		t := time.NewTicker(cfg.Interval)
+		defer t.Stop()
+		tickC = t.C
+	}
+	var runErr error // what ended the run, returned after the last report
+	emitted := 0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-pollC:
+			if runErr = poller.Poll(); runErr != nil {
+				break loop
+			}
+		case <-tickC:
+			if cfg.Count > 0 && emitted+1 >= cfg.Count {
+				break loop
+			}
+			rec, _, err := iv.Interval(false)
+			if err != nil {
+				return nil, err
+			}
+			if err := cfg.emit(rec, false); err != nil {
+				return nil, err
+			}
+			emitted++
+		}
+	}
+
+	var exit *Exit
+	if cmd != nil {
+		exit = cmd.ended()
+	}
+	if cfg.Interval > 0 {
+		var last *profile.Record
+		if last, whole, err = iv.Interval(true); err != nil {
+			return nil, err
+		}
+		if err := cfg.emit(last, true); err != nil {
+			return nil, err
+		}
+	} else {
+		if f, ok := src.(Finisher); ok {
+			whole, err = f.Finish(exit)
+		} else {
+			whole, err = src.Snapshot()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.emit(whole, true); err != nil {
+			return whole, err
+		}
+	}
+	if pidExited.Load() && runErr == nil && cfg.Log != nil {
+		fmt.Fprintf(cfg.Log, "Process %d exited: tracing ended.\n", cfg.PID)
+	}
+	save := cfg.Save
+	if save == nil {
+		save = func(w io.Writer, r *profile.Record) error { return r.Write(w) }
+	}
+	if err := out.Finish(func(w io.Writer) error { return save(w, whole) }); err != nil {
+		return whole, err
+	}
+	if runErr != nil {
+		return whole, runErr
+	}
+	return whole, exit.Err()
+}
+
+func (cfg *Config) emit(rec *profile.Record, final bool) error {
+	if cfg.Emit == nil {
+		return nil
+	}
+	return cfg.Emit(rec, final)
+}
+
+// IsExit tells whether err is a command's exit status passed on.
+func IsExit(err error) (*ExitError, bool) {
+	var e *ExitError
+	return e, errors.As(err, &e)
+}

@@ -1,0 +1,215 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+	"golang.org/x/sys/unix"
+)
+
+// The gate's process is this test binary, started again: it must execute
+// the command it holds.
+func TestMain(m *testing.M) {
+	RunGateIfAsked()
+	os.Exit(m.Run())
+}
+
+// fakeSource counts what the runner asks of it.
+type fakeSource struct {
+	intervals int
+	finals    int
+	polls     int
+	pollErrAt int // Poll fails on this call; 0: never
+	closed    int
+	finished  *Exit
+	finishes  int
+}
+
+func (f *fakeSource) record(n int) *profile.Record {
+	return &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Tool: strings.Repeat("i", n)}}
+}
+
+func (f *fakeSource) Snapshot() (*profile.Record, error) { return f.record(0), nil }
+func (f *fakeSource) Close() error                       { f.closed++; return nil }
+func (f *fakeSource) Interval(final bool) (*profile.Record, *profile.Record, error) {
+	f.intervals++
+	if final {
+		f.finals++
+	}
+	return f.record(f.intervals), f.record(100), nil
+}
+func (f *fakeSource) PollEvery() time.Duration { return time.Millisecond }
+func (f *fakeSource) Poll() error {
+	f.polls++
+	if f.polls == f.pollErrAt {
+		return errors.New("the mount went away")
+	}
+	return nil
+}
+
+type finishingSource struct{ fakeSource }
+
+func (f *finishingSource) Finish(e *Exit) (*profile.Record, error) {
+	f.finished, f.finishes = e, f.finishes+1
+	return f.record(7), nil
+}
+
+func opener(s Source) func(Target) (Source, error) {
+	return func(Target) (Source, error) { return s, nil }
+}
+
+// [interval [count]]: count records, the last marked final and cut by the
+// count, then the whole run's; the source is closed once.
+func TestRunIntervalCount(t *testing.T) {
+	src := &fakeSource{}
+	var finals []bool
+	whole, err := Run(context.Background(), Config{Interval: 5 * time.Millisecond, Count: 3,
+		Emit: func(r *profile.Record, final bool) error { finals = append(finals, final); return nil }}, opener(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(finals) != 3 || finals[0] || finals[1] || !finals[2] || src.finals != 1 {
+		t.Errorf("emitted %v (final intervals %d), want three, the last final", finals, src.finals)
+	}
+	if whole == nil || whole.Meta.Tool != strings.Repeat("i", 100) || src.closed != 1 {
+		t.Errorf("whole %+v, closed %d times", whole, src.closed)
+	}
+}
+
+// A Poll error ends the run after its last report, which -o saves; Run
+// returns the error.
+func TestRunPollErrorEndsAfterTheReport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "rec.json")
+	src := &finishingSource{fakeSource{pollErrAt: 3}}
+	emitted := 0
+	_, err := Run(context.Background(), Config{Output: out, Emit: func(*profile.Record, bool) error { emitted++; return nil }}, opener(src))
+	if err == nil || err.Error() != "the mount went away" {
+		t.Fatalf("Run: %v, want the Poll's error", err)
+	}
+	if emitted != 1 || src.finishes != 1 || src.finished != nil {
+		t.Errorf("emitted %d, finished %d (%v), want the whole run's record once, no command", emitted, src.finishes, src.finished)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !bytes.Contains(b, []byte(`"iiiiiii"`)) {
+		t.Errorf("-o: %v\n%s", err, b)
+	}
+}
+
+// Immediate: what the source holds now, once, without waiting.
+func TestRunImmediate(t *testing.T) {
+	src := &fakeSource{}
+	start := time.Now()
+	n := 0
+	if _, err := Run(context.Background(), Config{Immediate: true, Emit: func(*profile.Record, bool) error { n++; return nil }}, opener(src)); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || src.polls != 0 || time.Since(start) > 5*time.Second {
+		t.Errorf("%d records, %d polls", n, src.polls)
+	}
+}
+
+// -- CMD: the command is held at the gate while the source opens (still
+// this binary, not yet sh), then runs; its exit ends the run, the source
+// learns how it ended, and Run passes its status on.
+func TestRunCommand(t *testing.T) {
+	src := &finishingSource{}
+	self, _ := os.Executable()
+	var heldExe string
+	_, err := Run(context.Background(), Config{Command: []string{"sh", "-c", "exit 3"}}, func(tg Target) (Source, error) {
+		heldExe, _ = os.Readlink(filepathProc(tg.CommandPID, "exe"))
+		return src, nil
+	})
+	if heldExe != self {
+		t.Errorf("at open, the command's process runs %q, want the gate (%s)", heldExe, self)
+	}
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
+		t.Fatalf("Run: %v, want exit status 3", err)
+	}
+	if src.finished == nil || src.finished.Status == nil || *src.finished.Status != 3 || src.finished.Ran <= 0 {
+		t.Errorf("the source was told %+v", src.finished)
+	}
+}
+
+// A source that cannot open leaves no command held at its gate and no -o
+// temporary file.
+func TestRunOpenFails(t *testing.T) {
+	dir := t.TempDir()
+	var pid int
+	_, err := Run(context.Background(), Config{Command: []string{"sleep", "100"}, Output: filepath.Join(dir, "rec.json")},
+		func(tg Target) (Source, error) { pid = tg.CommandPID; return nil, errors.New("no probes") })
+	if err == nil || err.Error() != "no probes" {
+		t.Fatalf("Run: %v", err)
+	}
+	if pid == 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+		t.Errorf("the held command (pid %d) is still there", pid)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// -p: the process's exit ends the run, with a note.
+func TestRunPIDExit(t *testing.T) {
+	c := exec.Command("sleep", "0.2")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.Wait()
+	var log bytes.Buffer
+	if _, err := Run(context.Background(), Config{PID: c.Process.Pid, Log: &log}, opener(&fakeSource{})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "exited: tracing ended") {
+		t.Errorf("log %q", log.String())
+	}
+}
+
+func filepathProc(pid int, name string) string {
+	return filepath.Join("/proc", strconv.Itoa(pid), name)
+}
+
+// A command inherits the fds we were given, at their numbers, as it would
+// from a shell (the demo's workload writes to 3>&1); the gate's pipe is
+// not among them once it runs.
+func TestRunCommandInheritsFDs(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Give w a number without close-on-exec, as a shell's 3>&1 would.
+	fd, err := unix.Dup(int(w.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer unix.Close(fd)
+	script := fmt.Sprintf("echo through >/proc/self/fd/%d", fd)
+	var gate int
+	_, err = Run(context.Background(), Config{Command: []string{"sh", "-c", script}},
+		func(tg Target) (Source, error) { gate = tg.GateFD; return &finishingSource{}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	b, _ := io.ReadAll(r)
+	if string(b) != "through\n" {
+		t.Errorf("the command wrote %q to its fd %d, want through", b, fd)
+	}
+	if gate <= fd {
+		t.Errorf("the gate's fd %d is not after the inherited %d", gate, fd)
+	}
+}

@@ -1,0 +1,374 @@
+package systrace
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/sysevent"
+	"golang.org/x/sys/unix"
+)
+
+// Live turns the live source's typed events (internal/sysevent) into the
+// events an strace log gives the analyzers: it keeps each process's fd
+// table from the calls that make, duplicate and close fds and from forks
+// and execs, names fds the trace did not see made from /proc (Proc), and
+// names the counted I/O with the table. The kernel side only reads the
+// kernel; everything that names is here, for logs' fd following and live
+// events alike, and is tested by replaying recorded events.
+type Live struct {
+	proc  Proc
+	procs map[int]*liveProc // by process id
+	execs map[int]string    // thread id -> program of its last exec
+	pairs int               // pipes and socket pairs numbered, /proc having lost them
+	root  int
+	ev    Event
+}
+
+// liveProc is what the interpretation knows of a traced process.
+type liveProc struct {
+	pid int
+	fds map[int]string
+	// execClosed holds the names of fds an exec seemed to close (gone from
+	// /proc when the exec was read, which can be long after it): the
+	// kernel still holds their counters, flushed when the number is reused
+	// or at the end, and those are named by what the fd was.
+	execClosed map[int]string
+	cwd        string // "" until needed
+	proc       Proc
+}
+
+// NewLive starts an interpretation that asks proc what the events do not
+// say.
+func NewLive(proc Proc) *Live {
+	return &Live{proc: proc, procs: map[int]*liveProc{}, execs: map[int]string{}}
+}
+
+// Begin learns what the traced process holds already: its inherited fds
+// and its working directory. It is called once the kernel side is
+// attached, before the process runs on (a command held at its gate).
+func (l *Live) Begin(root int) {
+	l.root = root
+	p := l.get(root)
+	p.cwd, _ = l.proc.Cwd(root)
+	if fds, err := l.proc.FDs(root); err == nil {
+		for _, fd := range fds {
+			if target, err := l.proc.FD(root, fd); err == nil {
+				p.fds[fd] = target
+			}
+		}
+	}
+}
+
+// Forget drops what the root's fd table holds for fd (the gate's pipe,
+// closed at its exec).
+func (l *Live) Forget(fd int) { delete(l.get(l.root).fds, fd) }
+
+func (l *Live) get(pid int) *liveProc {
+	p := l.procs[pid]
+	if p == nil {
+		p = &liveProc{pid: pid, fds: map[int]string{}, execClosed: map[int]string{}, proc: l.proc}
+		l.procs[pid] = p
+	}
+	return p
+}
+
+// target names what fd refers to in p, asking /proc for fds the trace did
+// not see created.
+func (p *liveProc) target(fd int) string {
+	if fd < 0 {
+		return ""
+	}
+	if s, ok := p.fds[fd]; ok {
+		return s
+	}
+	s, err := p.proc.FD(p.pid, fd)
+	if err != nil {
+		s = "fd:" + strconv.Itoa(fd)
+	}
+	p.fds[fd] = s
+	return s
+}
+
+// pastTarget names fd for what it did before now: counters flushed at its
+// close or reuse, or at the end. An fd an exec seemed to close keeps the
+// name it had.
+func (p *liveProc) pastTarget(fd int) string {
+	if _, ok := p.fds[fd]; !ok {
+		if s, ok := p.execClosed[fd]; ok {
+			return s
+		}
+	}
+	return p.target(fd)
+}
+
+// name records what fd now refers to.
+func (p *liveProc) name(fd int, target string) {
+	p.fds[fd] = target
+	delete(p.execClosed, fd)
+}
+
+// resolve makes an open's path absolute, as strace -y prints it.
+func (p *liveProc) resolve(dirfd int, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	base := ""
+	if dirfd == unix.AT_FDCWD {
+		if p.cwd == "" {
+			p.cwd, _ = p.proc.Cwd(p.pid)
+		}
+		base = p.cwd
+	} else {
+		base = p.target(dirfd)
+	}
+	if !filepath.IsAbs(base) {
+		return path
+	}
+	return filepath.Join(base, path)
+}
+
+// Handle interprets one event and emits what it stands for.
+func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
+	switch ev.Kind {
+	case sysevent.Start:
+		// A sample at the start anchors the timeline's bins to the kernel's.
+		l.ev = Event{Kind: Sample, Time: ev.Time}
+		emit(&l.ev)
+	case sysevent.Call:
+		l.call(ev, emit)
+	case sysevent.Fork:
+		if ev.ChildPID != ev.PID { // a process, not a thread: it inherits the fd table
+			parent, child := l.get(ev.PID), l.get(ev.ChildPID)
+			for fd, s := range parent.fds {
+				child.fds[fd] = s
+			}
+			child.cwd = parent.cwd
+		}
+	case sysevent.Exec:
+		l.execs[ev.TID] = ev.Str
+		// Exec closed the close-on-exec fds: keep what /proc still shows,
+		// or everything if the process is already gone.
+		p := l.get(ev.PID)
+		for fd, s := range p.fds {
+			if has, alive := l.proc.HasFD(ev.PID, fd); alive && !has {
+				delete(p.fds, fd)
+				p.execClosed[fd] = s
+			}
+		}
+	case sysevent.Exit:
+		e := &l.ev
+		*e = Event{Kind: Exit, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: -1}
+		if sig := ev.ExitCode & 0x7f; sig != 0 {
+			e.Kind, e.Name = Killed, unix.SignalName(syscall.Signal(sig))
+		} else {
+			e.Status = ev.ExitCode >> 8 & 0xff
+		}
+		emit(e) // every thread's, as strace prints +++ exited +++ for each
+	case sysevent.FDIO:
+		l.emitIO(emit, ev.PID, l.get(ev.PID).pastTarget(ev.FD), ev.IO)
+	case sysevent.FDTotals:
+		target := "fd:" + strconv.Itoa(ev.FD)
+		if ev.Known {
+			target = l.get(ev.PID).pastTarget(ev.FD)
+		}
+		l.emitIO(emit, ev.PID, target, ev.IO)
+	case sysevent.Counted:
+		e := &l.ev
+		*e = Event{Kind: Syscall, Name: ev.Name, PID: ev.TID, TGID: ev.PID,
+			Dur: float64(ev.Ns) / 1e9, Calls: ev.Calls, Errors: ev.Errors, Ret: "0"}
+		emit(e)
+	case sysevent.Errnos:
+		e := &l.ev
+		*e = Event{Kind: Failed, Name: ev.Name, Errno: ev.Errno, Calls: ev.Calls, PID: Unattributed, TGID: Unattributed}
+		emit(e)
+	case sysevent.Bin:
+		e := &l.ev
+		*e = Event{Kind: Sample, Name: ev.Category, Calls: ev.Calls, Dur: float64(ev.Ns) / 1e9, Time: ev.Time}
+		emit(e)
+	}
+}
+
+// emitIO emits an fd's counted I/O as aggregate events.
+func (l *Live) emitIO(emit func(*Event), pid int, target string, counts []sysevent.IOCount) {
+	for _, c := range counts {
+		if c.Calls == 0 {
+			continue
+		}
+		kind := Syscall
+		if c.Peer {
+			kind = PeerIO
+		}
+		e := &l.ev
+		*e = Event{Kind: kind, Name: c.Name, PID: pid, TGID: pid, Dur: float64(c.Ns) / 1e9,
+			Calls: c.Calls, Errors: c.Errors, Bytes: c.Bytes, Ret: "0"}
+		e.SetTarget(target)
+		emit(e)
+	}
+}
+
+func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
+	name := ev.Name
+	p := l.get(ev.PID)
+	e := &l.ev
+	*e = Event{Kind: Syscall, Name: name, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: ev.Dur}
+	ret := ev.Ret
+	if ret < 0 && ret > -4096 {
+		e.Ret, e.Errno = "-1", kernel.ErrnoName(-ret)
+	} else {
+		e.Ret = strconv.FormatInt(ret, 10)
+	}
+	fd := int(int32(ev.Args[0]))
+	str := ev.Str
+	switch name {
+	case "open", "creat", "openat", "openat2":
+		dirfd := unix.AT_FDCWD
+		if name == "openat" || name == "openat2" {
+			dirfd = fd
+		}
+		target := ""
+		if ret >= 0 {
+			target = p.resolve(dirfd, str)
+			p.name(int(ret), target)
+		}
+		e.Args = strconv.Quote(str)
+		e.SetTarget(target)
+	case "close":
+		e.SetTarget(p.pastTarget(fd))
+		delete(p.fds, fd)
+		delete(p.execClosed, fd)
+	case "dup", "dup2", "dup3", "fcntl":
+		// fcntl arrives whole only when it duplicated the fd (F_DUPFD,
+		// F_DUPFD_CLOEXEC) or lasted --min-wait.
+		old := p.target(fd)
+		if ret >= 0 && (name != "fcntl" || isDupCmd(ev.Args[1])) {
+			p.name(int(ret), old)
+		}
+		e.SetTarget(old)
+	case "socket":
+		if ret >= 0 {
+			p.name(int(ret), SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
+		}
+	case "connect", "bind":
+		target := p.target(fd)
+		if a := sockaddr(ev.Raw); a != "" {
+			named := Protocol(target) + ":[" + a + "]"
+			if ret == 0 || e.Errno == "EINPROGRESS" {
+				p.name(fd, named)
+				target = named
+			} else {
+				target = named // what it failed to reach; the fd stays unnamed
+			}
+		}
+		e.SetTarget(target)
+	case "accept", "accept4":
+		listener := p.target(fd)
+		if ret >= 0 {
+			peer := sockaddr(ev.Raw)
+			p.name(int(ret), Protocol(listener)+":["+peer+"]")
+		}
+		e.SetTarget(listener)
+	case "pipe", "pipe2", "socketpair":
+		if ret == 0 && len(ev.Raw) == 8 {
+			// /proc names the pair (pipe:[inode]) while it exists; a
+			// short-lived one (a shell's command substitution) is often
+			// gone by the time its event is read, and is then numbered as
+			// in a log without -y: pipe:[#1], UNIX:[#2].
+			kind := "pipe"
+			if name == "socketpair" {
+				kind = Protocol(SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
+			}
+			b := ev.Raw
+			ends := []int{int(int32(binary.LittleEndian.Uint32(b))), int(int32(binary.LittleEndian.Uint32(b[4:])))}
+			// Either end names both: a pipe's ends share its inode (the
+			// process may have closed one already).
+			pair := ""
+			for _, nfd := range ends {
+				if s, err := l.proc.FD(p.pid, nfd); err == nil && (strings.HasPrefix(s, kind+":[") || kind != "pipe" && strings.HasPrefix(s, "socket:[")) {
+					pair = s
+					break
+				}
+			}
+			if pair == "" {
+				l.pairs++
+				pair = kind + ":[#" + strconv.Itoa(l.pairs) + "]"
+			}
+			for _, nfd := range ends {
+				p.name(nfd, pair)
+			}
+		}
+	case "poll", "ppoll":
+		// Sent whole only when it lasted --min-wait: name the first fd it
+		// waited on, as strace -y does inside the pollfd array.
+		if len(ev.Raw) == 8 && ev.Args[1] > 0 {
+			if pfd := int(int32(binary.LittleEndian.Uint32(ev.Raw))); pfd >= 0 {
+				e.SetTarget(p.target(pfd))
+			}
+		}
+	case "chdir", "fchdir":
+		// Followed here rather than read from /proc later: a short-lived
+		// process is gone by the time its events are read.
+		dir := ""
+		if name == "chdir" {
+			dir = p.resolve(unix.AT_FDCWD, str)
+		} else {
+			dir = p.target(fd)
+			e.SetTarget(dir) // strace -y names fchdir's fd, not chdir's path
+		}
+		if ret == 0 {
+			p.cwd = dir
+		}
+	case "execve", "execveat":
+		e.Args = strconv.Quote(l.execs[ev.TID])
+	default:
+		if sysevent.FDCreators[name] && ret >= 0 {
+			delete(p.fds, int(ret))
+			delete(p.execClosed, int(ret))
+			p.target(int(ret))
+		}
+		if TakesFD(name) && fd >= 0 {
+			e.SetTarget(p.target(fd))
+		}
+		if a := sysevent.PeerArgs[name]; a > 0 {
+			if pfd := int(int32(ev.Args[a-1])); pfd >= 0 {
+				e.SetPeer(p.target(pfd))
+			}
+		}
+	}
+	emit(e)
+}
+
+func isDupCmd(cmd uint64) bool { return cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC }
+
+// sockaddr renders a struct sockaddr as strace -yy does: 1.2.3.4:53,
+// [::1]:80, or a unix path.
+func sockaddr(b []byte) string {
+	if len(b) < 2 {
+		return ""
+	}
+	switch binary.LittleEndian.Uint16(b) {
+	case unix.AF_INET:
+		if len(b) >= 8 {
+			ip := netip.AddrFrom4([4]byte(b[4:8]))
+			return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4])).String()
+		}
+	case unix.AF_INET6:
+		if len(b) >= 24 {
+			ip := netip.AddrFrom16([16]byte(b[8:24]))
+			return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4])).String()
+		}
+	case unix.AF_UNIX:
+		path := b[2:]
+		if i := strings.IndexByte(string(path), 0); i > 0 {
+			path = path[:i]
+		} else if i == 0 && len(path) > 1 { // abstract
+			return "@" + strings.TrimRight(string(path[1:]), "\x00")
+		}
+		return string(path)
+	}
+	return ""
+}

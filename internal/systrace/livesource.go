@@ -1,0 +1,126 @@
+package systrace
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/session"
+	"github.com/fusescope/fusescope/internal/sysevent"
+)
+
+// SourceLive names the live system-call source in records.
+const SourceLive = "kernel:raw_syscalls (sys_enter, sys_exit)"
+
+// LiveConfig is what the live system-call source traces and how its
+// events are analysed.
+type LiveConfig struct {
+	ktrace.SyscallOptions
+	Filter   Filter
+	Analysis Options
+	Command  []string // recorded in the metadata
+	Tool     string   // fusescope version
+	Traced   []string // the -- CMD command, for the report
+}
+
+// LiveSource is the live system-call source as a session source: the
+// kernel side (ktrace.SyscallTracer) hands its typed events to Live,
+// whose events are analysed as they come; the report is made at the end.
+type LiveSource struct {
+	cfg  LiveConfig
+	tr   *ktrace.SyscallTracer
+	live *Live
+	info profile.LiveInfo
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{} // closed when the analysis has ended
+	report   *profile.SyscallReport
+	err      error
+}
+
+// OpenLive attaches the live source to the process the run traces: the
+// command held at its gate (target.CommandPID), or cfg.PID.
+func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
+	opts := cfg.SyscallOptions
+	opts.GatePID = target.CommandPID
+	opts.Category = Category
+	tr, err := ktrace.StartSyscalls(opts)
+	if err != nil {
+		return nil, err
+	}
+	var proc Proc = ProcFS{}
+	var rec *recorder
+	if path := os.Getenv(recordEnv); path != "" {
+		if rec, err = newRecorder(path, proc); err != nil {
+			tr.Close()
+			return nil, err
+		}
+		proc = rec
+	}
+	s := &LiveSource{cfg: cfg, tr: tr, live: NewLive(proc), info: profile.LiveInfo{Command: cfg.Traced},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	s.live.Begin(tr.Root())
+	if opts.GatePID != 0 {
+		s.live.Forget(target.GateFD) // the gate's pipe, closed at its exec
+	}
+	o := cfg.Analysis
+	// Shorter calls reach user space only when they name an fd or a
+	// process: ranked with the long ones, they would push out waits that
+	// were never seen.
+	o.Running = tr.Running()
+	o.Window = tr.Window
+	o.MinWaitS = ktrace.DefaultMinWait.Seconds()
+	if opts.MinWait > 0 {
+		o.MinWaitS = opts.MinWait.Seconds()
+	}
+	events := func(emit func(*Event)) error {
+		return tr.Run(s.stop, func(ev *sysevent.Event) {
+			if rec != nil {
+				rec.event(ev)
+			}
+			s.live.Handle(ev, emit)
+		}, &s.info)
+	}
+	go func() {
+		defer close(s.done)
+		s.report, s.err = Analyze(cfg.Filter.Wrap(events), nil, o)
+		if rec != nil {
+			rec.close()
+		}
+	}()
+	return s, nil
+}
+
+// Snapshot is refused: the report is made once, at the end.
+func (s *LiveSource) Snapshot() (*profile.Record, error) {
+	return nil, fmt.Errorf("the live system-call source reports once, at the end of its run")
+}
+
+// Finish stops tracing, waits for the analysis of the last events and
+// returns the record, with how the command ended (nil: it had not).
+func (s *LiveSource) Finish(command *session.Exit) (*profile.Record, error) {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.done
+	if s.err != nil {
+		return nil, s.err
+	}
+	live := s.info
+	if command != nil {
+		live.ExitStatus, live.KilledBy, live.CommandS = command.Status, command.KilledBy, command.Ran.Seconds()
+	}
+	s.report.Live = &live
+	return &profile.Record{Schema: profile.Schema, Syscalls: s.report, Meta: profile.Meta{
+		Tool: s.cfg.Tool, Source: SourceLive, Kernel: kernel.Release(), Host: kernel.Hostname(), Command: s.cfg.Command,
+		Start: s.tr.Began(), End: s.tr.Ended()}}, nil
+}
+
+// Close stops tracing and frees the programs and maps.
+func (s *LiveSource) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.done
+	return s.tr.Close()
+}
