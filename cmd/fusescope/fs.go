@@ -61,7 +61,14 @@ Presets:
 --latency and --bandwidth emulate a remote backend: each request waits its
 operation's delay in its own goroutine (like an RPC client with one request
 in flight per daemon thread), and READ and WRITE data cross one shared link
-of the given rate, one transfer after another.`,
+of the given rate, one transfer after another.
+
+In the foreground, Ctrl-C unmounts; if the mount is busy (a file open in it,
+a shell inside it) it says which processes use it and goes on serving, and a
+second Ctrl-C unmounts it cleanly if they are done by then, else forces it
+(umount -l: what is still open there fails with ENOTCONN). SIGTERM ends it at
+once, forced if busy, after the write-behind queues are written.
+--background detaches the daemon; fusescope fs umount MNT ends it.`,
 		Example: `  fusescope fs mount /data /mnt/lab --background
   fusescope fs mount /data /mnt/lab --preset nocache --latency 'lookup=1ms,read=2ms+-0.5ms,*=100us'
   fusescope fs mount /data /mnt/lab --preset writeback --bandwidth 100MiB/s --background

@@ -195,7 +195,7 @@ ends the trace.`,
 	f.StringArrayVar(&mounts, "mount", nil, "trace only the FUSE file system mounted at `PATH` (repeatable)")
 	f.UintSliceVar(&conns, "conn", nil, "trace only FUSE connection `N` (/sys/fs/fuse/connections/N; repeatable)")
 	f.Lookup("conn").DefValue = "" // pflag would print "(default [])"
-	f.IntVarP(&pid, "pid", "p", 0, "trace only requests made by process `PID`; its exit ends the trace")
+	f.IntVarP(&pid, "pid", "p", 0, "trace only requests made by process `PID` (not the RELEASE the kernel sends after its close, nor write-back); its exit ends the trace")
 	f.StringVar(&comm, "comm", "", "trace only requests made by commands named `NAME`")
 	f.StringSliceVar(&ops, "op", nil, "trace only these opcodes, e.g. `LOOKUP,GETATTR`")
 	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
