@@ -12,16 +12,16 @@ type Kind uint8
 // The kinds of events, in the order a trace produces them: Start first,
 // then calls and tasks as they happen, then the counters read at the end.
 const (
-	Start   Kind = iota + 1 // tracing began at Time; Root is the traced process
-	Call                    // one system call, sent whole: Name, TID, PID, Time, Dur, Ret, Args, Str, Raw
-	Fork                    // PID (TID) created ChildTID in process ChildPID (== PID for a thread)
-	Exec                    // TID of PID executed Str
-	Exit                    // TID of PID exited at Time with wait status ExitCode
-	FDIO                    // FD's counters in PID, flushed before FD was reused or closed: IO
-	Counted                 // Calls, Errors, Ns of Name by TID of PID (possibly Unattributed)
-	FDTotals                // at the end: FD's counters in PID (Known false: the process is not known)
-	Errnos                  // at the end: Calls of Name that failed with Errno, by no one in particular
-	Bin                     // at the end: Calls and Ns of Category in the timeline bin at Time
+	Start    Kind = iota + 1 // tracing began at Time; Root is the traced process
+	Call                     // one system call, sent whole: Name, TID, PID, Time, Dur, Ret, Args, Str, Raw
+	Fork                     // PID (TID) created ChildTID in process ChildPID (== PID for a thread)
+	Exec                     // TID of PID executed Str
+	Exit                     // TID of PID exited at Time with wait status ExitCode
+	FDIO                     // FD's counters in PID, flushed before FD was reused or closed: IO
+	Counted                  // Calls, Errors, Ns of Name by TID of PID (possibly Unattributed)
+	FDTotals                 // at the end: FD's counters in PID (Known false: the process is not known)
+	Errnos                   // at the end: Calls of Name that failed with Errno, by no one in particular
+	Bin                      // at the end: Calls and Ns of Category in the timeline bin at Time
 )
 
 // Unattributed is the TID and PID of counts that belong to no one thread.
