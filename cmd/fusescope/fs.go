@@ -94,26 +94,29 @@ once, forced if busy, after the write-behind queues are written.
 		},
 	}
 	f := c.Flags()
+	// The defaults --help shows are the default preset's, written once in
+	// labfs; a flag given overrides the chosen preset (Override).
+	def, _ := labfs.Preset("default")
 	f.StringVar(&preset, "preset", "default", "start from this preset: "+strings.Join(labfs.PresetNames(), ", "))
 	f.BoolVar(&background, "background", false, "detach, and return once the file system is mounted")
-	f.DurationVar(&cfg.EntryTimeout, "entry-timeout", 0, "how long the kernel may cache name lookups")
-	f.DurationVar(&cfg.AttrTimeout, "attr-timeout", 0, "how long the kernel may cache attributes")
-	f.DurationVar(&cfg.NegativeTimeout, "negative-timeout", 0, "how long the kernel may cache failed lookups")
-	f.BoolVar(&cfg.KeepCache, "keep-cache", false, "keep cached pages across opens (FOPEN_KEEP_CACHE)")
-	f.BoolVar(&cfg.DirectIO, "direct-io", false, "bypass the page cache (FOPEN_DIRECT_IO)")
-	f.BoolVar(&cfg.WritebackCache, "writeback-cache", false, "write-back caching in the kernel instead of write-through")
-	f.BoolVar(&cfg.AutoInvalData, "auto-inval-data", false, "drop cached pages when mtime or size change (FUSE_AUTO_INVAL_DATA)")
-	f.BoolVar(&cfg.Passthrough, "passthrough", false, "FUSE passthrough of reads and writes to the backing file (root, Linux 6.9+)")
-	f.StringVar(&cfg.Readdirplus, "readdirplus", "auto", "READDIRPLUS: auto, on or off")
-	f.BoolVar(&cfg.ParallelDirops, "parallel-dirops", false, "allow parallel lookups and readdirs in one directory")
+	f.DurationVar(&cfg.EntryTimeout, "entry-timeout", def.EntryTimeout, "how long the kernel may cache name lookups")
+	f.DurationVar(&cfg.AttrTimeout, "attr-timeout", def.AttrTimeout, "how long the kernel may cache attributes")
+	f.DurationVar(&cfg.NegativeTimeout, "negative-timeout", def.NegativeTimeout, "how long the kernel may cache failed lookups")
+	f.BoolVar(&cfg.KeepCache, "keep-cache", def.KeepCache, "keep cached pages across opens (FOPEN_KEEP_CACHE)")
+	f.BoolVar(&cfg.DirectIO, "direct-io", def.DirectIO, "bypass the page cache (FOPEN_DIRECT_IO)")
+	f.BoolVar(&cfg.WritebackCache, "writeback-cache", def.WritebackCache, "write-back caching in the kernel instead of write-through")
+	f.BoolVar(&cfg.AutoInvalData, "auto-inval-data", def.AutoInvalData, "drop cached pages when mtime or size change (FUSE_AUTO_INVAL_DATA)")
+	f.BoolVar(&cfg.Passthrough, "passthrough", def.Passthrough, "FUSE passthrough of reads and writes to the backing file (root, Linux 6.9+)")
+	f.StringVar(&cfg.Readdirplus, "readdirplus", def.Readdirplus, "READDIRPLUS: auto, on or off")
+	f.BoolVar(&cfg.ParallelDirops, "parallel-dirops", def.ParallelDirops, "allow parallel lookups and readdirs in one directory")
 	f.Var(&sizeFlag{&cfg.MaxRead}, "max-read", "largest READ, e.g. 128KiB (mount option max_read; 0: the kernel's)")
 	f.Var(&sizeFlag{&cfg.MaxWrite}, "max-write", "largest WRITE, e.g. 128KiB (0: 1MiB)")
 	f.Var(&sizeFlag{&cfg.MaxReadahead}, "max-readahead", "largest read-ahead, e.g. 512KiB (0: the kernel's)")
 	f.IntVar(&cfg.MaxBackground, "max-background", 0, "most background requests in flight (default 12)")
 	f.IntVar(&cfg.Congestion, "congestion-threshold", 0, "background requests at which the kernel sees congestion (default 3/4 of max-background)")
 	f.IntVar(&cfg.Threads, "threads", 0, "most requests the daemon serves at once (0: no limit)")
-	f.BoolVar(&cfg.KillprivV2, "killpriv-v2", true, "negotiate HANDLE_KILLPRIV_V2 (false restores a GETXATTR security.capability round trip per write)")
-	f.BoolVar(&cfg.DefaultPermissions, "default-permissions", true, "the kernel checks file modes and POSIX ACLs (mount option default_permissions, FUSE_POSIX_ACL); false: no checks, and only the mounting user may use the mount")
+	f.BoolVar(&cfg.KillprivV2, "killpriv-v2", def.KillprivV2, "negotiate HANDLE_KILLPRIV_V2 (false restores a GETXATTR security.capability round trip per write)")
+	f.BoolVar(&cfg.DefaultPermissions, "default-permissions", def.DefaultPermissions, "the kernel checks file modes and POSIX ACLs (mount option default_permissions, FUSE_POSIX_ACL); false: no checks, and only the mounting user may use the mount")
 	f.DurationVar(&cfg.MDCacheTTL, "md-cache", 0, "answer GETATTR from the daemon's own attribute cache for this long (0: off)")
 	f.IntVar(&cfg.ReadPipeline, "read-pipeline", 0, "reads to keep in flight ahead of each open file's reader (0: off; GFFS used 4)")
 	cfg.ReadChunk = labfs.DefaultReadChunk
@@ -202,6 +205,11 @@ wait:
 
 // busyMessage says what a busy mount waits for and how to force it.
 func busyMessage(mnt string) string {
+	return fmt.Sprintf("fusescope fs: %s is busy, still serving: %s. Ctrl-C again to unmount it: cleanly if they are done by then, else forced (umount -l: what is still open there fails with ENOTCONN).", mnt, usersOf(mnt))
+}
+
+// usersOf names the processes that keep mnt busy, up to five.
+func usersOf(mnt string) string {
 	users, _ := fuseconn.Users(mnt)
 	var who []string
 	for i, u := range users {
@@ -215,11 +223,10 @@ func busyMessage(mnt string) string {
 		}
 		who = append(who, fmt.Sprintf("%d %s (%s)", u.PID, u.Comm, what))
 	}
-	using := "files are open in it (fuser -vm " + mnt + " lists the processes)"
-	if len(who) > 0 {
-		using = "in use by " + strings.Join(who, ", ")
+	if len(who) == 0 {
+		return "files are open in it, or a shell is inside it (fuser -vm " + mnt + " lists the processes)"
 	}
-	return fmt.Sprintf("fusescope fs: %s is busy, still serving: %s. Ctrl-C again to unmount it: cleanly if they are done by then, else forced (umount -l: what is still open there fails with ENOTCONN).", mnt, using)
+	return "in use by " + strings.Join(who, ", ")
 }
 
 // mountInBackground runs this command again, detached, without
@@ -312,7 +319,7 @@ func newFSUmountCmd() *cobra.Command {
 			}
 			if err := unix.Unmount(mnt, 0); err != nil {
 				if err == unix.EBUSY {
-					return fmt.Errorf("%s is busy (files open, or a shell inside it): close them, or umount -l %s", mnt, mnt)
+					return fmt.Errorf("%s is busy (%s): close them, or umount -l %s", mnt, usersOf(mnt), mnt)
 				}
 				if out, ferr := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); ferr != nil {
 					return fmt.Errorf("unmounting %s: %v (%s)", mnt, err, strings.TrimSpace(string(out)))

@@ -96,7 +96,7 @@ func TestMain(m *testing.M) {
 type tracer struct {
 	cmd    *exec.Cmd
 	proc   *proctest.Process
-	stdout bytes.Buffer // complete once done has a value
+	stdout lockedBuffer // complete once done has a value
 	stderr stderrLines  // filled line by line while it runs
 	done   chan error
 }
@@ -123,6 +123,8 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
+
+func (l *lockedBuffer) Bytes() []byte { return []byte(l.String()) }
 
 func (l *lockedBuffer) String() string {
 	l.mu.Lock()

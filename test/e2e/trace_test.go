@@ -144,11 +144,16 @@ func traceIntervalExtremes(t *testing.T, attach string) {
 		}
 		return longest
 	}
+	// Two interval boundaries after each phase: the trace's records of
+	// them, one line each, say when they have passed.
+	intervals := func() int { return strings.Count(tr.stdout.String(), "\n") }
 	statN(10)
-	time.Sleep(1200 * time.Millisecond) // at least two interval boundaries
+	n := intervals()
+	waitFor(t, "two more interval records", func() bool { return intervals() >= n+2 })
 	daemon.getattrDelay.Store(int64(fast))
 	fastStat := statN(10)
-	time.Sleep(1200 * time.Millisecond)
+	n = intervals()
+	waitFor(t, "two more interval records", func() bool { return intervals() >= n+2 })
 	tr.stop(t)
 	var last *profile.OpStats
 	for _, line := range strings.Split(strings.TrimSpace(tr.stdout.String()), "\n") {
