@@ -43,10 +43,10 @@ func TestConfigFlagsRoundTrip(t *testing.T) {
 		configs = append(configs, cfg)
 	}
 	all, _ := labfs.Preset("nocache")
-	all.EntryTimeout, all.AttrTimeout, all.NegativeTimeout = 1500*time.Millisecond, time.Minute, 250*time.Microsecond
-	all.DirectIO, all.KeepCache, all.AutoInvalData, all.ParallelDirops = false, true, false, false
+	all.EntryTimeout, all.AttrTimeout, all.NegativeTimeout = labfs.Timeout(1500*time.Millisecond), labfs.Timeout(time.Minute), 250*time.Microsecond
+	all.DirectIO, all.KeepCache, all.NoAutoInvalData, all.SerialDirops = false, true, true, true
 	all.Readdirplus, all.MaxRead, all.MaxWrite, all.MaxReadahead = "on", 65536, 1<<17, 1<<20
-	all.MaxBackground, all.Congestion, all.Threads, all.KillprivV2 = 64, 48, 8, false
+	all.MaxBackground, all.Congestion, all.Threads, all.NoKillprivV2 = 64, 48, 8, true
 	all.MDCacheTTL, all.ReadPipeline, all.ReadChunk, all.WriteBehind = 2*time.Second, 4, 32<<20, 8
 	all.ReaddirAhead, all.MaxInodes, all.Bandwidth = true, 1000, 100e6
 	all.Latency, _ = labfs.ParseLatency("lookup=1ms,read=2ms+-500us,*=100us")
@@ -66,8 +66,12 @@ func TestConfigFlagsRoundTrip(t *testing.T) {
 			t.Errorf("flags %v:\n got %+v\nwant %+v", flags, got, cfg)
 		}
 	}
-	if f := (labfs.Config{}).Flags(); len(f) == 0 {
-		t.Error("the zero configuration differs from the default preset, but Flags lists nothing")
+	// The zero Config is the default preset: the documented default, written once.
+	if def, _ := labfs.Preset("default"); !reflect.DeepEqual(def, labfs.Config{}) || len((labfs.Config{}).Flags()) != 0 {
+		t.Errorf("the default preset is %+v (flags %v), want the zero Config", def, (labfs.Config{}).Flags())
+	}
+	if got := mountConfig(t); !reflect.DeepEqual(got, labfs.Config{}) {
+		t.Errorf("fs mount with no flags: %+v, want the zero Config", got)
 	}
 	if def, _ := labfs.Preset("default"); len(def.Flags()) != 0 {
 		t.Errorf("the default preset needs no flags, got %v", def.Flags())

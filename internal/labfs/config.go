@@ -12,34 +12,44 @@ import (
 	"time"
 )
 
-// Config is one lab file system's configuration. The zero value is not
-// useful; start from a preset (Preset) and change what you study.
+// Config is one lab file system's configuration. Its zero value is the
+// default preset (kernel caches on: entry and attribute timeouts of 1 s,
+// the page cache with auto_inval_data, write-through, readdirplus auto,
+// parallel dirops, HANDLE_KILLPRIV_V2, default_permissions), so every
+// field says how a configuration differs from it: the switches that are on
+// by default are named for turning them off, and a timeout left nil is the
+// default's. The other presets (Preset) are such differences.
 type Config struct {
-	EntryTimeout    time.Duration `json:"entry_timeout" flag:"entry-timeout"`
-	AttrTimeout     time.Duration `json:"attr_timeout" flag:"attr-timeout"`
-	NegativeTimeout time.Duration `json:"negative_timeout" flag:"negative-timeout"`
-	KeepCache       bool          `json:"keep_cache" flag:"keep-cache"`           // FOPEN_KEEP_CACHE: keep cached pages across opens
-	DirectIO        bool          `json:"direct_io" flag:"direct-io"`             // FOPEN_DIRECT_IO: bypass the page cache
-	WritebackCache  bool          `json:"writeback_cache" flag:"writeback-cache"` // FUSE_WRITEBACK_CACHE: write-back, not write-through
-	AutoInvalData   bool          `json:"auto_inval_data" flag:"auto-inval-data"` // FUSE_AUTO_INVAL_DATA: drop pages when mtime/size change
-	Passthrough     bool          `json:"passthrough" flag:"passthrough"`         // FUSE_PASSTHROUGH: reads and writes go to the backing file
-	Readdirplus     string        `json:"readdirplus" flag:"readdirplus"`         // auto, on, off
-	ParallelDirops  bool          `json:"parallel_dirops" flag:"parallel-dirops"` // FUSE_PARALLEL_DIROPS
-	MaxRead         int           `json:"max_read" flag:"max-read"`               // bytes; 0: the kernel's default
-	MaxWrite        int           `json:"max_write" flag:"max-write"`             // bytes
-	MaxReadahead    int           `json:"max_readahead" flag:"max-readahead"`     // bytes
-	MaxBackground   int           `json:"max_background" flag:"max-background"`
-	Congestion      int           `json:"congestion_threshold" flag:"congestion-threshold"`
-	Threads         int           `json:"threads" flag:"threads"` // most requests served at once
-	// KillprivV2 negotiates FUSE_HANDLE_KILLPRIV_V2: the daemon clears
-	// suid/sgid on write, truncate and chown, so the kernel does not ask
-	// GETXATTR security.capability before every write.
-	KillprivV2 bool `json:"handle_killpriv_v2" flag:"killpriv-v2"`
-	// DefaultPermissions has the kernel check file modes and POSIX ACLs
-	// (mount option default_permissions, FUSE_POSIX_ACL), as daemons that
-	// serve many users do; without it, only the mounting user may use the
-	// mount, since the daemon, which may run as root, checks nothing itself.
-	DefaultPermissions bool `json:"default_permissions" flag:"default-permissions"`
+	EntryTimeout    *time.Duration `json:"entry_timeout,omitempty" flag:"entry-timeout"` // nil: DefaultTimeout
+	AttrTimeout     *time.Duration `json:"attr_timeout,omitempty" flag:"attr-timeout"`   // nil: DefaultTimeout
+	NegativeTimeout time.Duration  `json:"negative_timeout,omitempty" flag:"negative-timeout"`
+	KeepCache       bool           `json:"keep_cache,omitempty" flag:"keep-cache"`           // FOPEN_KEEP_CACHE: keep cached pages across opens
+	DirectIO        bool           `json:"direct_io,omitempty" flag:"direct-io"`             // FOPEN_DIRECT_IO: bypass the page cache
+	WritebackCache  bool           `json:"writeback_cache,omitempty" flag:"writeback-cache"` // FUSE_WRITEBACK_CACHE: write-back, not write-through
+	// NoAutoInvalData leaves out FUSE_AUTO_INVAL_DATA, which drops cached
+	// pages when a file's mtime or size changes.
+	NoAutoInvalData bool   `json:"no_auto_inval_data,omitempty" flag:"auto-inval-data" invert:"true"`
+	Passthrough     bool   `json:"passthrough,omitempty" flag:"passthrough"` // FUSE_PASSTHROUGH: reads and writes go to the backing file
+	Readdirplus     string `json:"readdirplus,omitempty" flag:"readdirplus"` // auto (""), on, off
+	// SerialDirops leaves out FUSE_PARALLEL_DIROPS: one lookup or readdir
+	// at a time per directory.
+	SerialDirops  bool `json:"serial_dirops,omitempty" flag:"parallel-dirops" invert:"true"`
+	MaxRead       int  `json:"max_read,omitempty" flag:"max-read"`           // bytes; 0: the kernel's default
+	MaxWrite      int  `json:"max_write,omitempty" flag:"max-write"`         // bytes
+	MaxReadahead  int  `json:"max_readahead,omitempty" flag:"max-readahead"` // bytes
+	MaxBackground int  `json:"max_background,omitempty" flag:"max-background"`
+	Congestion    int  `json:"congestion_threshold,omitempty" flag:"congestion-threshold"`
+	Threads       int  `json:"threads,omitempty" flag:"threads"` // most requests served at once
+	// NoKillprivV2 leaves out FUSE_HANDLE_KILLPRIV_V2, with which the
+	// daemon clears suid/sgid on write, truncate and chown, so the kernel
+	// does not ask GETXATTR security.capability before every write.
+	NoKillprivV2 bool `json:"no_handle_killpriv_v2,omitempty" flag:"killpriv-v2" invert:"true"`
+	// NoDefaultPermissions leaves out the mount option default_permissions
+	// (and FUSE_POSIX_ACL), with which the kernel checks file modes and
+	// POSIX ACLs, as daemons that serve many users do; without it, only the
+	// mounting user may use the mount, since the daemon, which may run as
+	// root, checks nothing itself.
+	NoDefaultPermissions bool `json:"no_default_permissions,omitempty" flag:"default-permissions" invert:"true"`
 
 	// User-space features (seeds 001 and 003), each off by default.
 	MDCacheTTL   time.Duration `json:"md_cache_ttl,omitempty" flag:"md-cache"`       // attribute cache in the daemon
@@ -54,21 +64,40 @@ type Config struct {
 	Bandwidth uint64      `json:"bandwidth,omitempty" flag:"bandwidth"` // bytes/s for READ and WRITE data; 0: unlimited
 }
 
-// Presets name the configurations the seeds compare.
+// DefaultTimeout is the entry and attribute timeout of a configuration
+// that does not set one.
+const DefaultTimeout = time.Second
+
+// Timeout is a timeout to set in a Config: Timeout(0) caches nothing.
+func Timeout(d time.Duration) *time.Duration { return &d }
+
+// Presets name the configurations the seeds compare: the default is the
+// zero Config, the others what they change.
 var presets = map[string]struct {
 	doc string
 	cfg Config
 }{
 	"default": {"kernel caches on: entry/attr timeouts 1 s, negative 0, page cache with auto_inval_data, write-through, readdirplus auto, parallel dirops, handle_killpriv_v2, default_permissions",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
+		Config{}},
 	"nocache": {"kernel caches off: timeouts 0, direct_io (no page cache), readdirplus off",
-		Config{DirectIO: true, Readdirplus: "off", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
+		Config{EntryTimeout: Timeout(0), AttrTimeout: Timeout(0), DirectIO: true, NoAutoInvalData: true, Readdirplus: "off"}},
 	"writeback": {"default plus write-back caching: writes land in the page cache and are flushed later",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, WritebackCache: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
+		Config{WritebackCache: true}},
 	"passthrough": {"default plus FUSE passthrough: reads and writes of open files go straight to the backing file (root, Linux 6.9+)",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, AutoInvalData: true, Passthrough: true, Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
+		Config{Passthrough: true}},
 	"cto": {"close-to-open: cached pages are kept across opens unless the file's size or mtime changed since it was last closed through this mount; timeouts 1 s",
-		Config{EntryTimeout: time.Second, AttrTimeout: time.Second, Invalidation: "cto", Readdirplus: "auto", ParallelDirops: true, KillprivV2: true, DefaultPermissions: true}},
+		Config{Invalidation: "cto", NoAutoInvalData: true}},
+}
+
+// entryTimeout and attrTimeout are the timeouts in effect.
+func (c *Config) entryTimeout() time.Duration { return timeoutOr(c.EntryTimeout) }
+func (c *Config) attrTimeout() time.Duration  { return timeoutOr(c.AttrTimeout) }
+
+func timeoutOr(d *time.Duration) time.Duration {
+	if d == nil {
+		return DefaultTimeout
+	}
+	return *d
 }
 
 // Preset returns a named configuration.
@@ -78,7 +107,11 @@ func Preset(name string) (Config, error) {
 		return Config{}, fmt.Errorf("unknown preset %q (known: %s)", name, strings.Join(PresetNames(), ", "))
 	}
 	cfg := p.cfg
-	cfg.ReadChunk = DefaultReadChunk
+	for _, d := range []**time.Duration{&cfg.EntryTimeout, &cfg.AttrTimeout} {
+		if *d != nil {
+			*d = Timeout(**d) // not shared with the preset
+		}
+	}
 	return cfg, nil
 }
 
@@ -121,7 +154,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"entry-timeout", c.EntryTimeout}, {"attr-timeout", c.AttrTimeout}, {"negative-timeout", c.NegativeTimeout}, {"md-cache", c.MDCacheTTL}} {
+	}{{"entry-timeout", c.entryTimeout()}, {"attr-timeout", c.attrTimeout()}, {"negative-timeout", c.NegativeTimeout}, {"md-cache", c.MDCacheTTL}} {
 		if d.v < 0 {
 			return fmt.Errorf("--%s %v: give a duration of 0 (no caching) or more", d.flag, d.v)
 		}

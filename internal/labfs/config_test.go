@@ -230,8 +230,8 @@ func TestValidateRanges(t *testing.T) {
 		"write-behind":         func(c *Config) { c.WriteBehind = 5000 },
 		"max-inodes":           func(c *Config) { c.MaxInodes = -3 },
 		"md-cache":             func(c *Config) { c.MDCacheTTL = -time.Second },
-		"entry-timeout":        func(c *Config) { c.EntryTimeout = -time.Second },
-		"attr-timeout":         func(c *Config) { c.AttrTimeout = -time.Second },
+		"entry-timeout":        func(c *Config) { c.EntryTimeout = Timeout(-time.Second) },
+		"attr-timeout":         func(c *Config) { c.AttrTimeout = Timeout(-time.Second) },
 		"negative-timeout":     func(c *Config) { c.NegativeTimeout = -time.Second },
 	} {
 		cfg, _ := Preset("default")

@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultReadChunk is the size of a pipelined read when --read-chunk is not
-// given.
+// given (Config.ReadChunk 0).
 const DefaultReadChunk = 1 << 20
 
 // Flags renders the configuration as the fusescope fs mount flags that
@@ -44,20 +44,15 @@ func (c Config) Args() []string {
 // flagsOver lists the flags that give c over the named preset.
 func (c Config) flagsOver(preset string) []string {
 	base, _ := Preset(preset)
-	if c.Invalidation == "none" {
-		c.Invalidation = ""
-	}
-	if base.Invalidation == "none" {
-		base.Invalidation = ""
-	}
 	bv, cv := reflect.ValueOf(base), reflect.ValueOf(c)
 	out := []string{} // not nil: a record then says "the default preset"
 	for i := range cv.NumField() {
-		name := cv.Type().Field(i).Tag.Get("flag")
+		f := cv.Type().Field(i)
+		name := f.Tag.Get("flag")
 		if name == "" {
 			continue
 		}
-		was, is := flagValue(name, bv.Field(i)), flagValue(name, cv.Field(i))
+		was, is := flagValue(f, bv.Field(i)), flagValue(f, cv.Field(i))
 		switch {
 		case was == is:
 		case is == "true":
@@ -80,14 +75,44 @@ func (c *Config) Override(src *Config, given func(flag string) bool) {
 	}
 }
 
-// flagValue is a field's value in its flag's syntax.
-func flagValue(name string, v reflect.Value) string {
+// zeroFlags are the values the zero Config stands for, in the flags'
+// syntax, where they are not the type's zero.
+var zeroFlags = map[string]string{"readdirplus": "auto", "invalidation": "none", "read-chunk": FormatSize(DefaultReadChunk)}
+
+// FlagDefault is a flag's value in the zero Config (the default preset):
+// what --help shows.
+func FlagDefault(name string) string {
+	var c Config
+	v := reflect.ValueOf(c)
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.Tag.Get("flag") == name {
+			return flagValue(f, v.Field(i))
+		}
+	}
+	return ""
+}
+
+// flagValue is a field's value in its flag's syntax: an inverted switch
+// (NoAutoInvalData for --auto-inval-data) as the flag's truth, a nil
+// timeout as the default's, a zero that stands for a default as it.
+func flagValue(f reflect.StructField, v reflect.Value) string {
+	name := f.Tag.Get("flag")
+	if v.IsZero() {
+		if z, ok := zeroFlags[name]; ok {
+			return z
+		}
+	}
 	switch x := v.Interface().(type) {
+	case *time.Duration:
+		return formatDuration(timeoutOr(x))
 	case time.Duration:
 		return formatDuration(x)
 	case LatencySpec:
 		return x.String()
 	case bool:
+		if f.Tag.Get("invert") == "true" {
+			x = !x
+		}
 		return strconv.FormatBool(x)
 	case string:
 		return x

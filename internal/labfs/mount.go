@@ -56,13 +56,13 @@ func (c *Config) capabilities() (extra, disabled uint64) {
 	if c.WritebackCache {
 		extra |= fuse.CAP_WRITEBACK_CACHE
 	}
-	if c.KillprivV2 {
+	if !c.NoKillprivV2 {
 		extra |= fuse.CAP_HANDLE_KILLPRIV_V2
 	}
 	// The caller's umask comes apart from the mode, for the daemon to
 	// apply or not (labRaw.creationMode).
 	extra |= fuse.CAP_DONT_MASK
-	if c.DefaultPermissions {
+	if !c.NoDefaultPermissions {
 		// Where the kernel checks modes it checks POSIX ACLs too (the
 		// daemon, as root, would pass any). An ACL set by a caller
 		// outside the file's group clears set-group-ID, which the kernel
@@ -84,10 +84,10 @@ func (c *Config) capabilities() (extra, disabled uint64) {
 	if !c.Passthrough {
 		disabled |= fuse.CAP_PASSTHROUGH
 	}
-	if !c.ParallelDirops {
+	if c.SerialDirops {
 		disabled |= fuse.CAP_PARALLEL_DIROPS
 	}
-	if !c.AutoInvalData {
+	if c.NoAutoInvalData {
 		disabled |= fuse.CAP_AUTO_INVAL_DATA
 	}
 	return extra, disabled
@@ -210,14 +210,14 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	mopts := fuse.MountOptions{
 		// Other users may use the mount only where the kernel checks their
 		// permissions: the daemon, as root, would let them do anything.
-		FsName: src, Name: "fusescope", AllowOther: root && cfg.DefaultPermissions, DirectMount: root,
+		FsName: src, Name: "fusescope", AllowOther: root && !cfg.NoDefaultPermissions, DirectMount: root,
 		MaxWrite: cfg.MaxWrite, MaxReadAhead: cfg.MaxReadahead, MaxBackground: cfg.MaxBackground,
 		CongestionThreshold: cfg.Congestion, DisableReadDirPlus: cfg.Readdirplus == "off",
 		ExtraCapabilities: extra, DisabledCapabilities: disabled,
 		// go-fuse logs its splice fallbacks; they are not errors.
 		Logger: log.New(io.Discard, "", 0),
 	}
-	if cfg.DefaultPermissions {
+	if !cfg.NoDefaultPermissions {
 		mopts.Options = append(mopts.Options, "default_permissions")
 	}
 	if cfg.MaxRead > 0 {
@@ -232,8 +232,9 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if cfg.NegativeTimeout > 0 {
 		negTimeout = &cfg.NegativeTimeout
 	}
+	entry, attr := cfg.entryTimeout(), cfg.attrTimeout()
 	raw := fs.NewNodeFS(loop, &fs.Options{
-		EntryTimeout: &cfg.EntryTimeout, AttrTimeout: &cfg.AttrTimeout, NegativeTimeout: negTimeout,
+		EntryTimeout: &entry, AttrTimeout: &attr, NegativeTimeout: negTimeout,
 		// Modes as SRC has them: without it go-fuse shows a mode of 0000
 		// as 0644 (0755 for a directory), and the kernel's permission
 		// checks let every user read a file nobody may read.
@@ -250,10 +251,14 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	w := &labRaw{
 		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
 		c: c, md: newMDCache(cfg.MDCacheTTL), wb: newWriteBehind(cfg.WriteBehind, c), lru: newInodeLRU(cfg.MaxInodes, c),
-		rda: newReaddirAhead(cfg.ReaddirAhead, c), lastClose: map[uint64]fileVersion{}, acls: newDefaultACLs(cfg.AttrTimeout),
+		rda: newReaddirAhead(cfg.ReaddirAhead, c), lastClose: map[uint64]fileVersion{}, acls: newDefaultACLs(cfg.attrTimeout()),
 		shrinks: loop.shrinks,
 	}
-	w.pipe = newPipeline(cfg.ReadPipeline, cfg.ReadChunk, c, w.fetchChunk)
+	chunk := cfg.ReadChunk
+	if chunk == 0 {
+		chunk = DefaultReadChunk
+	}
+	w.pipe = newPipeline(cfg.ReadPipeline, chunk, c, w.fetchChunk)
 	f.raw = w
 	f.root = loop.EmbeddedInode()
 	if cfg.Threads > 0 {

@@ -283,7 +283,7 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 			if in.Mode&1 != 0 && in.Flags&syscall.O_TRUNC != 0 {
 				var a fuse.AttrOut
 				w.killSuidgid(c, &in.InHeader, out.Fh, &a)
-			} else if w.cfg.Passthrough && w.cfg.KillprivV2 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+			} else if w.cfg.Passthrough && !w.cfg.NoKillprivV2 && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 				w.killPrivsForWriter(c, &in.InHeader)
 			}
 		}

@@ -38,18 +38,33 @@ type fdNamer struct {
 	sockets   map[string]socketAddr // -y logs: by socket inode (nameSocket)
 }
 
-// fdTable is what one process knows of its fds (threads share one).
+// fdTable is what one process knows of its fds (threads share one): the
+// one table that logs without -y (nameFDs) and the live source (Live)
+// keep, from the calls that make, duplicate and close fds.
 type fdTable struct {
 	fds map[int]string
-	cwd string // "" until a chdir shows it
+	cwd string // "" until a chdir shows it (or, live, until asked)
 	// seenFirst: made for a process seen before the call that created it
 	// (strace -f prints a child's first calls before its parent's clone
 	// returns); the clone then hands it what the child inherited.
 	seenFirst bool
+	// ask names an fd the table did not see made, and askCwd the working
+	// directory (the live source asks /proc); nil in a log, whose unknown
+	// fds are "fd:N".
+	ask    func(fd int) (string, bool)
+	askCwd func() string
 }
 
 func (t *fdTable) name(fd int) string {
 	if s, ok := t.fds[fd]; ok {
+		return s
+	}
+	if t.ask != nil {
+		s, ok := t.ask(fd)
+		if !ok {
+			s = "fd:" + strconv.Itoa(fd)
+		}
+		t.fds[fd] = s
 		return s
 	}
 	return "fd:" + strconv.Itoa(fd)
@@ -65,12 +80,24 @@ func (t *fdTable) clone() *fdTable {
 
 // resolve names path opened relative to dirfd ("AT_FDCWD" or a number).
 func (t *fdTable) resolve(dirfd, p string) string {
+	fd, ok := atoi(dirfd)
+	if !ok {
+		fd = unix.AT_FDCWD
+	}
+	return t.resolveAt(fd, p)
+}
+
+// resolveAt names path opened relative to dirfd, as strace -y prints it.
+func (t *fdTable) resolveAt(dirfd int, p string) string {
 	if p == "" || path.IsAbs(p) {
 		return path.Clean(p)
 	}
 	base := t.cwd
-	if fd, ok := atoi(dirfd); ok {
-		base = t.name(fd)
+	if dirfd != unix.AT_FDCWD {
+		base = t.name(dirfd)
+	} else if base == "" && t.askCwd != nil {
+		t.cwd = t.askCwd()
+		base = t.cwd
 	}
 	if !path.IsAbs(base) {
 		return p

@@ -3,7 +3,6 @@ package systrace
 import (
 	"encoding/binary"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,17 +28,17 @@ type Live struct {
 	ev    Event
 }
 
-// liveProc is what the interpretation knows of a traced process.
+// liveProc is what the interpretation knows of a traced process: its fd
+// table (the one logs without -y keep too), which asks /proc for what it
+// did not see made.
 type liveProc struct {
+	*fdTable
 	pid int
-	fds map[int]string
 	// execClosed holds the names of fds an exec seemed to close (gone from
 	// /proc when the exec was read, which can be long after it): the
 	// kernel still holds their counters, flushed when the number is reused
 	// or at the end, and those are named by what the fd was.
 	execClosed map[int]string
-	cwd        string // "" until needed
-	proc       Proc
 }
 
 // NewLive starts an interpretation that asks proc what the events do not
@@ -71,10 +70,24 @@ func (l *Live) Forget(fd int) { delete(l.get(l.root).fds, fd) }
 func (l *Live) get(pid int) *liveProc {
 	p := l.procs[pid]
 	if p == nil {
-		p = &liveProc{pid: pid, fds: map[int]string{}, execClosed: map[int]string{}, proc: l.proc}
+		p = &liveProc{pid: pid, execClosed: map[int]string{}}
+		l.setTable(p, &fdTable{fds: map[int]string{}})
 		l.procs[pid] = p
 	}
 	return p
+}
+
+// setTable gives p the table t, asking /proc as p.
+func (l *Live) setTable(p *liveProc, t *fdTable) {
+	t.ask = func(fd int) (string, bool) {
+		s, err := l.proc.FD(p.pid, fd)
+		return s, err == nil
+	}
+	t.askCwd = func() string {
+		s, _ := l.proc.Cwd(p.pid)
+		return s
+	}
+	p.fdTable = t
 }
 
 // target names what fd refers to in p, asking /proc for fds the trace did
@@ -83,15 +96,7 @@ func (p *liveProc) target(fd int) string {
 	if fd < 0 {
 		return ""
 	}
-	if s, ok := p.fds[fd]; ok {
-		return s
-	}
-	s, err := p.proc.FD(p.pid, fd)
-	if err != nil {
-		s = "fd:" + strconv.Itoa(fd)
-	}
-	p.fds[fd] = s
-	return s
+	return p.fdTable.name(fd)
 }
 
 // pastTarget names fd for what it did before now: counters flushed at its
@@ -112,26 +117,6 @@ func (p *liveProc) name(fd int, target string) {
 	delete(p.execClosed, fd)
 }
 
-// resolve makes an open's path absolute, as strace -y prints it.
-func (p *liveProc) resolve(dirfd int, path string) string {
-	if path == "" || filepath.IsAbs(path) {
-		return filepath.Clean(path)
-	}
-	base := ""
-	if dirfd == unix.AT_FDCWD {
-		if p.cwd == "" {
-			p.cwd, _ = p.proc.Cwd(p.pid)
-		}
-		base = p.cwd
-	} else {
-		base = p.target(dirfd)
-	}
-	if !filepath.IsAbs(base) {
-		return path
-	}
-	return filepath.Join(base, path)
-}
-
 // Handle interprets one event and emits what it stands for.
 func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
 	switch ev.Kind {
@@ -144,10 +129,13 @@ func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
 	case sysevent.Fork:
 		if ev.ChildPID != ev.PID { // a process, not a thread: it inherits the fd table
 			parent, child := l.get(ev.PID), l.get(ev.ChildPID)
-			for fd, s := range parent.fds {
-				child.fds[fd] = s
+			t := parent.fdTable.clone()
+			for fd, s := range child.fds { // named before its fork was read: kept where the parent says nothing
+				if _, ok := t.fds[fd]; !ok {
+					t.fds[fd] = s
+				}
 			}
-			child.cwd = parent.cwd
+			l.setTable(child, t)
 		}
 	case sysevent.Exec:
 		l.execs[ev.TID] = ev.Str
@@ -232,7 +220,7 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 		}
 		target := ""
 		if ret >= 0 {
-			target = p.resolve(dirfd, str)
+			target = p.resolveAt(dirfd, str)
 			p.name(int(ret), target)
 		}
 		e.Args = strconv.Quote(str)
@@ -314,7 +302,7 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 		// process is gone by the time its events are read.
 		dir := ""
 		if name == "chdir" {
-			dir = p.resolve(unix.AT_FDCWD, str)
+			dir = p.resolveAt(unix.AT_FDCWD, str)
 		} else {
 			dir = p.target(fd)
 			e.SetTarget(dir) // strace -y names fchdir's fd, not chdir's path

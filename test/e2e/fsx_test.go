@@ -218,15 +218,15 @@ func TestLabFSCoherenceBehindTheMount(t *testing.T) {
 		t.Run(fmt.Sprintf("auto_inval_data=%v", inval), func(t *testing.T) {
 			t.Parallel()
 			cfg := preset(t, "default")
-			cfg.AutoInvalData = inval
+			cfg.NoAutoInvalData = !inval
 			src, mnt := mountPlain(t, cfg)
 			c := runCoherence(t, mnt, 3*time.Second, "-readers", "1", "-write-every", "2ms",
 				"-writer-path", filepath.Join(src, "coherence"))
 			t.Logf("%d writes, %d reads: %d stale (%.0f%%), a write unseen for up to %v", c.Writes, c.Reads, c.Stale,
 				100*float64(c.Stale)/float64(max(c.Reads, 1)), c.MaxAge.Round(time.Millisecond))
 			switch {
-			case inval && c.MaxAge > cfg.AttrTimeout+300*time.Millisecond:
-				t.Errorf("with auto_inval_data a write in the source went unseen for %v, want at most the attribute timeout %v", c.MaxAge, cfg.AttrTimeout)
+			case inval && c.MaxAge > labfs.DefaultTimeout+300*time.Millisecond:
+				t.Errorf("with auto_inval_data a write in the source went unseen for %v, want at most the attribute timeout %v", c.MaxAge, labfs.DefaultTimeout)
 			case !inval && c.MaxAge < 2*time.Second:
 				t.Errorf("without auto_inval_data a write in the source was seen after %v: the reader's pages should stay until it reopens", c.MaxAge)
 			}

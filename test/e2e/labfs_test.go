@@ -353,7 +353,7 @@ func TestLabFSPermissionsAsNative(t *testing.T) {
 	}
 	// Without the kernel's checks, other users may not use the mount at all.
 	cfg := preset(t, "default")
-	cfg.DefaultPermissions = false
+	cfg.NoDefaultPermissions = true
 	_, mnt, _ := mountLabFS(t, cfg)
 	permissionSetup(t, mnt)
 	if out := asNobody(t, filepath.Dir(mnt), "cat "+filepath.Join(mnt, "readonly")+" 2>&1 || true"); !strings.Contains(out, "Permission denied") {
@@ -447,7 +447,7 @@ func TestLabFSKillprivV2(t *testing.T) {
 	counts := map[bool]uint64{}
 	for _, on := range []bool{true, false} {
 		cfg := preset(t, "default")
-		cfg.KillprivV2 = on
+		cfg.NoKillprivV2 = !on
 		src, mnt, f := mountLabFS(t, cfg)
 		os.Chmod(src, 0o777)
 		file := filepath.Join(mnt, "data")
@@ -917,7 +917,7 @@ func TestLabFSNegativeLookups(t *testing.T) {
 // as it was.
 func TestLabFSStaysInsideSource(t *testing.T) {
 	cfg := preset(t, "default")
-	cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, time.Hour
+	cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(time.Hour), labfs.Timeout(time.Hour)
 	src, mnt, _ := mountLabFS(t, cfg)
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "victim"), []byte("outside"), 0o600)

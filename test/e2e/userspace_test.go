@@ -55,7 +55,7 @@ func TestLabFSMDCache(t *testing.T) {
 // that follow an `ls` are hits.
 func TestLabFSMDCacheLearnsFromListings(t *testing.T) {
 	cfg := preset(t, "default")
-	cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, 0 // stat sends GETATTR, not LOOKUP
+	cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(time.Hour), labfs.Timeout(0) // stat sends GETATTR, not LOOKUP
 	cfg.Readdirplus = "on"
 	cfg.MDCacheTTL = time.Minute
 	src, mnt, f := mountLabFS(t, cfg)
@@ -237,7 +237,7 @@ func TestLabFSInodeLRU(t *testing.T) {
 	for _, how := range []string{"stat", "readdirplus"} {
 		t.Run(how, func(t *testing.T) {
 			cfg := preset(t, "default")
-			cfg.EntryTimeout, cfg.AttrTimeout = time.Hour, time.Hour
+			cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(time.Hour), labfs.Timeout(time.Hour)
 			cfg.Readdirplus = "on"
 			cfg.MaxInodes = 50
 			src, mnt, f := mountLabFS(t, cfg)
@@ -279,7 +279,7 @@ func TestLabFSInodeLRU(t *testing.T) {
 // caches and sent its FORGETs.
 func TestLabFSInodeCount(t *testing.T) {
 	cfg := preset(t, "default")
-	cfg.EntryTimeout, cfg.AttrTimeout = 0, 0
+	cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(0), labfs.Timeout(0)
 	src, mnt, f := mountLabFS(t, cfg)
 	const n = 120
 	os.Mkdir(filepath.Join(src, "d"), 0o755)
