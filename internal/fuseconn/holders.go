@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fusescope/fusescope/internal/profile"
 	"golang.org/x/sys/unix"
 )
 
@@ -168,4 +169,32 @@ func usersIn(proc, mnt string) ([]User, error) {
 		}
 	}
 	return out, nil
+}
+
+// AddDaemons fills in each mount's daemons: the processes holding its
+// connection's /dev/fuse, one scan of /proc for all of them. A process
+// this user cannot read is left out.
+func AddDaemons(mounts []profile.Mount) {
+	holders, err := Holders()
+	if err != nil {
+		return
+	}
+	addDaemons(mounts, holders)
+}
+
+func addDaemons(mounts []profile.Mount, holders []Holder) {
+	for i := range mounts {
+		m := &mounts[i]
+		m.Daemons = nil
+		for _, h := range holders {
+			if h.Conn != m.Conn || h.Conn == 0 {
+				continue
+			}
+			if n := len(m.Daemons); n > 0 && m.Daemons[n-1].PID == h.PID {
+				m.Daemons[n-1].FDs++ // holders come by process, then fd
+				continue
+			}
+			m.Daemons = append(m.Daemons, profile.Daemon{PID: h.PID, Comm: h.Comm, FDs: 1})
+		}
+	}
 }

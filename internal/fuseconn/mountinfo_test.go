@@ -1,11 +1,14 @@
 package fuseconn
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 func TestParseMountInfo(t *testing.T) {
@@ -163,5 +166,16 @@ func TestUsersIn(t *testing.T) {
 	want := []User{{PID: 2, Comm: "p2", What: "cwd"}, {PID: 3, Comm: "p3", What: "/mnt/lab/file"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("users %+v, want %+v", got, want)
+	}
+}
+
+// Each mount gets the processes holding its connection, with their fds
+// counted (clone_fd); others' holders and unmounted files are not its.
+func TestAddDaemons(t *testing.T) {
+	mounts := []profile.Mount{{Conn: 41}, {Conn: 42}}
+	addDaemons(mounts, []Holder{{PID: 7, FD: 3, Comm: "passthrough_hp", Conn: 41}, {PID: 7, FD: 9, Comm: "passthrough_hp", Conn: 41},
+		{PID: 8, FD: 4, Comm: "sshfs", Conn: 42}, {PID: 9, FD: 3, Comm: "fusermount3"}})
+	if got := fmt.Sprint(mounts[0].Daemons, mounts[1].Daemons); got != "[{7 passthrough_hp 2}] [{8 sshfs 1}]" {
+		t.Errorf("daemons %s", got)
 	}
 }

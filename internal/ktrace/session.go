@@ -180,9 +180,11 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 
 func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
 	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
+	mounts := s.labels.Mounts(p)
+	fuseconn.AddDaemons(mounts)
 	r.Meta = profile.Meta{
 		Tool: s.cfg.Tool, Source: Source, Kernel: kernel.Release(), Host: kernel.Hostname(),
-		Start: from, End: to, Command: s.cfg.Command, Mounts: s.labels.Mounts(p),
+		Start: from, End: to, Command: s.cfg.Command, Mounts: mounts,
 		Filters: profile.Filters{PID: s.cfg.PID, Comm: s.cfg.Comm, Conns: s.conns},
 	}
 	for _, op := range s.cfg.Ops {

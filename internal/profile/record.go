@@ -134,6 +134,17 @@ type Mount struct {
 	Source     string    `json:"source,omitempty"`
 	Options    string    `json:"options,omitempty"` // per-mount and super-block options
 	Connection *ConnInfo `json:"connection,omitempty"`
+	// Daemons are the processes that hold the connection's /dev/fuse when
+	// the record was made: its daemon (several with clone_fd or a helper
+	// that kept the fd).
+	Daemons []Daemon `json:"daemons,omitempty"`
+}
+
+// Daemon is a process serving a FUSE connection.
+type Daemon struct {
+	PID  int    `json:"pid"`
+	Comm string `json:"comm"`
+	FDs  int    `json:"fds"` // its /dev/fuse fds on the connection
 }
 
 // ConnInfo is what /sys/fs/fuse/connections/N shows.

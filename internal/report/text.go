@@ -144,9 +144,29 @@ func WriteConnections(w io.Writer, r *profile.Record) {
 				m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting)
 			continue
 		}
-		fmt.Fprintf(w, "conn %d %s (%s): waiting %d, max_background %d, congestion_threshold %d\n",
-			m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold)
+		fmt.Fprintf(w, "conn %d %s (%s): waiting %d, max_background %d, congestion_threshold %d%s\n",
+			m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold, daemons(m.Daemons))
 	}
+}
+
+// daemons names the processes serving a connection: "; daemon 4242
+// sshfs", "; daemons 7 passthrough_hp (4 fds), 9 helper".
+func daemons(ds []profile.Daemon) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, d := range ds {
+		p := fmt.Sprintf("%d %s", d.PID, Name(d.Comm))
+		if d.FDs > 1 {
+			p += fmt.Sprintf(" (%d fds)", d.FDs)
+		}
+		parts = append(parts, p)
+	}
+	if len(ds) == 1 {
+		return "; daemon " + parts[0]
+	}
+	return "; daemons " + strings.Join(parts, ", ")
 }
 
 func shortUnit(u hist.Unit) string {

@@ -191,3 +191,23 @@ func FuzzRenderRecord(f *testing.F) {
 		}
 	})
 }
+
+// The connections' lines name the daemons serving them, escaped as every
+// string from a trace is.
+func TestWriteConnectionsNamesDaemons(t *testing.T) {
+	ci := &profile.ConnInfo{MaxBackground: 12, CongestionThreshold: 9}
+	r := &profile.Record{Meta: profile.Meta{Mounts: []profile.Mount{
+		{Conn: 40, MountPoint: "/mnt/a", FSType: "fuse.sshfs", Connection: ci, Daemons: []profile.Daemon{{PID: 4242, Comm: "sshfs", FDs: 1}}},
+		{Conn: 41, MountPoint: "/mnt/b", FSType: "fuse", Connection: ci, Daemons: []profile.Daemon{{PID: 7, Comm: "passthrough_hp", FDs: 4}, {PID: 9, Comm: "odd\nname", FDs: 1}}},
+		{Conn: 42, MountPoint: "/mnt/c", FSType: "fuse", Connection: ci},
+	}}}
+	var b strings.Builder
+	WriteConnections(&b, r)
+	want := `conn 40 /mnt/a (fuse.sshfs): waiting 0, max_background 12, congestion_threshold 9; daemon 4242 sshfs
+conn 41 /mnt/b (fuse): waiting 0, max_background 12, congestion_threshold 9; daemons 7 passthrough_hp (4 fds), 9 "odd\nname"
+conn 42 /mnt/c (fuse): waiting 0, max_background 12, congestion_threshold 9
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}

@@ -91,6 +91,10 @@ func TestTraceBindfsAgainstBpftrace(t *testing.T) {
 	r := loadRecord(t, rec)
 	got := counts(r, conn)
 	t.Logf("fusescope %v\nbpftrace %v", got, want)
+	// The record names the mount's daemon: bindfs, as /proc says.
+	if m := r.Mount(conn); m == nil || len(m.Daemons) != 1 || m.Daemons[0].Comm != "bindfs" {
+		t.Errorf("the record's daemons of conn %d: %+v, want bindfs", conn, m)
+	}
 
 	if got["LOOKUP"] < n+2+1 {
 		t.Errorf("LOOKUP = %d, want at least %d (stat of %d files, cat of 2, one missing)", got["LOOKUP"], n+3, n)
