@@ -30,6 +30,7 @@ func newTraceCmd() *cobra.Command {
 		reapAge  time.Duration
 		attach   string
 		slower   time.Duration
+		stages   bool
 	)
 	c := &cobra.Command{
 		Use:   "trace [flags] [interval [count]] [-- CMD ARGS...]",
@@ -50,6 +51,11 @@ opcode, latency, error, bytes, inode and mount. Records (-o, --json) hold
 them too. With --csv, those lines are CSV rows and nothing else is printed,
 as ext4slower -j does (docs/record.md); -o still saves the statistics.
 
+--stages splits each request into queue (until the daemon reads it from
+/dev/fuse), daemon (until it begins writing the reply) and reply (until the
+kernel completes it), for any daemon, by timing the reads and writes of
+/dev/fuse of the processes that hold it (docs/architecture.md).
+
 -- CMD ARGS runs the command once the probes are attached and ends the trace
 when it exits, as perf stat -- CMD and bpftrace -c do; fusescope then exits
 with the command's status. Every request made while it runs is traced (add
@@ -61,6 +67,7 @@ ends the trace.`,
   fusescope trace --counts --csv 1       # counters only, as CSV every second
   fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
   fusescope trace --slower 10ms -m       # each request of 10 ms or more, as it ends
+  fusescope trace --stages --mount /mnt/sshfs   # queue, daemon and reply time per opcode
   fusescope trace --mount /mnt/lab -o fio.json -- fio job.fio   # while fio runs`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -89,7 +96,7 @@ ends the trace.`,
 				}
 			}
 			src := ktrace.RequestConfig{
-				Options:   ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower},
+				Options:   ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower, Stages: stages},
 				Command:   os.Args,
 				Tool:      version,
 				Intervals: interval > 0,
@@ -144,7 +151,7 @@ ends the trace.`,
 			case slowCSV:
 				src.Slow = func(r profile.SlowRequest) { report.WriteSlowCSV(os.Stdout, false, r) }
 			case slower > 0 && !out.json:
-				src.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit()) }
+				src.Slow = func(r profile.SlowRequest) { report.WriteSlow(os.Stdout, r, out.unit(), stages) }
 			}
 			var source *ktrace.RequestSource
 			r := &report.Renderer{Format: out.format(), W: os.Stdout, Stamp: stamp, Lines: interval > 0}
@@ -170,7 +177,7 @@ ends the trace.`,
 					case slowCSV:
 						report.WriteSlowCSV(os.Stdout, true)
 					case slower > 0 && !out.json:
-						report.WriteSlowHeader(os.Stdout, out.unit())
+						report.WriteSlowHeader(os.Stdout, out.unit(), stages)
 					}
 				},
 				Emit: func(rec *profile.Record, final bool) error {
@@ -202,6 +209,7 @@ ends the trace.`,
 	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
 	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "give up on requests in flight longer than this (counted, and their table slots reused)")
 	f.DurationVar(&slower, "slower", 0, "also print each request that took at least this long (e.g. 10ms), one line as it ends")
+	f.BoolVar(&stages, "stages", false, "split each request into queue (until the daemon reads it), daemon (until it writes the reply) and reply (until the kernel completes it), by timing the daemons' reads and writes of /dev/fuse")
 	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint), tp_btf (raw tracepoints with BTF: cheaper) or tracepoint (classic)")
 	return c
 }

@@ -8,6 +8,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "fusereq.h"
 
 /* The tracepoints' records, relocated by CO-RE against the running kernel's
@@ -244,7 +245,7 @@ static __always_inline struct inflight_slot *claim_slot(__u32 conn, __u64 unique
 /* A request queued for the daemon, by thread pid. The current task's ids
  * are asked for only under -p: the helper call costs ~15 ns here, a tenth
  * of the send. */
-static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32 len, __u32 tag, __u32 pid, const int slow)
+static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32 len, __u32 tag, __u32 pid, const int slow, const int stages)
 {
 	if (filter_op_mask && (opcode >= 64 || !(filter_op_mask & (1ULL << opcode))))
 		return 0;
@@ -276,21 +277,27 @@ static __always_inline int on_send(__u32 conn, __u64 unique, __u32 opcode, __u32
 	s->pid = pid;
 	s->req_len = len;
 	s->req_tag = tag;
+	if (stages) {
+		s->taken_ns = 0;
+		s->replied_ns = 0;
+	}
 	s->start_ns = now;
 	return 0;
 }
 
-SEC("tracepoint/fuse/fuse_request_send")
-int fuse_send(struct trace_event_raw_fuse_request_send *ctx)
-{
-	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len, 0, (__u32)bpf_get_current_pid_tgid(), 0);
-}
-
-SEC("tracepoint/fuse/fuse_request_send")
-int fuse_send_slow(struct trace_event_raw_fuse_request_send *ctx)
-{
-	return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len, 0, (__u32)bpf_get_current_pid_tgid(), 1);
-}
+/* Each program has twins compiled with --slower's code (_slow), --stages'
+ * (_stages) or both; the loader puts the twin it needs in its place. */
+#define SEND_TP(name, slow, stages)                                                                             \
+	SEC("tracepoint/fuse/fuse_request_send")                                                                \
+	int name(struct trace_event_raw_fuse_request_send *ctx)                                                 \
+	{                                                                                                       \
+		return on_send(ctx->connection, ctx->unique, ctx->opcode, ctx->len, 0,                          \
+			       (__u32)bpf_get_current_pid_tgid(), slow, stages);                                \
+	}
+SEND_TP(fuse_send, 0, 0)
+SEND_TP(fuse_send_slow, 1, 0)
+SEND_TP(fuse_send_stages, 0, 1)
+SEND_TP(fuse_send_slow_stages, 1, 1)
 
 /* The low bits of a request's address, never 0: what tp_btf finds a
  * request's slot by. The verifier allows no arithmetic on the pointer, but
@@ -304,17 +311,20 @@ static __always_inline __u32 req_tag(struct fuse_req *req)
 
 /* The same from the raw tracepoint: no record is filled in for it, which
  * is most of what attaching to the classic tracepoint costs. */
-SEC("tp_btf/fuse_request_send")
-int BPF_PROG(fuse_send_btf, struct fuse_req *req)
-{
-	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len, req_tag(req), req->in.h.pid, 0);
-}
-
-SEC("tp_btf/fuse_request_send")
-int BPF_PROG(fuse_send_btf_slow, struct fuse_req *req)
-{
-	return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len, req_tag(req), req->in.h.pid, 1);
-}
+/* Under --stages a request's slot is found by (connection, id), as on the
+ * classic tracepoints: the daemon's read and reply know those, not the
+ * request's address. */
+#define SEND_BTF(name, slow, stages)                                                                            \
+	SEC("tp_btf/fuse_request_send")                                                                         \
+	int BPF_PROG(name, struct fuse_req *req)                                                                \
+	{                                                                                                       \
+		return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len,             \
+			       stages ? 0 : req_tag(req), req->in.h.pid, slow, stages);                         \
+	}
+SEND_BTF(fuse_send_btf, 0, 0)
+SEND_BTF(fuse_send_btf_slow, 1, 0)
+SEND_BTF(fuse_send_btf_stages, 0, 1)
+SEND_BTF(fuse_send_btf_slow_stages, 1, 1)
 
 static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
 {
@@ -340,6 +350,8 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
 	return s;
 }
 
+#include "stages.bpf.h"
+
 /* A request's reply is complete (or it was aborted). With a tag (tp_btf),
  * conn is unknown and read from the slot: the connection's dev shares a
  * cache line with the counter of requests waiting, which the sending CPU
@@ -348,7 +360,8 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
  * its slot's entry after the slot was freed: only a request claiming the
  * same slot within that instant could have written another there. */
 static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 opcode, __u64 start,
-				      __u64 delta, __u32 req_len, __u32 reply_len, __s32 err, __u64 nodeid)
+				      __u64 delta, __u32 req_len, __u32 reply_len, __s32 err, __u64 nodeid,
+				      const __u64 *stage)
 {
 	struct slow_req *e = bpf_ringbuf_reserve(&slow_reqs, sizeof(*e), 0);
 	if (!e) {
@@ -367,6 +380,9 @@ static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 op
 	e->req_len = req_len;
 	e->reply_len = reply_len;
 	e->error = err;
+	e->stage_ns[0] = stage[0];
+	e->stage_ns[1] = stage[1];
+	e->stage_ns[2] = stage[2];
 	struct slow_comm *c = bpf_map_lookup_elem(&inflight_comm, &idx);
 	if (c)
 		__builtin_memcpy(e->comm, c->comm, sizeof(e->comm));
@@ -376,7 +392,7 @@ static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 op
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
-static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid, const int slow)
+static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid, const int slow, const int stages)
 {
 	struct inflight_slot *slot = 0;
 	__u32 slot_idx = 0;
@@ -402,13 +418,18 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	conn = slot->conn;
 	__u32 req_len = slot->req_len;
 	__u32 pid = slow ? slot->pid : 0;
+	__u64 taken = stages ? slot->taken_ns : 0;
+	__u64 replied = stages ? slot->replied_ns : 0;
 	slot->start_ns = 0;
 	__sync_val_compare_and_swap(&slot->unique, unique, 0);
 	if (!start)
 		return 0;
-	__u64 delta = bpf_ktime_get_ns() - start;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 delta = now - start;
+	__u64 stage[STAGES] = {};
+	int gap = stages ? stage_split(start, taken, replied, now, stage) : 0;
 	if (slow && delta >= slower_ns)
-		send_slow(slot_idx, pid, conn, opcode, start, delta, req_len, reply_len, err, nodeid);
+		send_slow(slot_idx, pid, conn, opcode, start, delta, req_len, reply_len, err, nodeid, stage);
 
 	struct op_stats *s = stats_for(conn, opcode);
 	if (!s) {
@@ -452,31 +473,36 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 		else
 			count_drop(DROP_ERRNO_FULL);
 	}
+	/* After the request's count: user space reads the stages first, so
+	 * that they never count a request the totals do not. */
+	if (stages)
+		count_stages(conn, opcode, gap, stage);
 	return 0;
 }
 
-SEC("tracepoint/fuse/fuse_request_end")
-int fuse_end(struct trace_event_raw_fuse_request_end *ctx)
-{
-	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, 0);
-}
+#define END_TP(name, slow, stages)                                                                              \
+	SEC("tracepoint/fuse/fuse_request_end")                                                                 \
+	int name(struct trace_event_raw_fuse_request_end *ctx)                                                  \
+	{                                                                                                       \
+		return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, slow, stages);          \
+	}
+END_TP(fuse_end, 0, 0)
+END_TP(fuse_end_slow, 1, 0)
+END_TP(fuse_end_stages, 0, 1)
+END_TP(fuse_end_slow_stages, 1, 1)
 
-SEC("tracepoint/fuse/fuse_request_end")
-int fuse_end_slow(struct trace_event_raw_fuse_request_end *ctx)
-{
-	return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, 1);
-}
-
-SEC("tp_btf/fuse_request_end")
-int BPF_PROG(fuse_end_btf, struct fuse_req *req)
-{
-	return on_end(0, req->in.h.unique, req->out.h.len, req->out.h.error, req_tag(req), 0, 0);
-}
-
-SEC("tp_btf/fuse_request_end")
-int BPF_PROG(fuse_end_btf_slow, struct fuse_req *req)
-{
-	return on_end(0, req->in.h.unique, req->out.h.len, req->out.h.error, req_tag(req), req->in.h.nodeid, 1);
-}
+/* Under --stages the end reads the connection (the slot is found by it). */
+#define END_BTF(name, slow, stages)                                                                             \
+	SEC("tp_btf/fuse_request_end")                                                                          \
+	int BPF_PROG(name, struct fuse_req *req)                                                                \
+	{                                                                                                       \
+		return on_end(stages ? req->fm->fc->dev : 0, req->in.h.unique, req->out.h.len,                  \
+			      req->out.h.error, stages ? 0 : req_tag(req), slow ? req->in.h.nodeid : 0,        \
+			      slow, stages);                                                                    \
+	}
+END_BTF(fuse_end_btf, 0, 0)
+END_BTF(fuse_end_btf_slow, 1, 0)
+END_BTF(fuse_end_btf_stages, 0, 1)
+END_BTF(fuse_end_btf_slow_stages, 1, 1)
 
 char LICENSE[] SEC("license") = "GPL";

@@ -11,6 +11,10 @@
 #define MAX_STATS_KEYS 2048
 #define MAX_ERRNO_KEYS 1024
 #define CONN_BITMAP_WORDS 16384 /* one bit per connection number below 2^20 */
+#define DAEMON_BITMAP_WORDS 65536 /* --stages: one bit per process id below 2^22 (PID_MAX_LIMIT) */
+#define DAEMON_THREADS 4096     /* power of two: --stages' per-thread state, by thread id */
+#define MAX_STAGE_KEYS 512
+#define STAGES 3                /* queue, daemon, reply */
 
 /* Indices of the drops counters: events the tracer could not account for. */
 enum drop_reason {
@@ -20,7 +24,8 @@ enum drop_reason {
 	DROP_UNIQUE_ZERO = 3,   /* kernel 6.12-6.17: send fired before the id was set */
 	DROP_ERRNO_FULL = 4,    /* no room for a new (connection, opcode, errno) */
 	DROP_REAPED_STALE = 5,  /* a send took over a slot in flight beyond the reap age */
-	DROP_REASONS = 6,
+	DROP_STAGES_FULL = 6,   /* --stages: no room for a new (connection, opcode) */
+	DROP_REASONS = 7,
 };
 
 /* One in-flight request. A slot is free when unique is 0; a send claims it
@@ -35,6 +40,10 @@ struct inflight_slot {
 	__u32 pid;     /* the requesting thread: on tp_btf the request header's (in the daemon's pid namespace), else the current task's */
 	__u32 req_len;
 	__u32 req_tag; /* tp_btf: the low bits of the request's address; 0 on the classic tracepoints */
+	/* --stages: when a daemon thread took the request from /dev/fuse and
+	 * when it began writing the reply; 0 until seen. */
+	__u64 taken_ns;
+	__u64 replied_ns;
 };
 
 /* A request that took at least slower_ns (--slower): sent whole, as bcc's
@@ -50,6 +59,9 @@ struct slow_req {
 	__u32 reply_len;
 	__s32 error;
 	char comm[16]; /* the requesting thread's, taken at the send */
+	/* --stages: the request's time in the kernel's queue, with the daemon
+	 * and in the reply's delivery; 0 where the stage was not seen. */
+	__u64 stage_ns[STAGES];
 };
 
 struct stats_key {
@@ -84,6 +96,32 @@ struct errno_key {
 	__u32 conn;
 	__u32 opcode;
 	__s32 error;
+	__u32 pad;
+};
+
+/* --stages: one (connection, opcode)'s stages, per CPU. A request ends with
+ * all three stages (staged), or without its read from /dev/fuse seen
+ * (not_taken: the ring transport, a daemon not watched, a request the kernel
+ * ended itself), or read but without a reply write seen (not_replied). */
+struct stage_stats {
+	__u64 staged;
+	__u64 not_taken;
+	__u64 not_replied;
+	__u64 sum_ns[STAGES];
+	__u64 min_ns[STAGES];
+	__u64 max_ns[STAGES];
+	__u64 slots[STAGES][HIST_SLOTS];
+};
+
+/* --stages: a daemon thread's system call in progress, and what a splice
+ * from or to /dev/fuse left for its next call. A slot is the thread's while
+ * its tid is stored in it. */
+struct daemon_thread {
+	__u32 tid;
+	__u32 spliced_conn;
+	__u64 spliced_ns;  /* a request was spliced from /dev/fuse into a pipe then */
+	__u64 hdr_unique;  /* a reply header written into a pipe, for a splice to /dev/fuse */
+	__u32 spliced_len;
 	__u32 pad;
 };
 

@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type FuseReqDaemonThread struct {
+	_           structs.HostLayout
+	Tid         uint32
+	SplicedConn uint32
+	SplicedNs   uint64
+	HdrUnique   uint64
+	SplicedLen  uint32
+	Pad         uint32
+}
+
 type FuseReqErrnoKey struct {
 	_      structs.HostLayout
 	Conn   uint32
@@ -22,15 +32,17 @@ type FuseReqErrnoKey struct {
 }
 
 type FuseReqInflightSlot struct {
-	_       structs.HostLayout
-	Unique  uint64
-	StartNs uint64
-	Conn    uint32
-	Opcode  uint32
-	Pid     uint32
-	ReqLen  uint32
-	ReqTag  uint32
-	_       [4]byte
+	_         structs.HostLayout
+	Unique    uint64
+	StartNs   uint64
+	Conn      uint32
+	Opcode    uint32
+	Pid       uint32
+	ReqLen    uint32
+	ReqTag    uint32
+	_         [4]byte
+	TakenNs   uint64
+	RepliedNs uint64
 }
 
 type FuseReqOpStats struct {
@@ -67,6 +79,18 @@ type FuseReqSlowReq struct {
 	ReplyLen uint32
 	Error    int32
 	Comm     [16]int8
+	StageNs  [3]uint64
+}
+
+type FuseReqStageStats struct {
+	_          structs.HostLayout
+	Staged     uint64
+	NotTaken   uint64
+	NotReplied uint64
+	SumNs      [3]uint64
+	MinNs      [3]uint64
+	MaxNs      [3]uint64
+	Slots      [3][64]uint64
 }
 
 type FuseReqStatsKey struct {
@@ -79,32 +103,53 @@ type FuseReqStatsKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FuseReqMapDrops            = "drops"
-	FuseReqMapErrnos           = "errnos"
-	FuseReqMapFilterConns      = "filter_conns"
-	FuseReqMapInflight         = "inflight"
-	FuseReqMapInflightComm     = "inflight_comm"
-	FuseReqMapSlowLost         = "slow_lost"
-	FuseReqMapSlowReqs         = "slow_reqs"
-	FuseReqMapStats            = "stats"
-	FuseReqMapStatsFast        = "stats_fast"
-	FuseReqProgFuseEnd         = "fuse_end"
-	FuseReqProgFuseEndBtf      = "fuse_end_btf"
-	FuseReqProgFuseEndBtfSlow  = "fuse_end_btf_slow"
-	FuseReqProgFuseEndSlow     = "fuse_end_slow"
-	FuseReqProgFuseSend        = "fuse_send"
-	FuseReqProgFuseSendBtf     = "fuse_send_btf"
-	FuseReqProgFuseSendBtfSlow = "fuse_send_btf_slow"
-	FuseReqProgFuseSendSlow    = "fuse_send_slow"
-	FuseReqVarFilterComm       = "filter_comm"
-	FuseReqVarFilterCommOn     = "filter_comm_on"
-	FuseReqVarFilterConnOn     = "filter_conn_on"
-	FuseReqVarFilterOpMask     = "filter_op_mask"
-	FuseReqVarFilterTgid       = "filter_tgid"
-	FuseReqVarIntervalEpoch    = "interval_epoch"
-	FuseReqVarReapAgeNs        = "reap_age_ns"
-	FuseReqVarSlowerNs         = "slower_ns"
-	FuseReqVarUnusedSlowReq    = "unused_slow_req"
+	FuseReqMapDaemonTgids            = "daemon_tgids"
+	FuseReqMapDaemonThreads          = "daemon_threads"
+	FuseReqMapDrops                  = "drops"
+	FuseReqMapErrnos                 = "errnos"
+	FuseReqMapFilterConns            = "filter_conns"
+	FuseReqMapInflight               = "inflight"
+	FuseReqMapInflightComm           = "inflight_comm"
+	FuseReqMapSlowLost               = "slow_lost"
+	FuseReqMapSlowReqs               = "slow_reqs"
+	FuseReqMapStageTable             = "stage_table"
+	FuseReqMapStats                  = "stats"
+	FuseReqMapStatsFast              = "stats_fast"
+	FuseReqProgFuseEnd               = "fuse_end"
+	FuseReqProgFuseEndBtf            = "fuse_end_btf"
+	FuseReqProgFuseEndBtfSlow        = "fuse_end_btf_slow"
+	FuseReqProgFuseEndBtfSlowStages  = "fuse_end_btf_slow_stages"
+	FuseReqProgFuseEndBtfStages      = "fuse_end_btf_stages"
+	FuseReqProgFuseEndSlow           = "fuse_end_slow"
+	FuseReqProgFuseEndSlowStages     = "fuse_end_slow_stages"
+	FuseReqProgFuseEndStages         = "fuse_end_stages"
+	FuseReqProgFuseSend              = "fuse_send"
+	FuseReqProgFuseSendBtf           = "fuse_send_btf"
+	FuseReqProgFuseSendBtfSlow       = "fuse_send_btf_slow"
+	FuseReqProgFuseSendBtfSlowStages = "fuse_send_btf_slow_stages"
+	FuseReqProgFuseSendBtfStages     = "fuse_send_btf_stages"
+	FuseReqProgFuseSendSlow          = "fuse_send_slow"
+	FuseReqProgFuseSendSlowStages    = "fuse_send_slow_stages"
+	FuseReqProgFuseSendStages        = "fuse_send_stages"
+	FuseReqProgStageEnterSplice      = "stage_enter_splice"
+	FuseReqProgStageEnterVmsplice    = "stage_enter_vmsplice"
+	FuseReqProgStageEnterWrite       = "stage_enter_write"
+	FuseReqProgStageEnterWritev      = "stage_enter_writev"
+	FuseReqProgStageExitRead         = "stage_exit_read"
+	FuseReqProgStageExitReadv        = "stage_exit_readv"
+	FuseReqProgStageExitSplice       = "stage_exit_splice"
+	FuseReqProgStageFloorRawEnter    = "stage_floor_raw_enter"
+	FuseReqProgStageFloorRawExit     = "stage_floor_raw_exit"
+	FuseReqVarFilterComm             = "filter_comm"
+	FuseReqVarFilterCommOn           = "filter_comm_on"
+	FuseReqVarFilterConnOn           = "filter_conn_on"
+	FuseReqVarFilterOpMask           = "filter_op_mask"
+	FuseReqVarFilterTgid             = "filter_tgid"
+	FuseReqVarIntervalEpoch          = "interval_epoch"
+	FuseReqVarReapAgeNs              = "reap_age_ns"
+	FuseReqVarSlowerNs               = "slower_ns"
+	FuseReqVarStagesEmpty            = "stages_empty"
+	FuseReqVarUnusedSlowReq          = "unused_slow_req"
 )
 
 // LoadFuseReq returns the embedded CollectionSpec for FuseReq.
@@ -149,29 +194,49 @@ type FuseReqSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqProgramSpecs struct {
-	FuseEnd         *ebpf.ProgramSpec `ebpf:"fuse_end"`
-	FuseEndBtf      *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
-	FuseEndBtfSlow  *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow"`
-	FuseEndSlow     *ebpf.ProgramSpec `ebpf:"fuse_end_slow"`
-	FuseSend        *ebpf.ProgramSpec `ebpf:"fuse_send"`
-	FuseSendBtf     *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
-	FuseSendBtfSlow *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow"`
-	FuseSendSlow    *ebpf.ProgramSpec `ebpf:"fuse_send_slow"`
+	FuseEnd               *ebpf.ProgramSpec `ebpf:"fuse_end"`
+	FuseEndBtf            *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
+	FuseEndBtfSlow        *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow"`
+	FuseEndBtfSlowStages  *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages"`
+	FuseEndBtfStages      *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages"`
+	FuseEndSlow           *ebpf.ProgramSpec `ebpf:"fuse_end_slow"`
+	FuseEndSlowStages     *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages"`
+	FuseEndStages         *ebpf.ProgramSpec `ebpf:"fuse_end_stages"`
+	FuseSend              *ebpf.ProgramSpec `ebpf:"fuse_send"`
+	FuseSendBtf           *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow       *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow"`
+	FuseSendBtfSlowStages *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow_stages"`
+	FuseSendBtfStages     *ebpf.ProgramSpec `ebpf:"fuse_send_btf_stages"`
+	FuseSendSlow          *ebpf.ProgramSpec `ebpf:"fuse_send_slow"`
+	FuseSendSlowStages    *ebpf.ProgramSpec `ebpf:"fuse_send_slow_stages"`
+	FuseSendStages        *ebpf.ProgramSpec `ebpf:"fuse_send_stages"`
+	StageEnterSplice      *ebpf.ProgramSpec `ebpf:"stage_enter_splice"`
+	StageEnterVmsplice    *ebpf.ProgramSpec `ebpf:"stage_enter_vmsplice"`
+	StageEnterWrite       *ebpf.ProgramSpec `ebpf:"stage_enter_write"`
+	StageEnterWritev      *ebpf.ProgramSpec `ebpf:"stage_enter_writev"`
+	StageExitRead         *ebpf.ProgramSpec `ebpf:"stage_exit_read"`
+	StageExitReadv        *ebpf.ProgramSpec `ebpf:"stage_exit_readv"`
+	StageExitSplice       *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
+	StageFloorRawEnter    *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
+	StageFloorRawExit     *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
 }
 
 // FuseReqMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqMapSpecs struct {
-	Drops        *ebpf.MapSpec `ebpf:"drops"`
-	Errnos       *ebpf.MapSpec `ebpf:"errnos"`
-	FilterConns  *ebpf.MapSpec `ebpf:"filter_conns"`
-	Inflight     *ebpf.MapSpec `ebpf:"inflight"`
-	InflightComm *ebpf.MapSpec `ebpf:"inflight_comm"`
-	SlowLost     *ebpf.MapSpec `ebpf:"slow_lost"`
-	SlowReqs     *ebpf.MapSpec `ebpf:"slow_reqs"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
-	StatsFast    *ebpf.MapSpec `ebpf:"stats_fast"`
+	DaemonTgids   *ebpf.MapSpec `ebpf:"daemon_tgids"`
+	DaemonThreads *ebpf.MapSpec `ebpf:"daemon_threads"`
+	Drops         *ebpf.MapSpec `ebpf:"drops"`
+	Errnos        *ebpf.MapSpec `ebpf:"errnos"`
+	FilterConns   *ebpf.MapSpec `ebpf:"filter_conns"`
+	Inflight      *ebpf.MapSpec `ebpf:"inflight"`
+	InflightComm  *ebpf.MapSpec `ebpf:"inflight_comm"`
+	SlowLost      *ebpf.MapSpec `ebpf:"slow_lost"`
+	SlowReqs      *ebpf.MapSpec `ebpf:"slow_reqs"`
+	StageTable    *ebpf.MapSpec `ebpf:"stage_table"`
+	Stats         *ebpf.MapSpec `ebpf:"stats"`
+	StatsFast     *ebpf.MapSpec `ebpf:"stats_fast"`
 }
 
 // FuseReqVariableSpecs contains global variables before they are loaded into the kernel.
@@ -186,6 +251,7 @@ type FuseReqVariableSpecs struct {
 	IntervalEpoch *ebpf.VariableSpec `ebpf:"interval_epoch"`
 	ReapAgeNs     *ebpf.VariableSpec `ebpf:"reap_age_ns"`
 	SlowerNs      *ebpf.VariableSpec `ebpf:"slower_ns"`
+	StagesEmpty   *ebpf.VariableSpec `ebpf:"stages_empty"`
 	UnusedSlowReq *ebpf.VariableSpec `ebpf:"unused_slow_req"`
 }
 
@@ -209,19 +275,24 @@ func (o *FuseReqObjects) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqMaps struct {
-	Drops        *ebpf.Map `ebpf:"drops"`
-	Errnos       *ebpf.Map `ebpf:"errnos"`
-	FilterConns  *ebpf.Map `ebpf:"filter_conns"`
-	Inflight     *ebpf.Map `ebpf:"inflight"`
-	InflightComm *ebpf.Map `ebpf:"inflight_comm"`
-	SlowLost     *ebpf.Map `ebpf:"slow_lost"`
-	SlowReqs     *ebpf.Map `ebpf:"slow_reqs"`
-	Stats        *ebpf.Map `ebpf:"stats"`
-	StatsFast    *ebpf.Map `ebpf:"stats_fast"`
+	DaemonTgids   *ebpf.Map `ebpf:"daemon_tgids"`
+	DaemonThreads *ebpf.Map `ebpf:"daemon_threads"`
+	Drops         *ebpf.Map `ebpf:"drops"`
+	Errnos        *ebpf.Map `ebpf:"errnos"`
+	FilterConns   *ebpf.Map `ebpf:"filter_conns"`
+	Inflight      *ebpf.Map `ebpf:"inflight"`
+	InflightComm  *ebpf.Map `ebpf:"inflight_comm"`
+	SlowLost      *ebpf.Map `ebpf:"slow_lost"`
+	SlowReqs      *ebpf.Map `ebpf:"slow_reqs"`
+	StageTable    *ebpf.Map `ebpf:"stage_table"`
+	Stats         *ebpf.Map `ebpf:"stats"`
+	StatsFast     *ebpf.Map `ebpf:"stats_fast"`
 }
 
 func (m *FuseReqMaps) Close() error {
 	return _FuseReqClose(
+		m.DaemonTgids,
+		m.DaemonThreads,
 		m.Drops,
 		m.Errnos,
 		m.FilterConns,
@@ -229,6 +300,7 @@ func (m *FuseReqMaps) Close() error {
 		m.InflightComm,
 		m.SlowLost,
 		m.SlowReqs,
+		m.StageTable,
 		m.Stats,
 		m.StatsFast,
 	)
@@ -246,6 +318,7 @@ type FuseReqVariables struct {
 	IntervalEpoch *ebpf.Variable `ebpf:"interval_epoch"`
 	ReapAgeNs     *ebpf.Variable `ebpf:"reap_age_ns"`
 	SlowerNs      *ebpf.Variable `ebpf:"slower_ns"`
+	StagesEmpty   *ebpf.Variable `ebpf:"stages_empty"`
 	UnusedSlowReq *ebpf.Variable `ebpf:"unused_slow_req"`
 }
 
@@ -253,14 +326,31 @@ type FuseReqVariables struct {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqPrograms struct {
-	FuseEnd         *ebpf.Program `ebpf:"fuse_end"`
-	FuseEndBtf      *ebpf.Program `ebpf:"fuse_end_btf"`
-	FuseEndBtfSlow  *ebpf.Program `ebpf:"fuse_end_btf_slow"`
-	FuseEndSlow     *ebpf.Program `ebpf:"fuse_end_slow"`
-	FuseSend        *ebpf.Program `ebpf:"fuse_send"`
-	FuseSendBtf     *ebpf.Program `ebpf:"fuse_send_btf"`
-	FuseSendBtfSlow *ebpf.Program `ebpf:"fuse_send_btf_slow"`
-	FuseSendSlow    *ebpf.Program `ebpf:"fuse_send_slow"`
+	FuseEnd               *ebpf.Program `ebpf:"fuse_end"`
+	FuseEndBtf            *ebpf.Program `ebpf:"fuse_end_btf"`
+	FuseEndBtfSlow        *ebpf.Program `ebpf:"fuse_end_btf_slow"`
+	FuseEndBtfSlowStages  *ebpf.Program `ebpf:"fuse_end_btf_slow_stages"`
+	FuseEndBtfStages      *ebpf.Program `ebpf:"fuse_end_btf_stages"`
+	FuseEndSlow           *ebpf.Program `ebpf:"fuse_end_slow"`
+	FuseEndSlowStages     *ebpf.Program `ebpf:"fuse_end_slow_stages"`
+	FuseEndStages         *ebpf.Program `ebpf:"fuse_end_stages"`
+	FuseSend              *ebpf.Program `ebpf:"fuse_send"`
+	FuseSendBtf           *ebpf.Program `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow       *ebpf.Program `ebpf:"fuse_send_btf_slow"`
+	FuseSendBtfSlowStages *ebpf.Program `ebpf:"fuse_send_btf_slow_stages"`
+	FuseSendBtfStages     *ebpf.Program `ebpf:"fuse_send_btf_stages"`
+	FuseSendSlow          *ebpf.Program `ebpf:"fuse_send_slow"`
+	FuseSendSlowStages    *ebpf.Program `ebpf:"fuse_send_slow_stages"`
+	FuseSendStages        *ebpf.Program `ebpf:"fuse_send_stages"`
+	StageEnterSplice      *ebpf.Program `ebpf:"stage_enter_splice"`
+	StageEnterVmsplice    *ebpf.Program `ebpf:"stage_enter_vmsplice"`
+	StageEnterWrite       *ebpf.Program `ebpf:"stage_enter_write"`
+	StageEnterWritev      *ebpf.Program `ebpf:"stage_enter_writev"`
+	StageExitRead         *ebpf.Program `ebpf:"stage_exit_read"`
+	StageExitReadv        *ebpf.Program `ebpf:"stage_exit_readv"`
+	StageExitSplice       *ebpf.Program `ebpf:"stage_exit_splice"`
+	StageFloorRawEnter    *ebpf.Program `ebpf:"stage_floor_raw_enter"`
+	StageFloorRawExit     *ebpf.Program `ebpf:"stage_floor_raw_exit"`
 }
 
 func (p *FuseReqPrograms) Close() error {
@@ -268,11 +358,28 @@ func (p *FuseReqPrograms) Close() error {
 		p.FuseEnd,
 		p.FuseEndBtf,
 		p.FuseEndBtfSlow,
+		p.FuseEndBtfSlowStages,
+		p.FuseEndBtfStages,
 		p.FuseEndSlow,
+		p.FuseEndSlowStages,
+		p.FuseEndStages,
 		p.FuseSend,
 		p.FuseSendBtf,
 		p.FuseSendBtfSlow,
+		p.FuseSendBtfSlowStages,
+		p.FuseSendBtfStages,
 		p.FuseSendSlow,
+		p.FuseSendSlowStages,
+		p.FuseSendStages,
+		p.StageEnterSplice,
+		p.StageEnterVmsplice,
+		p.StageEnterWrite,
+		p.StageEnterWritev,
+		p.StageExitRead,
+		p.StageExitReadv,
+		p.StageExitSplice,
+		p.StageFloorRawEnter,
+		p.StageFloorRawExit,
 	)
 }
 

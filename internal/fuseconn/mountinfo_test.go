@@ -1,7 +1,6 @@
 package fuseconn
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -175,7 +174,10 @@ func TestAddDaemons(t *testing.T) {
 	mounts := []profile.Mount{{Conn: 41}, {Conn: 42}}
 	addDaemons(mounts, []Holder{{PID: 7, FD: 3, Comm: "passthrough_hp", Conn: 41}, {PID: 7, FD: 9, Comm: "passthrough_hp", Conn: 41},
 		{PID: 8, FD: 4, Comm: "sshfs", Conn: 42}, {PID: 9, FD: 3, Comm: "fusermount3"}})
-	if got := fmt.Sprint(mounts[0].Daemons, mounts[1].Daemons); got != "[{7 passthrough_hp 2}] [{8 sshfs 1}]" {
-		t.Errorf("daemons %s", got)
+	want := [][]profile.Daemon{{{PID: 7, Comm: "passthrough_hp", FDs: 2}}, {{PID: 8, Comm: "sshfs", FDs: 1}}}
+	for i, w := range want {
+		if !slices.Equal(mounts[i].Daemons, w) {
+			t.Errorf("conn %d: daemons %+v, want %+v", mounts[i].Conn, mounts[i].Daemons, w)
+		}
 	}
 }

@@ -79,3 +79,11 @@ func Hostname() string {
 	}
 	return h
 }
+
+// FuseURingEnabled says whether FUSE over io_uring is enabled
+// (/sys/module/fuse/parameters/enable_uring, Linux 6.14+): daemons may then
+// take requests from a ring instead of reading /dev/fuse.
+func FuseURingEnabled() bool {
+	b, err := os.ReadFile("/sys/module/fuse/parameters/enable_uring")
+	return err == nil && len(b) > 0 && (b[0] == 'Y' || b[0] == '1')
+}

@@ -49,6 +49,8 @@ type RequestSource struct {
 	slowInterval, slowRun slowList
 	slowLostSeen          uint64
 	lastHousekeeping      time.Time
+	// --stages: when each daemon process was first watched.
+	watched map[int]time.Time
 }
 
 // OpenRequests checks the connections to trace, loads the programs and
@@ -71,8 +73,43 @@ func OpenRequests(cfg RequestConfig) (*RequestSource, error) {
 		return nil, err
 	}
 	now := time.Now()
-	return &RequestSource{cfg: cfg, t: t, conns: conns, labels: fuseconn.NewBook(conns, named),
-		start: now, prevTime: now, lastHousekeeping: now}, nil
+	s := &RequestSource{cfg: cfg, t: t, conns: conns, labels: fuseconn.NewBook(conns, named),
+		start: now, prevTime: now, lastHousekeeping: now, watched: map[int]time.Time{}}
+	if err := s.watchDaemons(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// watchDaemons finds the processes holding a traced connection's
+// /dev/fuse (every connection's, when all are traced) and has the stage
+// programs time their calls: at open, then every second, so that a daemon
+// started after the trace is watched from then on.
+func (s *RequestSource) watchDaemons() error {
+	if !s.t.Stages() {
+		return nil
+	}
+	holders, err := fuseconn.Holders()
+	if err != nil {
+		return fmt.Errorf("finding the daemons for --stages: %w", err)
+	}
+	traced := map[uint32]bool{}
+	for _, c := range s.conns {
+		traced[c] = true
+	}
+	var pids []int
+	now := time.Now()
+	for _, h := range holders {
+		if h.Conn == 0 || (len(traced) > 0 && !traced[h.Conn]) {
+			continue
+		}
+		if _, ok := s.watched[h.PID]; !ok {
+			s.watched[h.PID] = now
+			pids = append(pids, h.PID)
+		}
+	}
+	return s.t.WatchDaemons(pids)
 }
 
 // Conns are the traced connections; none: every one.
@@ -105,6 +142,9 @@ func (s *RequestSource) Poll() error {
 		return nil
 	}
 	s.lastHousekeeping = time.Now()
+	if err := s.watchDaemons(); err != nil {
+		return err
+	}
 	s.labels.Refresh()
 	if gone, aborted := s.labels.Gone(); gone != "" {
 		return &fuseconn.ErrMountGone{What: gone, Aborted: aborted}
@@ -182,10 +222,19 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
 	mounts := s.labels.Mounts(p)
 	fuseconn.AddDaemons(mounts)
+	for i := range mounts {
+		for j := range mounts[i].Daemons {
+			d := &mounts[i].Daemons[j]
+			if at, ok := s.watched[d.PID]; ok {
+				d.Watched = at
+			}
+		}
+	}
 	r.Meta = profile.Meta{
 		Tool: s.cfg.Tool, Source: Source, Kernel: kernel.Release(), Host: kernel.Hostname(),
 		Start: from, End: to, Command: s.cfg.Command, Mounts: mounts,
-		Filters: profile.Filters{PID: s.cfg.PID, Comm: s.cfg.Comm, Conns: s.conns},
+		Filters:   profile.Filters{PID: s.cfg.PID, Comm: s.cfg.Comm, Conns: s.conns},
+		FuseURing: s.t.Stages() && kernel.FuseURingEnabled(),
 	}
 	for _, op := range s.cfg.Ops {
 		r.Meta.Filters.Ops = append(r.Meta.Filters.Ops, op.String())

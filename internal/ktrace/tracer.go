@@ -29,7 +29,8 @@ const (
 	dropUniqueZero   = 3
 	dropErrnoFull    = 4
 	dropReapedStale  = 5
-	dropReasons      = 6
+	dropStagesFull   = 6
+	dropReasons      = 7
 )
 
 // DefaultReapAge is how long a request may stay in flight before its slot in
@@ -64,6 +65,11 @@ type Options struct {
 	// space whole (ReadSlow); 0 sends none, and costs nothing: the code
 	// is removed from the programs at load.
 	Slower time.Duration
+	// Stages splits each request into queue, daemon and reply by timing
+	// the reads of requests and writes of replies of the processes
+	// WatchDaemons names; StageCost is for the benchmarks.
+	Stages    bool
+	StageCost StageCost
 }
 
 // Tracer holds the loaded programs, their links and maps.
@@ -78,6 +84,13 @@ type Tracer struct {
 	epoch     uint32         // its value
 	slow      *ringbuf.Reader
 	clock     kernel.Clock // for SlowRequest.End
+
+	// --stages: the programs on the daemons' system calls (or, for the
+	// benchmarks, the raw floor's) and the daemons watched.
+	stages     bool
+	stageProgs *stagePrograms
+	rawFloor   *rawFloorPrograms
+	daemons    map[int]bool
 }
 
 // Extremes are the exact fastest and slowest request of one interval, in ns.
@@ -184,17 +197,31 @@ func Start(opts Options) (*Tracer, error) {
 	if opts.Slower < 0 {
 		return nil, fmt.Errorf("--slower %v: give a positive duration, e.g. 10ms", opts.Slower)
 	}
+	// The programs compiled with --slower's or --stages' code stand in for
+	// those without it (no cost when they are off).
+	twin := ""
 	if opts.Slower > 0 {
 		consts["slower_ns"] = uint64(opts.Slower.Nanoseconds())
-		// The programs that send slow requests stand in for those that
-		// do not (compiled without that code: no cost when it is off).
-		for _, name := range []string{"fuse_send", "fuse_end", "fuse_send_btf", "fuse_end_btf"} {
-			spec.Programs[name] = spec.Programs[name+"_slow"]
-		}
+		twin += "_slow"
 	} else {
 		// Unused: the smallest the kernel allows.
 		spec.Maps["inflight_comm"].MaxEntries = 1
 		spec.Maps["slow_reqs"].MaxEntries = uint32(os.Getpagesize())
+	}
+	if opts.Stages {
+		twin += "_stages"
+		if opts.StageCost == StagesEmpty {
+			consts["stages_empty"] = uint8(1)
+		}
+	} else {
+		for _, m := range []string{"daemon_tgids", "daemon_threads", "stage_table"} {
+			spec.Maps[m].MaxEntries = 1
+		}
+	}
+	if twin != "" {
+		for _, name := range []string{"fuse_send", "fuse_end", "fuse_send_btf", "fuse_end_btf"} {
+			spec.Programs[name] = spec.Programs[name+twin]
+		}
 	}
 	t := &Tracer{clock: kernel.NewClock()}
 	switch opts.Attach {
@@ -207,6 +234,12 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if opts.Stages {
+		if err := t.loadStages(spec, opts.StageCost); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	if t.inflight, err = t.maps.Inflight.Memory(); err != nil {
 		t.Close()
@@ -270,6 +303,12 @@ func (t *Tracer) Resume() error {
 		}
 		t.links = append(t.links, l)
 	}
+	if t.stages {
+		if err := t.attachStages(); err != nil {
+			t.Pause()
+			return err
+		}
+	}
 	return nil
 }
 
@@ -280,7 +319,7 @@ func (t *Tracer) Close() error {
 	if t.slow != nil {
 		err = t.slow.Close()
 	}
-	return errors.Join(err, t.send.Close(), t.end.Close(), t.maps.Close())
+	return errors.Join(err, t.send.Close(), t.end.Close(), t.closeStages(), t.maps.Close())
 }
 
 // Slow says whether the tracer sends slow requests (Options.Slower).
@@ -321,6 +360,7 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 			End:     t.clock.Wall(e.EndNs),
 			Latency: time.Duration(e.LatNs), Conn: e.Conn, Op: fuseproto.Opcode(e.Opcode).String(), Opcode: e.Opcode,
 			NodeID: e.Nodeid, PID: e.Pid, Comm: string(comm), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
+			Stages: stageDurations(e.StageNs),
 		})
 	}
 }
@@ -395,6 +435,15 @@ const epochGrace = time.Millisecond
 // none).
 func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extremes, error) {
 	var p profile.Profile
+	// The stages before the totals: the programs count a request's stages
+	// after its total, so the stages never count one the totals do not.
+	var stages map[profile.Key]*stageAccum
+	if t.stages {
+		var err error
+		if stages, err = t.readStageTable(); err != nil {
+			return p, nil, err
+		}
+	}
 	merged := map[profile.Key]*opAccum{}
 	add := func(opcode uint32, c *bpf.FuseReqOpStats) {
 		if c.Count == 0 {
@@ -438,6 +487,9 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		s.Count = s.Latency.Count
 		s.Errors = min(a.errors, s.Count)
 		s.ReqBytes, s.ReplyBytes = a.reqBytes, a.replyBytes
+		if a := stages[k]; a != nil {
+			a.fill(&s)
+		}
 		byKey[k] = len(p.Ops)
 		p.Ops = append(p.Ops, s)
 	}
@@ -474,7 +526,7 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 	p.Drops = profile.Drops{
 		InflightFull: drops[dropInflightFull], UnmatchedEnd: drops[dropUnmatchedEnd],
 		StatsFull: drops[dropStatsFull], UniqueZero: drops[dropUniqueZero], ErrnoFull: drops[dropErrnoFull],
-		ReapedStale: drops[dropReapedStale], ReapedConnGone: abandoned,
+		ReapedStale: drops[dropReapedStale], ReapedConnGone: abandoned, StagesFull: drops[dropStagesFull],
 	}
 	var extremes map[profile.Key]Extremes
 	if epoch != 0 {

@@ -28,6 +28,20 @@ type OpStats struct {
 	// measure (queue, daemon, reply), each a histogram of the requests it
 	// timed; none when only the total was measured.
 	Stages []StageLatency `json:"stages,omitempty"`
+	// StageGaps counts the requests the stages do not: those whose
+	// passage through the daemon was not seen whole.
+	StageGaps StageGaps `json:"stage_gaps,omitzero"`
+}
+
+// StageGaps are the requests of an operation that a stage source timed in
+// total only, by the stamp it missed.
+type StageGaps struct {
+	// NotTaken: no read of the request from /dev/fuse was seen (the ring
+	// transport of FUSE over io_uring, a daemon process not watched, or a
+	// request the kernel ended itself, such as one interrupted or aborted).
+	NotTaken uint64 `json:"not_taken,omitempty"`
+	// NotReplied: read, but no write of its reply was seen.
+	NotReplied uint64 `json:"not_replied,omitempty"`
 }
 
 // Stage names a part of a request's time (docs/record.md).
@@ -61,15 +75,26 @@ func (s *OpStats) Stage(st Stage) *hist.Hist {
 	return nil
 }
 
+// HasStages says whether any operation's requests were split into stages.
+func (p *Profile) HasStages() bool {
+	for i := range p.Ops {
+		if len(p.Ops[i].Stages) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Drops counts what the tracer saw but could not account for.
 type Drops struct {
-	InflightFull   uint64 `json:"inflight_full"`    // sends not timed: both in-flight slots busy
-	UnmatchedEnd   uint64 `json:"unmatched_end"`    // ends of requests sent before tracing began
-	StatsFull      uint64 `json:"stats_full"`       // ends lost: no room for a new (conn, opcode)
-	ErrnoFull      uint64 `json:"errno_full"`       // errors not broken down by errno
-	UniqueZero     uint64 `json:"unique_zero"`      // sends without a request id (kernel < 6.18)
-	ReapedConnGone uint64 `json:"reaped_conn_gone"` // still in flight on connections that went away: never to end
-	ReapedStale    uint64 `json:"reaped_stale"`     // in flight beyond the reap age; their slots were reused
+	InflightFull   uint64 `json:"inflight_full"`         // sends not timed: both in-flight slots busy
+	UnmatchedEnd   uint64 `json:"unmatched_end"`         // ends of requests sent before tracing began
+	StatsFull      uint64 `json:"stats_full"`            // ends lost: no room for a new (conn, opcode)
+	ErrnoFull      uint64 `json:"errno_full"`            // errors not broken down by errno
+	UniqueZero     uint64 `json:"unique_zero"`           // sends without a request id (kernel < 6.18)
+	ReapedConnGone uint64 `json:"reaped_conn_gone"`      // still in flight on connections that went away: never to end
+	ReapedStale    uint64 `json:"reaped_stale"`          // in flight beyond the reap age; their slots were reused
+	StagesFull     uint64 `json:"stages_full,omitempty"` // requests timed in total only: no room for a new (conn, opcode)'s stages
 }
 
 // Lost is the number of requests that are missing from the statistics.
@@ -161,6 +186,8 @@ func (p *Profile) Sub(earlier *Profile) (Profile, error) {
 			cur.Errors -= old.Errors
 			cur.ReqBytes -= old.ReqBytes
 			cur.ReplyBytes -= old.ReplyBytes
+			cur.StageGaps.NotTaken -= old.StageGaps.NotTaken
+			cur.StageGaps.NotReplied -= old.StageGaps.NotReplied
 			cur.Errnos = subCounts(cur.Errnos, old.Errnos)
 		}
 		if cur.Count > 0 {
@@ -212,5 +239,6 @@ func subDrops(a, b Drops) Drops {
 		UniqueZero:     a.UniqueZero - b.UniqueZero,
 		ReapedConnGone: a.ReapedConnGone - b.ReapedConnGone,
 		ReapedStale:    a.ReapedStale - b.ReapedStale,
+		StagesFull:     a.StagesFull - b.StagesFull,
 	}
 }

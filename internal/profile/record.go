@@ -83,6 +83,9 @@ type SlowRequest struct {
 	ReplyBytes uint32        `json:"reply_bytes"`     //
 	Errno      string        `json:"errno,omitempty"` // "ENOENT"; empty when the request succeeded
 	Mount      string        `json:"mount_point,omitempty"`
+	// Stages are its queue, daemon and reply times (trace --stages), in
+	// that order; none when its passage through the daemon was not seen.
+	Stages []time.Duration `json:"stages_ns,omitempty"`
 }
 
 // Meta says where, when and how a profile was measured.
@@ -97,6 +100,10 @@ type Meta struct {
 	Filters Filters   `json:"filters,omitzero"`
 	Mounts  []Mount   `json:"mounts,omitempty"`
 	FS      *FSInfo   `json:"fs,omitempty"` // the lab file system's own view, when it made the record
+	// FuseURing says the kernel had FUSE over io_uring enabled
+	// (/sys/module/fuse/parameters/enable_uring) while trace --stages ran:
+	// requests its ring carries are never read from /dev/fuse.
+	FuseURing bool `json:"fuse_uring_enabled,omitempty"`
 }
 
 // FSInfo is what the lab file system (fusescope fs) knows about itself.
@@ -145,6 +152,9 @@ type Daemon struct {
 	PID  int    `json:"pid"`
 	Comm string `json:"comm"`
 	FDs  int    `json:"fds"` // its /dev/fuse fds on the connection
+	// Watched is when trace --stages began timing its reads of requests
+	// and writes of replies; its requests before then have no stages.
+	Watched time.Time `json:"stages_watched,omitzero"`
 }
 
 // ConnInfo is what /sys/fs/fuse/connections/N shows.

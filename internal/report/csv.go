@@ -18,6 +18,10 @@ import (
 var CSVColumns = []string{
 	"end_time", "mount", "fs_type", "conn", "op", "count", "errors", "req_bytes", "reply_bytes",
 	"total_ns", "avg_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "pct_time", "errnos",
+	// trace --stages; empty without it.
+	"staged", "not_taken", "not_replied",
+	"queue_avg_ns", "queue_p50_ns", "queue_p99_ns", "daemon_avg_ns", "daemon_p50_ns", "daemon_p99_ns",
+	"reply_avg_ns", "reply_p50_ns", "reply_p99_ns",
 }
 
 // CountColumns are the columns of the counters-only CSV (trace --counts).
@@ -58,6 +62,7 @@ func WriteCSV(w io.Writer, r *profile.Record, countsOnly, header bool) error {
 			row = append(row, u(s.ReqBytes), u(s.ReplyBytes), u(h.Sum), f(h.Mean()), u(h.Min),
 				f(h.Quantile(0.5)), f(h.Quantile(0.9)), f(h.Quantile(0.99)), f(h.Quantile(0.999)), u(h.Max),
 				strconv.FormatFloat(pct, 'f', 2, 64), errnoList(s.Errnos))
+			row = append(row, stageCells(s)...)
 		}
 		if err := cw.Write(row); err != nil {
 			return err
@@ -65,6 +70,28 @@ func WriteCSV(w io.Writer, r *profile.Record, countsOnly, header bool) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// stageCells are the --stages columns of an operation: empty when its
+// stages were not measured.
+func stageCells(s *profile.OpStats) []string {
+	cells := make([]string, 12)
+	if len(s.Stages) == 0 {
+		return cells
+	}
+	q := s.Stage(profile.StageQueue)
+	if q == nil {
+		return cells
+	}
+	cells[0], cells[1], cells[2] = u(q.Count), u(s.StageGaps.NotTaken), u(s.StageGaps.NotReplied)
+	for i, st := range []profile.Stage{profile.StageQueue, profile.StageDaemon, profile.StageReply} {
+		h := s.Stage(st)
+		if h == nil || h.Count == 0 {
+			continue
+		}
+		cells[3+3*i], cells[4+3*i], cells[5+3*i] = f(h.Mean()), f(h.Quantile(0.5)), f(h.Quantile(0.99))
+	}
+	return cells
 }
 
 // csvName writes a name that came from the trace (a command, a mount
@@ -101,6 +128,7 @@ func errnoList(m map[string]uint64) string {
 // request (bcc's ext4slower -j), documented in docs/record.md.
 var SlowCSVColumns = []string{
 	"end_time", "mount", "conn", "op", "latency_ns", "errno", "req_bytes", "reply_bytes", "node_id", "pid", "comm",
+	"queue_ns", "daemon_ns", "reply_ns", // trace --stages; empty where not seen
 }
 
 // WriteSlowCSV writes slow requests, one row each in the order given, after
@@ -119,7 +147,12 @@ func WriteSlowCSV(w io.Writer, header bool, reqs ...profile.SlowRequest) error {
 		}
 		row := []string{s.End.UTC().Format(time.RFC3339Nano), csvName(mount), u(uint64(s.Conn)), s.Op,
 			u(uint64(s.Latency.Nanoseconds())), s.Errno, u(uint64(s.ReqBytes)), u(uint64(s.ReplyBytes)),
-			u(s.NodeID), u(uint64(s.PID)), csvName(s.Comm)}
+			u(s.NodeID), u(uint64(s.PID)), csvName(s.Comm), "", "", ""}
+		if len(s.Stages) == 3 {
+			for i, d := range s.Stages {
+				row[11+i] = u(uint64(d.Nanoseconds()))
+			}
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}

@@ -10,20 +10,32 @@ import (
 )
 
 // The columns of trace --slower's lines: fixed widths, since the lines are
-// printed as the requests end, as bcc's *slower tools print theirs.
-const slowFormat = "%-12s %-16s %7s %-12s %9s %-8s %7s %7s %10s %s\n"
+// printed as the requests end, as bcc's *slower tools print theirs. With
+// --stages, the queue, daemon and reply times follow the latency.
+const (
+	slowFormat       = "%-12s %-16s %7s %-12s %9s %-8s %7s %7s %10s %s\n"
+	slowStagesFormat = "%-12s %-16s %7s %-12s %9s %9s %9s %9s %-8s %7s %7s %10s %s\n"
+)
 
-// WriteSlowHeader writes the header of trace --slower's lines.
-func WriteSlowHeader(w io.Writer, u hist.Unit) error {
-	_, err := fmt.Fprintf(w, slowFormat, "TIME", "COMM", "PID", "OP", "LAT("+shortUnit(u)+")", "ERRNO", "REQ", "REPLY", "NODEID", "MOUNT")
+// WriteSlowHeader writes the header of trace --slower's lines; stages adds
+// the columns of --stages.
+func WriteSlowHeader(w io.Writer, u hist.Unit, stages bool) error {
+	su := "(" + shortUnit(u) + ")"
+	if stages {
+		_, err := fmt.Fprintf(w, slowStagesFormat, "TIME", "COMM", "PID", "OP", "LAT"+su, "QUEUE"+su, "DAEMON"+su, "REPLY"+su,
+			"ERRNO", "REQ", "REPLY", "NODEID", "MOUNT")
+		return err
+	}
+	_, err := fmt.Fprintf(w, slowFormat, "TIME", "COMM", "PID", "OP", "LAT"+su, "ERRNO", "REQ", "REPLY", "NODEID", "MOUNT")
 	return err
 }
 
 // WriteSlow writes one request that took at least trace --slower, under
-// WriteSlowHeader. Names that came from the trace are quoted when they hold
-// spaces or control characters, so that they neither split a column nor
-// reach the terminal raw.
-func WriteSlow(w io.Writer, r profile.SlowRequest, u hist.Unit) error {
+// WriteSlowHeader with the same stages. Names that came from the trace are
+// quoted when they hold spaces or control characters, so that they
+// neither split a column nor reach the terminal raw. A stage not seen is
+// "-".
+func WriteSlow(w io.Writer, r profile.SlowRequest, u hist.Unit, stages bool) error {
 	errno := r.Errno
 	if errno == "" {
 		errno = "-"
@@ -35,8 +47,18 @@ func WriteSlow(w io.Writer, r profile.SlowRequest, u hist.Unit) error {
 	if mount == "" {
 		mount = "conn:" + strconv.FormatUint(uint64(r.Conn), 10) // one column, as the rest
 	}
-	_, err := fmt.Fprintf(w, slowFormat, r.End.Format("15:04:05.000"), comm, strconv.FormatUint(uint64(r.PID), 10), Name(r.Op),
-		inUnit(float64(r.Latency.Nanoseconds()), u), Name(errno), Bytes(uint64(r.ReqBytes)), Bytes(uint64(r.ReplyBytes)),
-		strconv.FormatUint(r.NodeID, 10), mount)
+	at, pid, lat := r.End.Format("15:04:05.000"), strconv.FormatUint(uint64(r.PID), 10), inUnit(float64(r.Latency.Nanoseconds()), u)
+	req, reply, node := Bytes(uint64(r.ReqBytes)), Bytes(uint64(r.ReplyBytes)), strconv.FormatUint(r.NodeID, 10)
+	if stages {
+		st := [3]string{"-", "-", "-"}
+		if len(r.Stages) == 3 {
+			for i, d := range r.Stages {
+				st[i] = inUnit(float64(d.Nanoseconds()), u)
+			}
+		}
+		_, err := fmt.Fprintf(w, slowStagesFormat, at, comm, pid, Name(r.Op), lat, st[0], st[1], st[2], Name(errno), req, reply, node, mount)
+		return err
+	}
+	_, err := fmt.Fprintf(w, slowFormat, at, comm, pid, Name(r.Op), lat, Name(errno), req, reply, node, mount)
 	return err
 }

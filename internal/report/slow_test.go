@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/csv"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,11 +31,11 @@ func slowSample() []profile.SlowRequest {
 func TestWriteSlowGolden(t *testing.T) {
 	var b bytes.Buffer
 	for _, u := range []hist.Unit{hist.Usecs, hist.Msecs} {
-		if err := WriteSlowHeader(&b, u); err != nil {
+		if err := WriteSlowHeader(&b, u, false); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range slowSample() {
-			if err := WriteSlow(&b, r, u); err != nil {
+			if err := WriteSlow(&b, r, u, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -43,6 +44,29 @@ func TestWriteSlowGolden(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if strings.ContainsRune(line, '\x1b') || (!strings.Contains(line, `"`) && len(strings.Fields(line)) != 10) {
 			t.Errorf("line %q: a raw control character, or not 10 columns", line)
+		}
+	}
+}
+
+// trace --slower --stages: three more columns, "-" where a request's
+// stages were not seen.
+func TestWriteSlowStagesGolden(t *testing.T) {
+	var b bytes.Buffer
+	reqs := slowSample()
+	reqs[0].Stages = []time.Duration{5 * time.Microsecond, 33 * time.Microsecond, 3 * time.Microsecond}
+	reqs[1].Stages = []time.Duration{2 * time.Second, 199 * time.Millisecond, time.Millisecond}
+	if err := WriteSlowHeader(&b, hist.Usecs, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reqs {
+		if err := WriteSlow(&b, r, hist.Usecs, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden.Check(t, "slow-stages.golden", b.Bytes())
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if !strings.Contains(line, `"`) && len(strings.Fields(line)) != 13 {
+			t.Errorf("line %q: not 13 columns", line)
 		}
 	}
 }
@@ -79,7 +103,8 @@ func TestWriteSlowCSVGolden(t *testing.T) {
 	if strings.ContainsRune(whole.String(), '\x1b') {
 		t.Errorf("a raw control character:\n%s", whole.String())
 	}
-	if got, err := strconv.Unquote(rows[2][len(rows[2])-1]); err != nil || got != reqs[1].Comm {
-		t.Errorf("comm %q does not unquote to %q", rows[2][len(rows[2])-1], reqs[1].Comm)
+	comm := rows[2][slices.Index(SlowCSVColumns, "comm")]
+	if got, err := strconv.Unquote(comm); err != nil || got != reqs[1].Comm {
+		t.Errorf("comm %q does not unquote to %q", comm, reqs[1].Comm)
 	}
 }

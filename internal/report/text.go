@@ -10,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -35,10 +36,11 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 	p.Ops = append([]profile.OpStats(nil), p.Ops...)
 	p.SortByTime()
 	var b strings.Builder
+	stages := p.HasStages()
 	if o.SlowLines && len(r.Slow) > 0 {
-		WriteSlowHeader(&b, o.Unit)
+		WriteSlowHeader(&b, o.Unit, stages)
 		for _, s := range r.Slow {
-			WriteSlow(&b, s, o.Unit)
+			WriteSlow(&b, s, o.Unit, stages)
 		}
 	}
 	switch {
@@ -55,6 +57,15 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 			if err := s.Latency.WriteLog2(&b, o.Unit); err != nil {
 				return err
 			}
+			for _, st := range s.Stages {
+				if st.Latency.Count == 0 {
+					continue
+				}
+				fmt.Fprintf(&b, "\nmount = %s  op = %s  stage = %s\n", mountTitle(r, s.Conn), s.Op, st.Stage)
+				if err := st.Latency.WriteLog2(&b, o.Unit); err != nil {
+					return err
+				}
+			}
 		}
 		if len(p.Ops) > 0 {
 			b.WriteString("\n")
@@ -62,6 +73,9 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 	}
 	if len(p.Ops) > 0 {
 		writeTable(&b, r, &p, o)
+	}
+	if stages {
+		writeStageNotes(&b, r, &p)
 	}
 	writeDrops(&b, p.Drops)
 	if r.SlowLost > 0 {
@@ -85,6 +99,12 @@ func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOption
 	if !o.CountsOnly {
 		rows[0] = append(rows[0], "REQ_BYTES", "REPLY_BYTES", "AVG("+u+")", "P50("+u+")", "P99("+u+")", "MAX("+u+")", "%TIME")
 	}
+	stages := !o.CountsOnly && p.HasStages()
+	if stages {
+		// Means, so that the three add up to the total's mean of the
+		// requests they timed.
+		rows[0] = append(rows[0], "QUEUE("+u+")", "DAEMON("+u+")", "REPLY("+u+")", "STAGED")
+	}
 	total := p.TotalNs()
 	for i := range p.Ops {
 		s := &p.Ops[i]
@@ -98,6 +118,9 @@ func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOption
 			row = append(row, Bytes(s.ReqBytes), Bytes(s.ReplyBytes), inUnit(h.Mean(), o.Unit),
 				inUnit(h.Quantile(0.5), o.Unit), inUnit(h.Quantile(0.99), o.Unit),
 				inUnit(float64(h.Max), o.Unit), fmt.Sprintf("%.1f", pct))
+		}
+		if stages {
+			row = append(row, stageMeans(s, o.Unit)...)
 		}
 		rows = append(rows, row)
 	}
@@ -114,6 +137,60 @@ func writeTable(w io.Writer, r *profile.Record, p *profile.Profile, o TextOption
 	}
 }
 
+// stageMeans are an operation's stage columns: each stage's mean, and the
+// share of its requests timed in all three stages; "-" where none was.
+func stageMeans(s *profile.OpStats, unit hist.Unit) []string {
+	cells := []string{"-", "-", "-", "0%"}
+	for i, st := range []profile.Stage{profile.StageQueue, profile.StageDaemon, profile.StageReply} {
+		if h := s.Stage(st); h != nil && h.Count > 0 {
+			cells[i] = inUnit(h.Mean(), unit)
+		}
+	}
+	if q := s.Stage(profile.StageQueue); q != nil && s.Count > 0 {
+		cells[3] = fmt.Sprintf("%.0f%%", 100*float64(q.Count)/float64(s.Count))
+	}
+	return cells
+}
+
+// writeStageNotes says which requests the stages leave out, and why.
+func writeStageNotes(w io.Writer, r *profile.Record, p *profile.Profile) {
+	var notTaken, notReplied, none uint64
+	for i := range p.Ops {
+		s := &p.Ops[i]
+		notTaken += s.StageGaps.NotTaken
+		notReplied += s.StageGaps.NotReplied
+		if len(s.Stages) == 0 {
+			none += s.Count
+		}
+	}
+	if notTaken > 0 {
+		why := "FUSE over io_uring carries requests past /dev/fuse, a daemon was not watched, or the kernel ended them itself (interrupted, aborted)"
+		if r.Meta.FuseURing {
+			why = "this kernel has FUSE over io_uring enabled, whose ring carries requests past /dev/fuse; or a daemon was not watched, or the kernel ended them itself"
+		}
+		fmt.Fprintf(w, "\nNot split into stages: %d requests not seen read from /dev/fuse (%s).\n", notTaken, why)
+	}
+	if notReplied > 0 {
+		fmt.Fprintf(w, "\nNot split into stages: %d requests read by a daemon whose reply write was not seen (interrupted, or answered by a path not watched).\n", notReplied)
+	}
+	if none > 0 {
+		fmt.Fprintf(w, "\nNot split into stages: %d requests of operations no stage was measured for.\n", none)
+	}
+	for _, m := range r.Meta.Mounts {
+		for _, d := range m.Daemons {
+			if !d.Watched.IsZero() && !r.Meta.Start.IsZero() && d.Watched.Sub(r.Meta.Start) > lateWatch {
+				fmt.Fprintf(w, "\nDaemon %d %s of %s was found %.1f s after the trace began: its requests before then are not split into stages.\n",
+					d.PID, Name(d.Comm), Name(m.MountPoint), d.Watched.Sub(r.Meta.Start).Seconds())
+			}
+		}
+	}
+}
+
+// lateWatch is how long after the trace's start a daemon must have been
+// found for the notes to say it started late (the first scan takes a
+// moment).
+const lateWatch = 500 * time.Millisecond
+
 func writeDrops(w io.Writer, d profile.Drops) {
 	var parts []string
 	add := func(n uint64, what string) {
@@ -128,6 +205,7 @@ func writeDrops(w io.Writer, d profile.Drops) {
 	add(d.UniqueZero, "requests without an id (kernel before 6.18)")
 	add(d.ErrnoFull, "errors not broken down by errno (table full)")
 	add(d.UnmatchedEnd, "replies to requests sent before tracing began")
+	add(d.StagesFull, "requests not split into stages (stage table full)")
 	if len(parts) > 0 {
 		fmt.Fprintf(w, "\nNot in the statistics: %s.\n", strings.Join(parts, "; "))
 	}

@@ -70,6 +70,54 @@ func TestTextGolden(t *testing.T) {
 	}
 }
 
+// stagedRecord is sampleRecord split into stages, as trace --stages
+// records it: READ's requests all timed in three stages, GETATTR's with
+// ten never seen read from /dev/fuse, LOOKUP without stages, and a daemon
+// found three seconds into the trace.
+func stagedRecord() *profile.Record {
+	r := sampleRecord()
+	for i := range r.Profile.Ops {
+		s := &r.Profile.Ops[i]
+		var q, d, rep hist.Hist
+		switch s.Op {
+		case "READ":
+			for j := uint64(0); j < s.Count; j++ {
+				q.Add(20_000 + j*100)
+				d.Add(1_400_000 + j*89_000)
+				rep.Add(80_000 + j*800)
+			}
+		case "GETATTR":
+			for j := uint64(0); j < s.Count-10; j++ {
+				q.Add(1_000 + j*3)
+				d.Add(2_500 + j*25)
+				rep.Add(500 + j*3)
+			}
+			s.StageGaps.NotTaken = 10
+		default:
+			continue
+		}
+		s.Stages = []profile.StageLatency{{Stage: profile.StageQueue, Latency: q}, {Stage: profile.StageDaemon, Latency: d}, {Stage: profile.StageReply, Latency: rep}}
+	}
+	r.Meta.Mounts[1].Daemons = []profile.Daemon{{PID: 4242, Comm: "s3fs", FDs: 1, Watched: r.Meta.Start.Add(3 * time.Second)}}
+	return r
+}
+
+// trace --stages: a histogram per stage after the total's, the stage
+// columns of the table, and notes on what the stages leave out.
+func TestTextStagesGolden(t *testing.T) {
+	r := stagedRecord()
+	var buf bytes.Buffer
+	if err := WriteText(&buf, r, TextOptions{Unit: hist.Usecs}); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "text_stages.golden", buf.Bytes())
+	buf.Reset()
+	if err := WriteCSV(&buf, r, false, true); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "record_stages.csv.golden", buf.Bytes())
+}
+
 func TestCSVGolden(t *testing.T) {
 	r := sampleRecord()
 	var buf bytes.Buffer

@@ -290,7 +290,7 @@ func TestTraceSlower(t *testing.T) {
 		var rows [][7]string
 		if v.csv {
 			all, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-			if err != nil || len(all) == 0 || strings.Join(all[0], ",") != "end_time,mount,conn,op,latency_ns,errno,req_bytes,reply_bytes,node_id,pid,comm" {
+			if err != nil || len(all) == 0 || strings.Join(all[0], ",") != "end_time,mount,conn,op,latency_ns,errno,req_bytes,reply_bytes,node_id,pid,comm,queue_ns,daemon_ns,reply_ns" {
 				t.Fatalf("%s: not the slow requests' CSV (%v):\n%s", name, err, out)
 			}
 			for _, r := range all[1:] {

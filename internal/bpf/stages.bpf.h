@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* --stages: a request's time split into queue (sent -> taken by the daemon
+ * from /dev/fuse), daemon (taken -> the daemon begins writing its reply)
+ * and reply (-> the request ends in the kernel), for any daemon, from the
+ * per-call system-call tracepoints of the daemon's threads. Included by
+ * fusereq.bpf.c, whose in-flight table the stamps go into.
+ *
+ * How an fd is tied to a connection: an fd of /dev/fuse (the misc device
+ * 10:229) has a struct fuse_dev as its file's private_data (its low bit a
+ * flag since 6.18's synchronous INIT), and fuse_dev->fc is the connection,
+ * whose dev is the number the tracepoints carry. libfuse's clone_fd opens
+ * /dev/fuse again per thread and ties the new fd to the connection with
+ * FUSE_DEV_IOC_CLONE: another fuse_dev, the same fuse_conn. So each call's
+ * fd is resolved in the kernel, per call, and clones need no bookkeeping. */
+
+/* The per-call tracepoints' records: the arguments, each in 8 bytes. */
+struct syscall_enter {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+struct syscall_exit {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+/* Kernel types, relocated by CO-RE: only the field names must match. */
+struct inode___stages {
+	__u16 i_mode;
+	__u32 i_rdev;
+} __attribute__((preserve_access_index));
+
+struct file___stages {
+	void *private_data;
+	struct inode___stages *f_inode;
+} __attribute__((preserve_access_index));
+
+struct fdtable___stages {
+	unsigned int max_fds;
+	struct file___stages **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct___stages {
+	struct fdtable___stages *fdt;
+} __attribute__((preserve_access_index));
+
+struct task_struct___stages {
+	struct files_struct___stages *files;
+} __attribute__((preserve_access_index));
+
+struct fuse_dev___stages {
+	struct fuse_conn *fc;
+} __attribute__((preserve_access_index));
+
+struct pt_regs___stages {
+	unsigned long di, si, dx;
+} __attribute__((preserve_access_index));
+
+struct iovec___user {
+	__u64 base;
+	__u64 len;
+};
+
+#define FUSE_DEV_RDEV ((10u << 20) | 229u) /* MKDEV(MISC_MAJOR, FUSE_MINOR) */
+#define S_IFMT_ 00170000
+#define S_IFIFO_ 0010000
+#define FUSE_IN_HEADER_LEN 40
+#define FUSE_OUT_HEADER_LEN 16
+
+/* Benchmarks: every stage program returns at once (the floor of attaching
+ * them). */
+volatile const __u8 stages_empty = 0;
+
+/* The processes holding a traced connection's /dev/fuse, by tgid: a bitmap
+ * in an array, so that every other process's calls cost one inlined
+ * lookup. User space adds daemons it finds later. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DAEMON_BITMAP_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} daemon_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DAEMON_THREADS);
+	__type(key, __u32);
+	__type(value, struct daemon_thread);
+} daemon_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MAX_STAGE_KEYS);
+	__type(key, struct stats_key);
+	__type(value, struct stage_stats);
+} stage_table SEC(".maps");
+
+static const struct stage_stats zero_stage_stats;
+
+/* The calling thread's state if its process is a watched daemon. */
+static __always_inline struct daemon_thread *daemon_thread(int claim)
+{
+	if (stages_empty)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 word = tgid >> 6;
+	__u64 *bits = bpf_map_lookup_elem(&daemon_tgids, &word);
+	if (!bits || !(*bits & (1ULL << (tgid & 63))))
+		return 0;
+	__u32 idx = tid & (DAEMON_THREADS - 1);
+	struct daemon_thread *t = bpf_map_lookup_elem(&daemon_threads, &idx);
+	if (!t)
+		return 0;
+	if (t->tid != tid) {
+		if (!claim)
+			return 0;
+		__builtin_memset(t, 0, sizeof(*t));
+		t->tid = tid;
+	}
+	return t;
+}
+
+static __always_inline struct file___stages *fd_file(int fd)
+{
+	struct task_struct___stages *task = (void *)bpf_get_current_task();
+	struct fdtable___stages *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file___stages **fds = BPF_CORE_READ(fdt, fd);
+	struct file___stages *f = 0;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+/* The connection of an fd of /dev/fuse, in *conn; 0 if it is none. */
+static __always_inline int fuse_fd_conn(int fd, __u32 *conn)
+{
+	struct file___stages *f = fd_file(fd);
+	if (!f || BPF_CORE_READ(f, f_inode, i_rdev) != FUSE_DEV_RDEV)
+		return 0;
+	__u64 fud = (__u64)BPF_CORE_READ(f, private_data) & ~1ULL;
+	if (fud < 4096)
+		return 0; /* not yet tied to a connection */
+	*conn = BPF_CORE_READ((struct fuse_dev___stages *)fud, fc, dev);
+	return 1;
+}
+
+static __always_inline int fd_is_pipe(int fd)
+{
+	struct file___stages *f = fd_file(fd);
+	return f && (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT_) == S_IFIFO_;
+}
+
+/* The in-flight slot of (conn, unique), as on_send claimed it. */
+static __always_inline struct inflight_slot *find_slot(__u32 conn, __u64 unique)
+{
+#pragma unroll
+	for (__u32 probe = 0; probe < 2; probe++) {
+		__u32 idx = slot_index(conn, unique, 0, probe);
+		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
+		if (s && s->unique == unique && s->conn == conn && s->start_ns)
+			return s;
+	}
+	return 0;
+}
+
+/* A daemon thread read a request at ts: its header is at buf. */
+static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 want_len)
+{
+	struct fuse_in_header h;
+	if (bpf_probe_read_user(&h, sizeof(h), (void *)buf))
+		return;
+	if (want_len && h.len != want_len)
+		return;
+	struct inflight_slot *s = find_slot(conn, h.unique);
+	if (s && s->opcode == h.opcode && !s->taken_ns)
+		s->taken_ns = ts;
+}
+
+static __always_inline void mark_replied(__u32 conn, __u64 unique, __u64 ts)
+{
+	if (!unique)
+		return; /* a notification, not a reply */
+	struct inflight_slot *s = find_slot(conn, unique);
+	if (s && !s->replied_ns)
+		s->replied_ns = ts;
+}
+
+static __always_inline __u64 iov_base(__u64 iov, __u64 *len)
+{
+	struct iovec___user v = {};
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)iov))
+		return 0;
+	if (len)
+		*len = v.len;
+	return v.base;
+}
+
+/* A request read from /dev/fuse is taken now; a read from a pipe right
+ * after a splice from /dev/fuse (libfuse's splice mode reads the header
+ * back out of its pipe) names the request that splice took. */
+static __always_inline int on_read_exit(struct syscall_exit *ctx, int vector)
+{
+	if (ctx->ret < FUSE_IN_HEADER_LEN)
+		return 0;
+	struct daemon_thread *t = daemon_thread(1);
+	if (!t)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	/* The arguments from the registers the call was made with, which the
+	 * kernel keeps until it returns: no program on the entry, so a call
+	 * that began before the trace is seen whole, and other processes'
+	 * entries run nothing. */
+	struct pt_regs___stages *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	int fd = BPF_CORE_READ(regs, di);
+	__u64 buf = BPF_CORE_READ(regs, si);
+	if (vector)
+		buf = iov_base(buf, 0);
+	if (!buf)
+		return 0;
+	__u32 conn = 0;
+	if (fuse_fd_conn(fd, &conn)) {
+		mark_taken(conn, buf, now, 0);
+		return 0;
+	}
+	if (t->spliced_ns) {
+		if (fd_is_pipe(fd))
+			mark_taken(t->spliced_conn, buf, t->spliced_ns, t->spliced_len);
+		t->spliced_ns = 0;
+	}
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_read")
+int stage_exit_read(struct syscall_exit *ctx)
+{
+	return on_read_exit(ctx, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_readv")
+int stage_exit_readv(struct syscall_exit *ctx)
+{
+	return on_read_exit(ctx, 1);
+}
+
+/* splice(fd_in, off_in, fd_out, off_out, len, flags): from /dev/fuse, a
+ * request taken (its header read from the pipe next); to /dev/fuse, a reply
+ * whose header the thread wrote into the pipe before (write or vmsplice). */
+SEC("tracepoint/syscalls/sys_enter_splice")
+int stage_enter_splice(struct syscall_enter *ctx)
+{
+	struct daemon_thread *t = daemon_thread(0);
+	__u32 conn = 0;
+	if (t && t->hdr_unique && fuse_fd_conn(ctx->args[2], &conn)) {
+		mark_replied(conn, t->hdr_unique, bpf_ktime_get_ns());
+		t->hdr_unique = 0;
+	}
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_splice")
+int stage_exit_splice(struct syscall_exit *ctx)
+{
+	if (ctx->ret < FUSE_IN_HEADER_LEN)
+		return 0;
+	struct daemon_thread *t = daemon_thread(1);
+	if (!t)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct pt_regs___stages *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u32 conn = 0;
+	if (fuse_fd_conn(BPF_CORE_READ(regs, di), &conn)) {
+		t->spliced_ns = now;
+		t->spliced_conn = conn;
+		t->spliced_len = ctx->ret;
+	}
+	return 0;
+}
+
+/* A reply header: to /dev/fuse, the reply begins now; to a pipe, it is
+ * remembered for the splice that will carry it to /dev/fuse. */
+static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u64 buf, __u64 len)
+{
+	if (!buf || len < FUSE_OUT_HEADER_LEN)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 conn = 0;
+	int to_fuse = fuse_fd_conn(fd, &conn);
+	if (!to_fuse && !(len <= 4096 && fd_is_pipe(fd)))
+		return;
+	struct fuse_out_header___stages {
+		__u32 len;
+		__s32 error;
+		__u64 unique;
+	} h;
+	if (bpf_probe_read_user(&h, sizeof(h), (void *)buf) || h.len < FUSE_OUT_HEADER_LEN)
+		return;
+	if (to_fuse)
+		mark_replied(conn, h.unique, now);
+	else
+		t->hdr_unique = h.unique;
+}
+
+SEC("tracepoint/syscalls/sys_enter_write")
+int stage_enter_write(struct syscall_enter *ctx)
+{
+	struct daemon_thread *t = daemon_thread(1);
+	if (t)
+		on_reply_header(t, ctx->args[0], ctx->args[1], ctx->args[2]);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_writev")
+int stage_enter_writev(struct syscall_enter *ctx)
+{
+	struct daemon_thread *t = daemon_thread(1);
+	if (!t || !ctx->args[2])
+		return 0;
+	__u64 len = 0;
+	__u64 base = iov_base(ctx->args[1], &len);
+	on_reply_header(t, ctx->args[0], base, len);
+	return 0;
+}
+
+/* libfuse's splice replies put the header into the pipe with vmsplice. */
+SEC("tracepoint/syscalls/sys_enter_vmsplice")
+int stage_enter_vmsplice(struct syscall_enter *ctx)
+{
+	struct daemon_thread *t = daemon_thread(1);
+	if (!t || !ctx->args[2])
+		return 0;
+	__u64 len = 0;
+	__u64 base = iov_base(ctx->args[1], &len);
+	on_reply_header(t, ctx->args[0], base, len);
+	return 0;
+}
+
+/* The floor the stage programs are measured against: programs that
+ * return at once, on the raw system-call tracepoints (every call of every
+ * process runs them) for the comparison the benchmark makes. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(stage_floor_raw_enter)
+{
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(stage_floor_raw_exit)
+{
+	return 0;
+}
+
+/* A request's stages, at its end, from its stamps: 0 with stage[] filled
+ * in, or which stamp is missing. */
+enum stage_gap { STAGED = 0, NOT_TAKEN = 1, NOT_REPLIED = 2 };
+
+static __always_inline int stage_split(__u64 start, __u64 taken, __u64 replied, __u64 now, __u64 *stage)
+{
+	if (!taken || taken < start || taken > now)
+		return NOT_TAKEN;
+	if (!replied || replied < taken || replied > now)
+		return NOT_REPLIED;
+	stage[0] = taken - start;
+	stage[1] = replied - taken;
+	stage[2] = now - replied;
+	return STAGED;
+}
+
+static __always_inline void count_stages(__u32 conn, __u32 opcode, int gap, const __u64 *stage)
+{
+	struct stats_key sk = { .conn = conn, .opcode = opcode };
+	struct stage_stats *s = bpf_map_lookup_elem(&stage_table, &sk);
+	if (!s) {
+		bpf_map_update_elem(&stage_table, &sk, &zero_stage_stats, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&stage_table, &sk);
+		if (!s) {
+			count_drop(DROP_STAGES_FULL);
+			return;
+		}
+	}
+	if (gap == NOT_TAKEN) {
+		s->not_taken++;
+		return;
+	}
+	if (gap == NOT_REPLIED) {
+		s->not_replied++;
+		return;
+	}
+	int first = s->staged == 0;
+#pragma unroll
+	for (int i = 0; i < STAGES; i++) {
+		__u64 d = stage[i];
+		if (first || d < s->min_ns[i])
+			s->min_ns[i] = d;
+		if (d > s->max_ns[i])
+			s->max_ns[i] = d;
+		s->sum_ns[i] += d;
+		s->slots[i][log2l(d) & (HIST_SLOTS - 1)]++;
+	}
+	s->staged++;
+}

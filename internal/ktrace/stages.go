@@ -1,0 +1,229 @@
+package ktrace
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// StageCost selects what --stages attaches; the benchmarks compare them.
+type StageCost int
+
+const (
+	// StagesMeasured attaches the stage programs (the default).
+	StagesMeasured StageCost = iota
+	// StagesEmpty attaches the same programs to the same per-call
+	// tracepoints, each returning at once: what attaching alone costs.
+	StagesEmpty
+	// StagesRawEmpty attaches programs that return at once to the raw
+	// sys_enter and sys_exit tracepoints, which run one for every system
+	// call of every process.
+	StagesRawEmpty
+)
+
+// stagePrograms are the programs on the daemon's system calls (stages.bpf.h).
+type stagePrograms struct {
+	ExitRead      *ebpf.Program `ebpf:"stage_exit_read"`
+	ExitReadv     *ebpf.Program `ebpf:"stage_exit_readv"`
+	EnterSplice   *ebpf.Program `ebpf:"stage_enter_splice"`
+	ExitSplice    *ebpf.Program `ebpf:"stage_exit_splice"`
+	EnterWrite    *ebpf.Program `ebpf:"stage_enter_write"`
+	EnterWritev   *ebpf.Program `ebpf:"stage_enter_writev"`
+	EnterVmsplice *ebpf.Program `ebpf:"stage_enter_vmsplice"`
+}
+
+// rawFloorPrograms are StagesRawEmpty's.
+type rawFloorPrograms struct {
+	Enter *ebpf.Program `ebpf:"stage_floor_raw_enter"`
+	Exit  *ebpf.Program `ebpf:"stage_floor_raw_exit"`
+}
+
+// stageHook is a stage program and the syscalls tracepoint it runs on.
+type stageHook struct {
+	event string
+	prog  *ebpf.Program
+}
+
+func (p *stagePrograms) hooks() []stageHook {
+	return []stageHook{
+		{"sys_exit_read", p.ExitRead}, {"sys_exit_readv", p.ExitReadv},
+		{"sys_enter_splice", p.EnterSplice}, {"sys_exit_splice", p.ExitSplice},
+		{"sys_enter_write", p.EnterWrite}, {"sys_enter_writev", p.EnterWritev},
+		{"sys_enter_vmsplice", p.EnterVmsplice},
+	}
+}
+
+// stagePIDLimit is the number of process ids the daemons' bitmap holds
+// (DAEMON_BITMAP_WORDS * 64, the kernel's PID_MAX_LIMIT).
+const stagePIDLimit = 65536 * 64
+
+// WatchDaemons adds processes to those whose reads of requests and writes of
+// replies the stage programs time. A process may be added again.
+func (t *Tracer) WatchDaemons(pids []int) error {
+	if !t.stages {
+		return nil
+	}
+	words := map[uint32]uint64{}
+	for _, pid := range pids {
+		if pid <= 0 || pid >= stagePIDLimit {
+			return fmt.Errorf("process %d is beyond the %d process ids --stages can watch", pid, stagePIDLimit)
+		}
+		if t.daemons[pid] {
+			continue
+		}
+		t.daemons[pid] = true
+		words[uint32(pid/64)] = 0
+	}
+	for w := range words {
+		var bits uint64
+		for b := range uint32(64) {
+			if t.daemons[int(w*64+b)] {
+				bits |= 1 << b
+			}
+		}
+		if err := t.maps.DaemonTgids.Put(w, bits); err != nil {
+			return fmt.Errorf("watching the daemons: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stages says whether the tracer splits requests into stages.
+func (t *Tracer) Stages() bool { return t.stages }
+
+// attachStages attaches the programs on the daemons' system calls.
+func (t *Tracer) attachStages() error {
+	if t.rawFloor != nil {
+		for _, p := range []*ebpf.Program{t.rawFloor.Enter, t.rawFloor.Exit} {
+			l, err := link.AttachTracing(link.TracingOptions{Program: p})
+			if err != nil {
+				return fmt.Errorf("attaching to the raw system-call tracepoints: %w", err)
+			}
+			t.links = append(t.links, l)
+		}
+		return nil
+	}
+	for _, h := range t.stageProgs.hooks() {
+		l, err := link.Tracepoint("syscalls", h.event, h.prog, nil)
+		if err != nil {
+			return fmt.Errorf("attaching to syscalls:%s: %w", h.event, err)
+		}
+		t.links = append(t.links, l)
+	}
+	return nil
+}
+
+func (t *Tracer) closeStages() error {
+	var errs []error
+	if t.stageProgs != nil {
+		for _, h := range t.stageProgs.hooks() {
+			errs = append(errs, h.prog.Close())
+		}
+	}
+	if t.rawFloor != nil {
+		errs = append(errs, t.rawFloor.Enter.Close(), t.rawFloor.Exit.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// stageAccum sums one (connection, opcode)'s stages over CPUs.
+type stageAccum struct {
+	staged, notTaken, notReplied uint64
+	sum, lo, hi                  [3]uint64
+	slots                        [3][hist.NumBuckets]uint64
+}
+
+func (a *stageAccum) add(c *bpf.FuseReqStageStats) {
+	for i := range 3 {
+		if c.Staged > 0 {
+			if a.staged == 0 || c.MinNs[i] < a.lo[i] {
+				a.lo[i] = c.MinNs[i]
+			}
+			a.hi[i] = max(a.hi[i], c.MaxNs[i])
+		}
+		a.sum[i] += c.SumNs[i]
+		for j, v := range c.Slots[i] {
+			a.slots[i][j] += v
+		}
+	}
+	a.staged += c.Staged
+	a.notTaken += c.NotTaken
+	a.notReplied += c.NotReplied
+}
+
+// stageOrder is the order of the stages in the maps.
+var stageOrder = [3]profile.Stage{profile.StageQueue, profile.StageDaemon, profile.StageReply}
+
+// readStageTable reads the stages of every (connection, opcode).
+func (t *Tracer) readStageTable() (map[profile.Key]*stageAccum, error) {
+	out := map[profile.Key]*stageAccum{}
+	var key bpf.FuseReqStatsKey
+	var perCPU []bpf.FuseReqStageStats
+	it := t.maps.StageTable.Iterate()
+	for it.Next(&key, &perCPU) {
+		a := &stageAccum{}
+		for c := range perCPU {
+			a.add(&perCPU[c])
+		}
+		out[profile.Key{Conn: key.Conn, Opcode: key.Opcode}] = a
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the stage statistics: %w", err)
+	}
+	return out, nil
+}
+
+// fill gives an operation its stages.
+func (a *stageAccum) fill(op *profile.OpStats) {
+	for s, name := range stageOrder {
+		h := hist.FromBuckets(a.slots[s][:], a.sum[s], a.lo[s], a.hi[s])
+		op.Stages = append(op.Stages, profile.StageLatency{Stage: name, Latency: h})
+	}
+	op.StageGaps = profile.StageGaps{NotTaken: a.notTaken, NotReplied: a.notReplied}
+}
+
+// loadStages loads the programs on the daemons' system calls, sharing the
+// maps the request programs were loaded with.
+func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
+	t.stages = true
+	t.daemons = map[int]bool{}
+	repl := map[string]*ebpf.Map{
+		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
+		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: repl}
+	if cost == StagesRawEmpty {
+		var p rawFloorPrograms
+		if err := spec.LoadAndAssign(&p, opts); err != nil {
+			return fmt.Errorf("loading the raw system-call floor programs: %w", err)
+		}
+		t.rawFloor = &p
+		return nil
+	}
+	var p stagePrograms
+	if err := spec.LoadAndAssign(&p, opts); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("the kernel's verifier rejected the stage programs (--stages): %v", strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
+		}
+		return fmt.Errorf("loading the stage programs (--stages): %w", err)
+	}
+	t.stageProgs = &p
+	return nil
+}
+
+// stageDurations turns a slow request's stages into durations; nil when
+// the request was not seen in all three.
+func stageDurations(ns [3]uint64) []time.Duration {
+	if ns[0] == 0 && ns[1] == 0 && ns[2] == 0 {
+		return nil
+	}
+	return []time.Duration{time.Duration(ns[0]), time.Duration(ns[1]), time.Duration(ns[2])}
+}
