@@ -31,6 +31,7 @@ func newTraceCmd() *cobra.Command {
 		attach   string
 		slower   time.Duration
 		stages   bool
+		hung     time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "trace [flags] [interval [count]] [-- CMD ARGS...]",
@@ -100,6 +101,10 @@ ends the trace.`,
 				Command:   os.Args,
 				Tool:      version,
 				Intervals: interval > 0,
+				Hung:      hung,
+			}
+			if hung < 0 {
+				return fmt.Errorf("--hung %v: give a positive duration, e.g. --hung 5s, or 0 to list none", hung)
 			}
 			if cmd.Flags().Changed("slower") {
 				switch {
@@ -210,6 +215,7 @@ ends the trace.`,
 	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "give up on requests in flight longer than this (counted, and their table slots reused)")
 	f.DurationVar(&slower, "slower", 0, "also print each request that took at least this long (e.g. 10ms), one line as it ends")
 	f.BoolVar(&stages, "stages", false, "split each request into queue (until the daemon reads it), daemon (until it writes the reply) and reply (until the kernel completes it), by timing the daemons' reads and writes of /dev/fuse")
+	f.DurationVar(&hung, "hung", time.Second, "list the requests in flight at least this long with each report (0: none)")
 	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint), tp_btf (raw tracepoints with BTF: cheaper) or tracepoint (classic)")
 	return c
 }

@@ -383,6 +383,7 @@ static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 op
 	e->stage_ns[0] = stage[0];
 	e->stage_ns[1] = stage[1];
 	e->stage_ns[2] = stage[2];
+	e->epoch = interval_epoch;
 	struct slow_comm *c = bpf_map_lookup_elem(&inflight_comm, &idx);
 	if (c)
 		__builtin_memcpy(e->comm, c->comm, sizeof(e->comm));

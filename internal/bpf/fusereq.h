@@ -62,6 +62,8 @@ struct slow_req {
 	/* --stages: the request's time in the kernel's queue, with the daemon
 	 * and in the reply's delivery; 0 where the stage was not seen. */
 	__u64 stage_ns[STAGES];
+	__u32 epoch; /* the interval it ended in (interval_epoch) */
+	__u32 pad;
 };
 
 struct stats_key {
@@ -122,6 +124,12 @@ struct daemon_thread {
 	__u64 spliced_ns;  /* a request was spliced from /dev/fuse into a pipe then */
 	__u64 hdr_unique;  /* a reply header written into a pipe, for a splice to /dev/fuse */
 	__u32 spliced_len;
+	/* The thread's fd of /dev/fuse (plus 1; 0: none yet) and its
+	 * connection, as the last lookup found them: a daemon thread reads and
+	 * writes the same fd, and the walk from the task to the connection is
+	 * most of a stage program's cost. */
+	__u32 fuse_fd;
+	__u32 fuse_conn;
 	__u32 pad;
 };
 

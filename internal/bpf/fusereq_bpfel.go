@@ -20,6 +20,8 @@ type FuseReqDaemonThread struct {
 	SplicedNs   uint64
 	HdrUnique   uint64
 	SplicedLen  uint32
+	FuseFd      uint32
+	FuseConn    uint32
 	Pad         uint32
 }
 
@@ -80,6 +82,8 @@ type FuseReqSlowReq struct {
 	Error    int32
 	Comm     [16]int8
 	StageNs  [3]uint64
+	Epoch    uint32
+	Pad      uint32
 }
 
 type FuseReqStageStats struct {

@@ -125,35 +125,61 @@ static __always_inline struct daemon_thread *daemon_thread(int claim)
 	return t;
 }
 
+/* bpf_rdonly_cast (a kfunc the verifier inlines): a kernel address read
+ * as a number becomes a pointer of a type the program may load through
+ * directly, as it may through the current task's. Those loads are plain
+ * loads with an exception table entry, where each bpf_probe_read_kernel
+ * was a helper call (the chain from the task to the connection took ten). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+#define kernel_cast(ptr, type) ((type *)bpf_rdonly_cast((void *)(ptr), bpf_core_type_id_kernel(type)))
+
 static __always_inline struct file___stages *fd_file(int fd)
 {
-	struct task_struct___stages *task = (void *)bpf_get_current_task();
-	struct fdtable___stages *fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt || fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+	struct task_struct___stages *task = (void *)bpf_get_current_task_btf();
+	struct fdtable___stages *fdt = task->files->fdt;
+	if (fd < 0 || (unsigned int)fd >= fdt->max_fds)
 		return 0;
-	struct file___stages **fds = BPF_CORE_READ(fdt, fd);
+	/* An element of the array of pointers: the one read a helper makes. */
 	struct file___stages *f = 0;
-	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
-	return f;
+	bpf_probe_read_kernel(&f, sizeof(f), &fdt->fd[fd]);
+	if (!f)
+		return 0;
+	return kernel_cast(f, struct file___stages);
 }
 
 /* The connection of an fd of /dev/fuse, in *conn; 0 if it is none. */
 static __always_inline int fuse_fd_conn(int fd, __u32 *conn)
 {
 	struct file___stages *f = fd_file(fd);
-	if (!f || BPF_CORE_READ(f, f_inode, i_rdev) != FUSE_DEV_RDEV)
+	if (!f || f->f_inode->i_rdev != FUSE_DEV_RDEV)
 		return 0;
-	__u64 fud = (__u64)BPF_CORE_READ(f, private_data) & ~1ULL;
+	__u64 fud = (__u64)f->private_data & ~1ULL;
 	if (fud < 4096)
 		return 0; /* not yet tied to a connection */
-	*conn = BPF_CORE_READ((struct fuse_dev___stages *)fud, fc, dev);
+	*conn = kernel_cast(fud, struct fuse_dev___stages)->fc->dev;
+	return 1;
+}
+
+/* The same through the thread's cache. An fd closed and reused for another
+ * file would pass for /dev/fuse, so what is read through it must still name
+ * a request in flight on that connection, with its opcode and length. */
+static __always_inline int thread_fd_conn(struct daemon_thread *t, int fd, __u32 *conn)
+{
+	if (t->fuse_fd == (__u32)fd + 1) {
+		*conn = t->fuse_conn;
+		return 1;
+	}
+	if (!fuse_fd_conn(fd, conn))
+		return 0;
+	t->fuse_fd = (__u32)fd + 1;
+	t->fuse_conn = *conn;
 	return 1;
 }
 
 static __always_inline int fd_is_pipe(int fd)
 {
 	struct file___stages *f = fd_file(fd);
-	return f && (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT_) == S_IFIFO_;
+	return f && (f->f_inode->i_mode & S_IFMT_) == S_IFIFO_;
 }
 
 /* The in-flight slot of (conn, unique), as on_send claimed it. */
@@ -217,15 +243,15 @@ static __always_inline int on_read_exit(struct syscall_exit *ctx, int vector)
 	 * that began before the trace is seen whole, and other processes'
 	 * entries run nothing. */
 	struct pt_regs___stages *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	int fd = BPF_CORE_READ(regs, di);
-	__u64 buf = BPF_CORE_READ(regs, si);
+	int fd = regs->di;
+	__u64 buf = regs->si;
 	if (vector)
 		buf = iov_base(buf, 0);
 	if (!buf)
 		return 0;
 	__u32 conn = 0;
-	if (fuse_fd_conn(fd, &conn)) {
-		mark_taken(conn, buf, now, 0);
+	if (thread_fd_conn(t, fd, &conn)) {
+		mark_taken(conn, buf, now, vector ? 0 : ctx->ret);
 		return 0;
 	}
 	if (t->spliced_ns) {
@@ -256,7 +282,7 @@ int stage_enter_splice(struct syscall_enter *ctx)
 {
 	struct daemon_thread *t = daemon_thread(0);
 	__u32 conn = 0;
-	if (t && t->hdr_unique && fuse_fd_conn(ctx->args[2], &conn)) {
+	if (t && t->hdr_unique && thread_fd_conn(t, ctx->args[2], &conn)) {
 		mark_replied(conn, t->hdr_unique, bpf_ktime_get_ns());
 		t->hdr_unique = 0;
 	}
@@ -274,7 +300,7 @@ int stage_exit_splice(struct syscall_exit *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	struct pt_regs___stages *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	__u32 conn = 0;
-	if (fuse_fd_conn(BPF_CORE_READ(regs, di), &conn)) {
+	if (thread_fd_conn(t, regs->di, &conn)) {
 		t->spliced_ns = now;
 		t->spliced_conn = conn;
 		t->spliced_len = ctx->ret;
@@ -290,7 +316,7 @@ static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 conn = 0;
-	int to_fuse = fuse_fd_conn(fd, &conn);
+	int to_fuse = thread_fd_conn(t, fd, &conn);
 	if (!to_fuse && !(len <= 4096 && fd_is_pipe(fd)))
 		return;
 	struct fuse_out_header___stages {

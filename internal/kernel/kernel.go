@@ -6,6 +6,7 @@ package kernel
 import (
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -86,4 +87,17 @@ func Hostname() string {
 func FuseURingEnabled() bool {
 	b, err := os.ReadFile("/sys/module/fuse/parameters/enable_uring")
 	return err == nil && len(b) > 0 && (b[0] == 'Y' || b[0] == '1')
+}
+
+// Comm is a thread's or process's command name (/proc/PID/comm), "" if it
+// is gone or pid is 0.
+func Comm(pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -168,27 +167,27 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 	}
 }
 
-// An interval's record holds the slow requests that ended by the time its
-// counts were read; the later ones go to the next, in their order.
-func TestSlowListSplitAt(t *testing.T) {
-	at := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
+// An interval's record holds the slow requests the kernel numbered with its
+// interval (or an earlier one), whenever they were read; the later ones go
+// to the next, in their order.
+func TestSlowListSplitAfter(t *testing.T) {
 	var l slowList
-	for _, ms := range []int{900, 1100, 950, 1000, 1200} {
-		l.add(profile.SlowRequest{End: at.Add(time.Duration(ms-1000) * time.Millisecond), Op: strconv.Itoa(ms)})
+	for i, epoch := range []uint32{4, 5, 4, 4, 6} {
+		l.add(profile.SlowRequest{Interval: epoch, Op: strconv.Itoa(i)})
 	}
 	l.lost = 3
-	later := l.splitAt(at)
+	later := l.splitAfter(4)
 	ops := func(l slowList) (s []string) {
 		for _, r := range l.reqs {
 			s = append(s, r.Op)
 		}
 		return s
 	}
-	if got := strings.Join(ops(l), " "); got != "900 950 1000" || l.lost != 3 {
-		t.Errorf("kept %q (lost %d), want 900 950 1000 (lost 3)", got, l.lost)
+	if got := strings.Join(ops(l), " "); got != "0 2 3" || l.lost != 3 {
+		t.Errorf("kept %q (lost %d), want 0 2 3 (lost 3)", got, l.lost)
 	}
-	if got := strings.Join(ops(later), " "); got != "1100 1200" || later.lost != 0 {
-		t.Errorf("later %q (lost %d), want 1100 1200 (lost 0)", got, later.lost)
+	if got := strings.Join(ops(later), " "); got != "1 4" || later.lost != 0 {
+		t.Errorf("later %q (lost %d), want 1 4 (lost 0)", got, later.lost)
 	}
 	var full slowList
 	for range profile.MaxSlow + 2 {

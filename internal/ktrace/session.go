@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
@@ -25,6 +26,9 @@ type RequestConfig struct {
 	// Slow receives each request that took at least Options.Slower, a
 	// few times a second, as it is read; the records hold them too.
 	Slow func(profile.SlowRequest)
+	// Hung: records list the requests in flight at least this long when
+	// they are made (each interval's and the last); 0 lists none.
+	Hung time.Duration
 }
 
 // slowPoll is how often the slow requests are read; housekeeping (the
@@ -204,12 +208,12 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 	var later slowList
 	if s.t.Slow() && !final {
 		// The interval's slow requests, read now: those that ended after
-		// its counts were read belong to the next.
-		counted := time.Now()
+		// the switch to the next interval, as the kernel numbered them,
+		// belong to the next, as their counts do.
 		if err := s.readSlow(); err != nil {
 			return nil, nil, err
 		}
-		later = s.slowInterval.splitAt(counted)
+		later = s.slowInterval.splitAfter(s.t.epoch - 1)
 	}
 	from := s.prevTime
 	s.prevTime = now
@@ -219,7 +223,7 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 }
 
 func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
-	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost}
+	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost, Hung: s.hung()}
 	mounts := s.labels.Mounts(p)
 	fuseconn.AddDaemons(mounts)
 	for i := range mounts {
@@ -274,12 +278,13 @@ type slowList struct {
 	lost uint64
 }
 
-// splitAt keeps the requests that ended by at and returns the others.
-func (l *slowList) splitAt(at time.Time) slowList {
+// splitAfter keeps the requests that ended in interval number ended or
+// before, and returns the others.
+func (l *slowList) splitAfter(ended uint32) slowList {
 	var later slowList
 	kept := l.reqs[:0]
 	for _, r := range l.reqs {
-		if r.End.After(at) {
+		if r.Interval > ended {
 			later.reqs = append(later.reqs, r)
 		} else {
 			kept = append(kept, r)
@@ -305,5 +310,35 @@ func dedup(v []uint32) []uint32 {
 			out = append(out, c)
 		}
 	}
+	return out
+}
+
+// hung lists the requests in flight at least cfg.Hung, oldest first. A
+// request the tracer cannot read is left out: the record is made anyway.
+func (s *RequestSource) hung() []profile.HungRequest {
+	if s.cfg.Hung <= 0 {
+		return nil
+	}
+	reqs, err := s.t.InFlight(s.cfg.Hung)
+	if err != nil {
+		return nil
+	}
+	out := make([]profile.HungRequest, 0, len(reqs))
+	for _, r := range reqs {
+		h := profile.HungRequest{Conn: r.Conn, Opcode: r.Opcode, Op: fuseproto.Opcode(r.Opcode).String(), Age: r.Age,
+			PID: r.PID, Comm: kernel.Comm(int(r.PID)), Mount: s.labels.MountPoint(r.Conn)}
+		if s.t.Stages() {
+			switch {
+			case r.Replied:
+				h.Stage = "reply"
+			case r.Taken:
+				h.Stage = "daemon"
+			default:
+				h.Stage = "queued"
+			}
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Age > out[j].Age })
 	return out
 }

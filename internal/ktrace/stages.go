@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -226,4 +227,31 @@ func stageDurations(ns [3]uint64) []time.Duration {
 		return nil
 	}
 	return []time.Duration{time.Duration(ns[0]), time.Duration(ns[1]), time.Duration(ns[2])}
+}
+
+// InFlight is a request the kernel sent that has not ended.
+type InFlight struct {
+	Conn, Opcode, PID uint32
+	Age               time.Duration
+	// Taken and Replied say whether the stage programs saw the daemon read
+	// it and begin its reply (--stages only).
+	Taken, Replied bool
+}
+
+// InFlight returns the requests in flight for at least min.
+func (t *Tracer) InFlight(min time.Duration) ([]InFlight, error) {
+	slots, err := t.inflightSlots()
+	if err != nil {
+		return nil, err
+	}
+	now := kernel.Monotonic()
+	var out []InFlight
+	for _, s := range slots {
+		if s.StartNs == 0 || s.StartNs > now || time.Duration(now-s.StartNs) < min {
+			continue
+		}
+		out = append(out, InFlight{Conn: s.Conn, Opcode: s.Opcode, PID: s.Pid, Age: time.Duration(now - s.StartNs),
+			Taken: s.TakenNs != 0, Replied: s.RepliedNs != 0})
+	}
+	return out, nil
 }

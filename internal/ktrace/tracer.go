@@ -360,7 +360,7 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 			End:     t.clock.Wall(e.EndNs),
 			Latency: time.Duration(e.LatNs), Conn: e.Conn, Op: fuseproto.Opcode(e.Opcode).String(), Opcode: e.Opcode,
 			NodeID: e.Nodeid, PID: e.Pid, Comm: string(comm), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
-			Stages: stageDurations(e.StageNs),
+			Stages: stageDurations(e.StageNs), Interval: e.Epoch,
 		})
 	}
 }
@@ -380,7 +380,7 @@ func (t *Tracer) SlowLost() (uint64, error) {
 
 // ProgramStat is what the kernel accounted to one of the tracer's programs.
 type ProgramStat struct {
-	Program string // fuse_send or fuse_end (fuse_send_btf, fuse_end_btf on tp_btf)
+	Program string // fuse_send or fuse_end (whichever attach), stage:EVENT (--stages), floor:EVENT
 	Runtime time.Duration
 	Runs    uint64
 }
@@ -390,10 +390,20 @@ type ProgramStat struct {
 // kernel.bpf_stats_enabled is 1.
 func (t *Tracer) ProgramStats() ([]ProgramStat, error) {
 	var out []ProgramStat
-	for _, p := range []struct {
+	type named struct {
 		name string
 		prog *ebpf.Program
-	}{{"fuse_send", t.send}, {"fuse_end", t.end}} {
+	}
+	progs := []named{{"fuse_send", t.send}, {"fuse_end", t.end}}
+	if t.stageProgs != nil {
+		for _, h := range t.stageProgs.hooks() {
+			progs = append(progs, named{"stage:" + h.event, h.prog})
+		}
+	}
+	if t.rawFloor != nil {
+		progs = append(progs, named{"floor:sys_enter", t.rawFloor.Enter}, named{"floor:sys_exit", t.rawFloor.Exit})
+	}
+	for _, p := range progs {
 		st, err := p.prog.Stats()
 		if err != nil {
 			return nil, err

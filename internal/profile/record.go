@@ -42,6 +42,9 @@ type Record struct {
 	// the record already held MaxSlow.
 	Slow     []SlowRequest `json:"slow,omitempty"`
 	SlowLost uint64        `json:"slow_lost,omitempty"`
+	// Hung holds the requests in flight longer than trace --hung when the
+	// record was made, oldest first.
+	Hung []HungRequest `json:"hung,omitempty"`
 
 	// The optional sections: each is present when a source filled it.
 	// Syscalls is the system-call report (fusescope syscalls).
@@ -86,6 +89,25 @@ type SlowRequest struct {
 	// Stages are its queue, daemon and reply times (trace --stages), in
 	// that order; none when its passage through the daemon was not seen.
 	Stages []time.Duration `json:"stages_ns,omitempty"`
+	// Interval is the tracer's number of the interval it ended in: what
+	// interval mode splits the requests by (not kept in records).
+	Interval uint32 `json:"-"`
+}
+
+// HungRequest is a request in flight for longer than trace --hung when a
+// record was made: a daemon that stopped answering shows here, where the
+// statistics, which count requests when they end, show nothing.
+type HungRequest struct {
+	Conn   uint32        `json:"conn"`
+	Op     string        `json:"op"`
+	Opcode uint32        `json:"opcode"`
+	Age    time.Duration `json:"age_ns"` // since the kernel sent it
+	PID    uint32        `json:"pid"`    // the requesting thread, as the daemon sees it (0: the kernel's own)
+	Comm   string        `json:"comm,omitempty"`
+	// Stage is where it waits: "queued" (not yet read by the daemon) or
+	// "daemon" (read, no reply yet), with trace --stages; "" without.
+	Stage string `json:"stage,omitempty"`
+	Mount string `json:"mount_point,omitempty"`
 }
 
 // Meta says where, when and how a profile was measured.

@@ -47,6 +47,8 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 	case len(p.Ops) > 0:
 	case r.Meta.FS != nil: // the lab daemon's own record
 		b.WriteString("No requests reached the daemon.\n")
+	case len(r.Hung) > 0:
+		b.WriteString("No FUSE request ended.\n")
 	default:
 		b.WriteString("No FUSE requests were traced.\n")
 	}
@@ -77,6 +79,7 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 	if stages {
 		writeStageNotes(&b, r, &p)
 	}
+	writeHung(&b, r, o.Unit)
 	writeDrops(&b, p.Drops)
 	if r.SlowLost > 0 {
 		fmt.Fprintf(&b, "\n%d slow requests not listed: the kernel's ring buffer was full, or the record held %d already.\n", r.SlowLost, profile.MaxSlow)
@@ -184,6 +187,34 @@ func writeStageNotes(w io.Writer, r *profile.Record, p *profile.Profile) {
 			}
 		}
 	}
+}
+
+// writeHung lists the requests in flight beyond trace --hung, oldest first.
+func writeHung(w io.Writer, r *profile.Record, unit hist.Unit) {
+	if len(r.Hung) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d requests in flight beyond --hung (the daemon has not answered them):\n", len(r.Hung))
+	rows := [][]string{{"MOUNT", "OP", "AGE(" + shortUnit(unit) + ")", "STAGE", "PID", "COMM"}}
+	for _, h := range r.Hung {
+		mount := h.Mount
+		if mount == "" {
+			mount = fmt.Sprintf("conn %d", h.Conn)
+		}
+		stage := h.Stage
+		switch stage {
+		case "":
+			stage = "-" // without --stages: queued or with the daemon
+		case "daemon":
+			stage = "with daemon"
+		}
+		comm := h.Comm
+		if comm == "" {
+			comm = "?"
+		}
+		rows = append(rows, []string{Name(mount), h.Op, inUnit(float64(h.Age.Nanoseconds()), unit), stage, fmt.Sprint(h.PID), Name(comm)})
+	}
+	Columns(w, rows, "llrlrl")
 }
 
 // lateWatch is how long after the trace's start a daemon must have been

@@ -118,6 +118,23 @@ func TestTextStagesGolden(t *testing.T) {
 	golden.Check(t, "record_stages.csv.golden", buf.Bytes())
 }
 
+// A stuck daemon: nothing ended, and the requests in flight are listed,
+// oldest first, with where they wait.
+func TestTextHungGolden(t *testing.T) {
+	r := sampleRecord()
+	r.Profile = profile.Profile{}
+	r.Hung = []profile.HungRequest{
+		{Conn: 45, Op: "LOOKUP", Opcode: 1, Age: 12 * time.Second, PID: 8671, Comm: "ls", Stage: "daemon", Mount: "/cvmfs/sft.cern.ch"},
+		{Conn: 45, Op: "GETATTR", Opcode: 3, Age: 1500 * time.Millisecond, PID: 8672, Comm: "stat", Stage: "queued", Mount: "/cvmfs/sft.cern.ch"},
+		{Conn: 52, Op: "READ", Opcode: 15, Age: 1100 * time.Millisecond, Comm: "evil\x1b[31m", Mount: "/mnt/s3 <b>"},
+	}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, r, TextOptions{Unit: hist.Msecs}); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "text_hung.golden", buf.Bytes())
+}
+
 func TestCSVGolden(t *testing.T) {
 	r := sampleRecord()
 	var buf bytes.Buffer

@@ -1,10 +1,18 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
@@ -144,5 +152,174 @@ func TestStagesBindfsCounts(t *testing.T) {
 	}
 	if len(got.Profile.Ops) == 0 {
 		t.Fatal("no requests traced")
+	}
+}
+
+// One daemon thread (serialFS), 1 ms per GETATTR, N = 1, 2, 4, 8 clients
+// each fstat'ing a file of its own as fast as it can: the daemon serves one
+// request at a time, so a request waits for the N-1 ahead of it in the
+// kernel's queue. The queue stage grows with N, about (N-1) services; the
+// daemon stage stays at the service time.
+func TestStagesSerialQueue(t *testing.T) {
+	const service = 1200 * time.Microsecond
+	const perClient = 40
+	mnt := mountSerialFS(t, 8, service)
+	conn := connOf(t, mnt)
+	var daemon1 float64
+	for _, n := range []int{1, 2, 4, 8} {
+		rec := filepath.Join(t.TempDir(), "rec.json")
+		files := make([]*os.File, n)
+		for i := range files {
+			f, err := os.Open(filepath.Join(mnt, fmt.Sprint("f", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			files[i] = f
+		}
+		tr := startTrace(t, "--stages", "--mount", mnt, "--op", "GETATTR", "-o", rec)
+		var wg sync.WaitGroup
+		for _, f := range files {
+			wg.Go(func() {
+				for range perClient {
+					if _, err := f.Stat(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		waitIdle(t, conn)
+		tr.stop(t)
+		s := loadRecord(t, rec).Profile.Find(conn, fuseproto.Getattr)
+		if s == nil || s.Count < uint64(n*perClient) {
+			t.Fatalf("N=%d: GETATTR missing or short: %+v", n, s)
+		}
+		q, d := stageOf(t, s, profile.StageQueue), stageOf(t, s, profile.StageDaemon)
+		if q.Count != s.Count {
+			t.Errorf("N=%d: %d of %d GETATTRs split (gaps %+v)", n, q.Count, s.Count, s.StageGaps)
+		}
+		t.Logf("N=%d: GETATTR n=%d queue mean %.0f us, daemon mean %.0f us, total mean %.0f us",
+			n, s.Count, q.Mean()/1e3, d.Mean()/1e3, s.Latency.Mean()/1e3)
+		if n == 1 {
+			daemon1 = d.Mean()
+			if q.Mean() > d.Mean()/2 {
+				t.Errorf("N=1: queue mean %.0f ns, want well under the service (%.0f ns): nothing waits", q.Mean(), d.Mean())
+			}
+			continue
+		}
+		// (N-1) services ahead of each request, within a factor 2 either
+		// way (the clients' own time between calls lets the queue run short).
+		want := float64(n-1) * d.Mean()
+		if q.Mean() < want/2 || q.Mean() > want*2 {
+			t.Errorf("N=%d: queue mean %.0f ns, want about %d services (%.0f ns)", n, q.Mean(), n-1, want)
+		}
+		if d.Mean() < daemon1*0.8 || d.Mean() > daemon1*1.25 {
+			t.Errorf("N=%d: daemon mean %.0f ns, N=1's %.0f ns: the daemon's time must stay flat", n, d.Mean(), daemon1)
+		}
+	}
+}
+
+// allStopped says whether every thread of pid is stopped (state T).
+func allStopped(pid int) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return false
+		}
+		// The state follows the command, which is in parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return len(tasks) > 0
+}
+
+// A stuck daemon: the lab daemon stopped with SIGSTOP leaves a stat queued
+// (nobody reads it), and a daemon that takes 1.5 s per GETATTR holds one
+// "with the daemon"; trace lists both at its intervals as hung, where the
+// statistics, which count requests as they end, show nothing.
+func TestStagesHungRequests(t *testing.T) {
+	for _, c := range []struct {
+		name, latency, stage string
+		stop                 bool
+	}{
+		{"stopped", "", "queued", true},
+		{"slow", "getattr=1500ms", "daemon", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, mnt := t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(src, "f"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"fs", "mount", "--background", "--preset", "nocache", src, mnt}
+			if c.latency != "" {
+				args = append(args, "--latency", c.latency)
+			}
+			out, err := exec.Command(fusescopeBin, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("fs mount: %v\n%s", err, out)
+			}
+			m := regexp.MustCompile(`daemon pid (\d+)`).FindStringSubmatch(string(out))
+			if m == nil {
+				t.Fatalf("fs mount --background did not name its daemon:\n%s", out)
+			}
+			pid, _ := strconv.Atoi(m[1])
+			t.Cleanup(func() {
+				syscall.Kill(pid, syscall.SIGCONT)
+				exec.Command(fusescopeBin, "fs", "umount", mnt).Run()
+			})
+			if c.stop {
+				// The daemon has been asked for the file once, so that the
+				// stat below waits on its GETATTR alone.
+				if _, err := os.Stat(filepath.Join(mnt, "f")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tr := startTrace(t, "--stages", "--mount", mnt, "--hung", "300ms", "--json", "0.2")
+			if c.stop {
+				if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				// A group stop reaches each thread in its own time: one
+				// still blocked in read of /dev/fuse would take the request.
+				waitFor(t, "every daemon thread stopped", func() bool { return allStopped(pid) })
+			}
+			statDone := make(chan error, 1)
+			go func() {
+				_, err := os.Stat(filepath.Join(mnt, "f"))
+				statDone <- err
+			}()
+			var hung profile.HungRequest
+			waitFor(t, "an interval record listing the stat's request as hung", func() bool {
+				for _, line := range strings.Split(tr.stdout.String(), "\n") {
+					var r profile.Record
+					if json.Unmarshal([]byte(line), &r) != nil {
+						continue
+					}
+					for _, h := range r.Hung {
+						if h.Op == "GETATTR" || h.Op == "LOOKUP" {
+							hung = h
+							return true
+						}
+					}
+				}
+				return false
+			})
+			t.Logf("hung: %+v", hung)
+			if hung.Stage != c.stage || hung.Age < 300*time.Millisecond || hung.Mount != mnt {
+				t.Errorf("hung request %+v: want stage %q, age at least 300ms, mount %s", hung, c.stage, mnt)
+			}
+			if c.stop {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+			if err := <-statDone; err != nil {
+				t.Errorf("stat after the daemon went on: %v", err)
+			}
+			tr.stop(t)
+		})
 	}
 }
