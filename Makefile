@@ -13,7 +13,7 @@ DEPS_GENERATE := clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libb
 	/usr/include/x86_64-linux-gnu/asm/types.h:linux-libc-dev
 DEPS_RUN := bindfs:bindfs fusermount3:fuse3 python3:python3 pkill:procps
 DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpriv:util-linux strace:strace setfacl:acl rsync:rsync sqlite3:sqlite3 \
-	gcc:gcc
+	gcc:gcc sshfs:sshfs /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client
 DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
 
 .PHONY: all build generate check-generated lint test unit e2e test-kernels bench demo deps clean
@@ -58,12 +58,14 @@ unit:
 # End-to-end tests mount FUSE file systems and load BPF programs: root only.
 e2e: build
 	@scripts/deps.sh $(DEPS_TEST)
+	@scripts/libfuse-examples.sh
 	$(GO) test -count=1 -timeout 30m ./test/...
 
 # With the race detector (it needs cgo, hence gcc): the lab file system and
 # the test file systems run inside the test processes, under real workloads.
 test: $(TOOLS)/gotestsum
 	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE)
+	@scripts/libfuse-examples.sh
 	$(MAKE) --no-print-directory check-generated lint
 	gotestsum --format testname -- -race -count=1 -timeout 20m ./...
 

@@ -36,5 +36,18 @@ apt_wait() {
   return 1
 }
 apt_wait update -qq
+# What the tests install must not start services (openssh-server would start
+# an sshd on every interface): policy-rc.d refuses every start while it
+# runs (invoke-rc.d's convention), and a service it brings is left disabled.
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt_wait install -y -qq --no-install-recommends "${missing[@]}"
+for pkg in "${missing[@]}"; do
+  if [[ $pkg == openssh-server ]] && command -v systemctl >/dev/null; then
+    systemctl disable ssh.service ssh.socket >/dev/null 2>&1 || true
+  fi
+done
 echo "deps: installed ${missing[*]}" >&2

@@ -114,6 +114,7 @@ const (
 	FuseReqMapFilterConns            = "filter_conns"
 	FuseReqMapInflight               = "inflight"
 	FuseReqMapInflightComm           = "inflight_comm"
+	FuseReqMapPassthroughOpens       = "passthrough_opens"
 	FuseReqMapSlowLost               = "slow_lost"
 	FuseReqMapSlowReqs               = "slow_reqs"
 	FuseReqMapStageTable             = "stage_table"
@@ -229,18 +230,19 @@ type FuseReqProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqMapSpecs struct {
-	DaemonTgids   *ebpf.MapSpec `ebpf:"daemon_tgids"`
-	DaemonThreads *ebpf.MapSpec `ebpf:"daemon_threads"`
-	Drops         *ebpf.MapSpec `ebpf:"drops"`
-	Errnos        *ebpf.MapSpec `ebpf:"errnos"`
-	FilterConns   *ebpf.MapSpec `ebpf:"filter_conns"`
-	Inflight      *ebpf.MapSpec `ebpf:"inflight"`
-	InflightComm  *ebpf.MapSpec `ebpf:"inflight_comm"`
-	SlowLost      *ebpf.MapSpec `ebpf:"slow_lost"`
-	SlowReqs      *ebpf.MapSpec `ebpf:"slow_reqs"`
-	StageTable    *ebpf.MapSpec `ebpf:"stage_table"`
-	Stats         *ebpf.MapSpec `ebpf:"stats"`
-	StatsFast     *ebpf.MapSpec `ebpf:"stats_fast"`
+	DaemonTgids      *ebpf.MapSpec `ebpf:"daemon_tgids"`
+	DaemonThreads    *ebpf.MapSpec `ebpf:"daemon_threads"`
+	Drops            *ebpf.MapSpec `ebpf:"drops"`
+	Errnos           *ebpf.MapSpec `ebpf:"errnos"`
+	FilterConns      *ebpf.MapSpec `ebpf:"filter_conns"`
+	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
+	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
+	PassthroughOpens *ebpf.MapSpec `ebpf:"passthrough_opens"`
+	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
+	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
+	StageTable       *ebpf.MapSpec `ebpf:"stage_table"`
+	Stats            *ebpf.MapSpec `ebpf:"stats"`
+	StatsFast        *ebpf.MapSpec `ebpf:"stats_fast"`
 }
 
 // FuseReqVariableSpecs contains global variables before they are loaded into the kernel.
@@ -279,18 +281,19 @@ func (o *FuseReqObjects) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqMaps struct {
-	DaemonTgids   *ebpf.Map `ebpf:"daemon_tgids"`
-	DaemonThreads *ebpf.Map `ebpf:"daemon_threads"`
-	Drops         *ebpf.Map `ebpf:"drops"`
-	Errnos        *ebpf.Map `ebpf:"errnos"`
-	FilterConns   *ebpf.Map `ebpf:"filter_conns"`
-	Inflight      *ebpf.Map `ebpf:"inflight"`
-	InflightComm  *ebpf.Map `ebpf:"inflight_comm"`
-	SlowLost      *ebpf.Map `ebpf:"slow_lost"`
-	SlowReqs      *ebpf.Map `ebpf:"slow_reqs"`
-	StageTable    *ebpf.Map `ebpf:"stage_table"`
-	Stats         *ebpf.Map `ebpf:"stats"`
-	StatsFast     *ebpf.Map `ebpf:"stats_fast"`
+	DaemonTgids      *ebpf.Map `ebpf:"daemon_tgids"`
+	DaemonThreads    *ebpf.Map `ebpf:"daemon_threads"`
+	Drops            *ebpf.Map `ebpf:"drops"`
+	Errnos           *ebpf.Map `ebpf:"errnos"`
+	FilterConns      *ebpf.Map `ebpf:"filter_conns"`
+	Inflight         *ebpf.Map `ebpf:"inflight"`
+	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
+	PassthroughOpens *ebpf.Map `ebpf:"passthrough_opens"`
+	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
+	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
+	StageTable       *ebpf.Map `ebpf:"stage_table"`
+	Stats            *ebpf.Map `ebpf:"stats"`
+	StatsFast        *ebpf.Map `ebpf:"stats_fast"`
 }
 
 func (m *FuseReqMaps) Close() error {
@@ -302,6 +305,7 @@ func (m *FuseReqMaps) Close() error {
 		m.FilterConns,
 		m.Inflight,
 		m.InflightComm,
+		m.PassthroughOpens,
 		m.SlowLost,
 		m.SlowReqs,
 		m.StageTable,

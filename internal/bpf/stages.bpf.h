@@ -208,15 +208,6 @@ static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 wa
 		s->taken_ns = ts;
 }
 
-static __always_inline void mark_replied(__u32 conn, __u64 unique, __u64 ts)
-{
-	if (!unique)
-		return; /* a notification, not a reply */
-	struct inflight_slot *s = find_slot(conn, unique);
-	if (s && !s->replied_ns)
-		s->replied_ns = ts;
-}
-
 static __always_inline __u64 iov_base(__u64 iov, __u64 *len)
 {
 	struct iovec___user v = {};
@@ -226,6 +217,62 @@ static __always_inline __u64 iov_base(__u64 iov, __u64 *len)
 		*len = v.len;
 	return v.base;
 }
+
+/* The opcode of the request a reply answers, 0 if none is in flight. */
+static __always_inline __u32 mark_replied(__u32 conn, __u64 unique, __u64 ts)
+{
+	if (!unique)
+		return 0; /* a notification, not a reply */
+	struct inflight_slot *s = find_slot(conn, unique);
+	if (!s)
+		return 0;
+	if (!s->replied_ns)
+		s->replied_ns = ts;
+	return s->opcode;
+}
+
+/* Opens the daemon answered with FOPEN_PASSTHROUGH, per connection: their
+ * files' reads and writes go to the backing file in the kernel, and are no
+ * FUSE requests at all. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} passthrough_opens SEC(".maps");
+
+#define FUSE_OPEN 14
+#define FUSE_CREATE 35
+#define FOPEN_PASSTHROUGH (1u << 7)
+#define FUSE_ENTRY_OUT_LEN 128
+
+/* A successful OPEN or CREATE reply: its fuse_open_out's open_flags, after
+ * the header in the same buffer (write), or in the next iovec (writev, as
+ * libfuse and go-fuse send replies). */
+static __always_inline void count_passthrough(__u32 conn, __u32 opcode, __u64 buf, __u64 len, __u64 iov, __u64 iovcnt)
+{
+	__u64 payload = 0;
+	if (len > FUSE_OUT_HEADER_LEN)
+		payload = buf + FUSE_OUT_HEADER_LEN;
+	else if (iov && iovcnt >= 2)
+		payload = iov_base(iov + sizeof(struct iovec___user), 0);
+	if (!payload)
+		return;
+	if (opcode == FUSE_CREATE)
+		payload += FUSE_ENTRY_OUT_LEN;
+	__u32 flags = 0;
+	if (bpf_probe_read_user(&flags, sizeof(flags), (void *)(payload + 8)) || !(flags & FOPEN_PASSTHROUGH))
+		return;
+	__u64 *n = bpf_map_lookup_elem(&passthrough_opens, &conn);
+	if (!n) {
+		__u64 zero = 0;
+		bpf_map_update_elem(&passthrough_opens, &conn, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&passthrough_opens, &conn);
+	}
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
 
 /* A request read from /dev/fuse is taken now; a read from a pipe right
  * after a splice from /dev/fuse (libfuse's splice mode reads the header
@@ -310,7 +357,7 @@ int stage_exit_splice(struct syscall_exit *ctx)
 
 /* A reply header: to /dev/fuse, the reply begins now; to a pipe, it is
  * remembered for the splice that will carry it to /dev/fuse. */
-static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u64 buf, __u64 len)
+static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u64 buf, __u64 len, __u64 iov, __u64 iovcnt)
 {
 	if (!buf || len < FUSE_OUT_HEADER_LEN)
 		return;
@@ -326,10 +373,13 @@ static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u
 	} h;
 	if (bpf_probe_read_user(&h, sizeof(h), (void *)buf) || h.len < FUSE_OUT_HEADER_LEN)
 		return;
-	if (to_fuse)
-		mark_replied(conn, h.unique, now);
-	else
+	if (!to_fuse) {
 		t->hdr_unique = h.unique;
+		return;
+	}
+	__u32 opcode = mark_replied(conn, h.unique, now);
+	if ((opcode == FUSE_OPEN || opcode == FUSE_CREATE) && h.error == 0)
+		count_passthrough(conn, opcode, buf, len, iov, iovcnt);
 }
 
 SEC("tracepoint/syscalls/sys_enter_write")
@@ -337,7 +387,7 @@ int stage_enter_write(struct syscall_enter *ctx)
 {
 	struct daemon_thread *t = daemon_thread(1);
 	if (t)
-		on_reply_header(t, ctx->args[0], ctx->args[1], ctx->args[2]);
+		on_reply_header(t, ctx->args[0], ctx->args[1], ctx->args[2], 0, 0);
 	return 0;
 }
 
@@ -349,7 +399,7 @@ int stage_enter_writev(struct syscall_enter *ctx)
 		return 0;
 	__u64 len = 0;
 	__u64 base = iov_base(ctx->args[1], &len);
-	on_reply_header(t, ctx->args[0], base, len);
+	on_reply_header(t, ctx->args[0], base, len, ctx->args[1], ctx->args[2]);
 	return 0;
 }
 
@@ -362,7 +412,7 @@ int stage_enter_vmsplice(struct syscall_enter *ctx)
 		return 0;
 	__u64 len = 0;
 	__u64 base = iov_base(ctx->args[1], &len);
-	on_reply_header(t, ctx->args[0], base, len);
+	on_reply_header(t, ctx->args[0], base, len, 0, 0);
 	return 0;
 }
 

@@ -226,7 +226,9 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost, Hung: s.hung()}
 	mounts := s.labels.Mounts(p)
 	fuseconn.AddDaemons(mounts)
+	passthrough, _ := s.t.PassthroughOpens() // a count missing leaves the record without it
 	for i := range mounts {
+		mounts[i].PassthroughOpens = passthrough[mounts[i].Conn]
 		for j := range mounts[i].Daemons {
 			d := &mounts[i].Daemons[j]
 			if at, ok := s.watched[d.PID]; ok {

@@ -198,6 +198,7 @@ func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
 	repl := map[string]*ebpf.Map{
 		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
 		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
+		"passthrough_opens": t.maps.PassthroughOpens,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}
 	if cost == StagesRawEmpty {
@@ -252,6 +253,26 @@ func (t *Tracer) InFlight(min time.Duration) ([]InFlight, error) {
 		}
 		out = append(out, InFlight{Conn: s.Conn, Opcode: s.Opcode, PID: s.Pid, Age: time.Duration(now - s.StartNs),
 			Taken: s.TakenNs != 0, Replied: s.RepliedNs != 0})
+	}
+	return out, nil
+}
+
+// PassthroughOpens counts, per connection, the opens its daemon answered with
+// FOPEN_PASSTHROUGH (--stages only): those files' reads and writes go to the
+// backing file in the kernel and are no FUSE requests.
+func (t *Tracer) PassthroughOpens() (map[uint32]uint64, error) {
+	out := map[uint32]uint64{}
+	if !t.stages {
+		return out, nil
+	}
+	var conn uint32
+	var n uint64
+	it := t.maps.PassthroughOpens.Iterate()
+	for it.Next(&conn, &n) {
+		out[conn] = n
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the passthrough opens: %w", err)
 	}
 	return out, nil
 }

@@ -214,7 +214,7 @@ func Start(opts Options) (*Tracer, error) {
 			consts["stages_empty"] = uint8(1)
 		}
 	} else {
-		for _, m := range []string{"daemon_tgids", "daemon_threads", "stage_table"} {
+		for _, m := range []string{"daemon_tgids", "daemon_threads", "stage_table", "passthrough_opens"} {
 			spec.Maps[m].MaxEntries = 1
 		}
 	}

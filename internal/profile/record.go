@@ -167,6 +167,11 @@ type Mount struct {
 	// the record was made: its daemon (several with clone_fd or a helper
 	// that kept the fd).
 	Daemons []Daemon `json:"daemons,omitempty"`
+	// PassthroughOpens counts the opens its daemon answered with FUSE
+	// passthrough while trace --stages ran: those files' reads and writes
+	// go to the backing file in the kernel, no FUSE request, and appear in
+	// no statistics.
+	PassthroughOpens uint64 `json:"passthrough_opens,omitempty"`
 }
 
 // Daemon is a process serving a FUSE connection.

@@ -180,6 +180,10 @@ func writeStageNotes(w io.Writer, r *profile.Record, p *profile.Profile) {
 		fmt.Fprintf(w, "\nNot split into stages: %d requests of operations no stage was measured for.\n", none)
 	}
 	for _, m := range r.Meta.Mounts {
+		if m.PassthroughOpens > 0 {
+			fmt.Fprintf(w, "\n%s: %d opens were answered with FUSE passthrough: those files' reads and writes go to the backing file in the kernel, are no FUSE requests, and are in no row above.\n",
+				Name(mountLabel(m)), m.PassthroughOpens)
+		}
 		for _, d := range m.Daemons {
 			if !d.Watched.IsZero() && !r.Meta.Start.IsZero() && d.Watched.Sub(r.Meta.Start) > lateWatch {
 				fmt.Fprintf(w, "\nDaemon %d %s of %s was found %.1f s after the trace began: its requests before then are not split into stages.\n",
@@ -215,6 +219,13 @@ func writeHung(w io.Writer, r *profile.Record, unit hist.Unit) {
 		rows = append(rows, []string{Name(mount), h.Op, inUnit(float64(h.Age.Nanoseconds()), unit), stage, fmt.Sprint(h.PID), Name(comm)})
 	}
 	Columns(w, rows, "llrlrl")
+}
+
+func mountLabel(m profile.Mount) string {
+	if m.MountPoint != "" {
+		return m.MountPoint
+	}
+	return fmt.Sprintf("conn %d", m.Conn)
 }
 
 // lateWatch is how long after the trace's start a daemon must have been

@@ -99,6 +99,7 @@ func stagedRecord() *profile.Record {
 		s.Stages = []profile.StageLatency{{Stage: profile.StageQueue, Latency: q}, {Stage: profile.StageDaemon, Latency: d}, {Stage: profile.StageReply, Latency: rep}}
 	}
 	r.Meta.Mounts[1].Daemons = []profile.Daemon{{PID: 4242, Comm: "s3fs", FDs: 1, Watched: r.Meta.Start.Add(3 * time.Second)}}
+	r.Meta.Mounts[0].PassthroughOpens = 7
 	return r
 }
 

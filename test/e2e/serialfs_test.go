@@ -120,4 +120,3 @@ func (s *serialFS) attr(a *fuse.Attr, node uint64) {
 func asBytes[T any](v *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
 }
-
