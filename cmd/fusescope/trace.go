@@ -32,6 +32,8 @@ func newTraceCmd() *cobra.Command {
 		slower   time.Duration
 		stages   bool
 		hung     time.Duration
+		files    int
+		pages    bool
 	)
 	c := &cobra.Command{
 		Use:   "trace [flags] [interval [count]] [-- CMD ARGS...]",
@@ -97,11 +99,15 @@ ends the trace.`,
 				}
 			}
 			src := ktrace.RequestConfig{
-				Options:   ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower, Stages: stages},
+				Options:   ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower, Stages: stages, PageCache: pages},
 				Command:   os.Args,
 				Tool:      version,
 				Intervals: interval > 0,
 				Hung:      hung,
+				Files:     files,
+			}
+			if files < 0 {
+				return fmt.Errorf("--files %d: give how many files to list, e.g. --files 20", files)
 			}
 			if hung < 0 {
 				return fmt.Errorf("--hung %v: give a positive duration, e.g. --hung 5s, or 0 to list none", hung)
@@ -215,6 +221,8 @@ ends the trace.`,
 	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "give up on requests in flight longer than this (counted, and their table slots reused)")
 	f.DurationVar(&slower, "slower", 0, "also print each request that took at least this long (e.g. 10ms), one line as it ends")
 	f.BoolVar(&stages, "stages", false, "split each request into queue (until the daemon reads it), daemon (until it writes the reply) and reply (until the kernel completes it), by timing the daemons' reads and writes of /dev/fuse")
+	f.IntVar(&files, "files", 0, "also list the `N` files with the most FUSE time, by their path in the mount (tp_btf only)")
+	f.BoolVar(&pages, "page-cache", false, "also count the traced mounts' page cache: pages read through it, added, removed, read-ahead, and the read hit ratio")
 	f.DurationVar(&hung, "hung", time.Second, "list the requests in flight at least this long with each report (0: none)")
 	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint), tp_btf (raw tracepoints with BTF: cheaper) or tracepoint (classic)")
 	return c

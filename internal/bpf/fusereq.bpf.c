@@ -393,7 +393,9 @@ static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 op
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
-static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid, const int slow, const int stages)
+static __always_inline void count_node(__u32 conn, __u64 node, __u64 delta, __s32 err);
+
+static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid, const int slow, const int stages, const int files)
 {
 	struct inflight_slot *slot = 0;
 	__u32 slot_idx = 0;
@@ -478,6 +480,8 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	 * that they never count a request the totals do not. */
 	if (stages)
 		count_stages(conn, opcode, gap, stage);
+	if (files)
+		count_node(conn, nodeid, delta, err);
 	return 0;
 }
 
@@ -485,25 +489,54 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	SEC("tracepoint/fuse/fuse_request_end")                                                                 \
 	int name(struct trace_event_raw_fuse_request_end *ctx)                                                  \
 	{                                                                                                       \
-		return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, slow, stages);          \
+		return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, slow, stages, 0);       \
 	}
 END_TP(fuse_end, 0, 0)
 END_TP(fuse_end_slow, 1, 0)
 END_TP(fuse_end_stages, 0, 1)
 END_TP(fuse_end_slow_stages, 1, 1)
 
-/* Under --stages the end reads the connection (the slot is found by it). */
-#define END_BTF(name, slow, stages)                                                                             \
+/* Under --stages the end reads the connection (the slot is found by it);
+ * --files' twins sum each node's requests (tp_btf only: the classic
+ * tracepoints carry no node). */
+#define END_BTF(name, slow, stages, files)                                                                      \
 	SEC("tp_btf/fuse_request_end")                                                                          \
 	int BPF_PROG(name, struct fuse_req *req)                                                                \
 	{                                                                                                       \
 		return on_end(stages ? req->fm->fc->dev : 0, req->in.h.unique, req->out.h.len,                  \
-			      req->out.h.error, stages ? 0 : req_tag(req), slow ? req->in.h.nodeid : 0,        \
-			      slow, stages);                                                                    \
+			      req->out.h.error, stages ? 0 : req_tag(req),                                      \
+			      (slow || files) ? req->in.h.nodeid : 0, slow, stages, files);                     \
 	}
-END_BTF(fuse_end_btf, 0, 0)
-END_BTF(fuse_end_btf_slow, 1, 0)
-END_BTF(fuse_end_btf_stages, 0, 1)
-END_BTF(fuse_end_btf_slow_stages, 1, 1)
+END_BTF(fuse_end_btf, 0, 0, 0)
+END_BTF(fuse_end_btf_slow, 1, 0, 0)
+END_BTF(fuse_end_btf_stages, 0, 1, 0)
+END_BTF(fuse_end_btf_slow_stages, 1, 1, 0)
+END_BTF(fuse_end_btf_files, 0, 0, 1)
+END_BTF(fuse_end_btf_slow_files, 1, 0, 1)
+END_BTF(fuse_end_btf_stages_files, 0, 1, 1)
+END_BTF(fuse_end_btf_slow_stages_files, 1, 1, 1)
+
+#include "names.bpf.h"
+#include "pagecache.bpf.h"
+
+static __always_inline void count_node(__u32 conn, __u64 node, __u64 delta, __s32 err)
+{
+	struct node_key k = { .conn = conn, .node = node };
+	struct node_stats *s = bpf_map_lookup_elem(&node_table, &k);
+	if (!s) {
+		bpf_map_update_elem(&node_table, &k, &zero_node_stats, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&node_table, &k);
+		if (!s) {
+			count_drop(DROP_NODES_FULL);
+			return;
+		}
+	}
+	s->count++;
+	s->sum_ns += delta;
+	if (delta > s->max_ns)
+		s->max_ns = delta;
+	if (err)
+		s->errors++;
+}
 
 char LICENSE[] SEC("license") = "GPL";

@@ -14,6 +14,7 @@
 #define DAEMON_BITMAP_WORDS 65536 /* --stages: one bit per process id below 2^22 (PID_MAX_LIMIT) */
 #define DAEMON_THREADS 4096     /* power of two: --stages' per-thread state, by thread id */
 #define MAX_STAGE_KEYS 512
+#define MAX_NODE_KEYS 8192    /* --files: (connection, node) pairs */
 #define STAGES 3                /* queue, daemon, reply */
 
 /* Indices of the drops counters: events the tracer could not account for. */
@@ -25,7 +26,8 @@ enum drop_reason {
 	DROP_ERRNO_FULL = 4,    /* no room for a new (connection, opcode, errno) */
 	DROP_REAPED_STALE = 5,  /* a send took over a slot in flight beyond the reap age */
 	DROP_STAGES_FULL = 6,   /* --stages: no room for a new (connection, opcode) */
-	DROP_REASONS = 7,
+	DROP_NODES_FULL = 7,    /* --files: no room for a new (connection, node) */
+	DROP_REASONS = 8,
 };
 
 /* One in-flight request. A slot is free when unique is 0; a send claims it
@@ -113,6 +115,41 @@ struct stage_stats {
 	__u64 min_ns[STAGES];
 	__u64 max_ns[STAGES];
 	__u64 slots[STAGES][HIST_SLOTS];
+};
+
+/* --page-cache: one FUSE connection's page cache, in pages, per CPU. */
+struct page_cache_stats {
+	__u64 reads;      /* buffered reads' lookups (mm_filemap_get_pages) */
+	__u64 read_pages; /* the pages they asked for */
+	__u64 added;      /* pages added: misses, read-ahead, writes to new pages */
+	__u64 removed;    /* pages removed: eviction, truncation, invalidation */
+	__u64 ra_sync;    /* read-ahead windows started by a miss */
+	__u64 ra_async;   /* and by reaching a marked page */
+	__u64 ra_pages;   /* the pages those windows asked for */
+};
+
+/* --files: one node of one connection. */
+struct node_key {
+	__u32 conn;
+	__u32 pad;
+	__u64 node;
+};
+
+/* --files: the requests about one node, per CPU. */
+struct node_stats {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u64 errors;
+};
+
+/* A node's name, as a reply that made its entry gave it (--slower, --files). */
+struct node_name {
+	__u32 conn;
+	__u32 pad;
+	__u64 node;
+	__u64 parent;
+	char name[256];
 };
 
 /* --stages: a daemon thread's system call in progress, and what a splice

@@ -47,6 +47,30 @@ type FuseReqInflightSlot struct {
 	RepliedNs uint64
 }
 
+type FuseReqNodeKey struct {
+	_    structs.HostLayout
+	Conn uint32
+	Pad  uint32
+	Node uint64
+}
+
+type FuseReqNodeName struct {
+	_      structs.HostLayout
+	Conn   uint32
+	Pad    uint32
+	Node   uint64
+	Parent uint64
+	Name   [256]int8
+}
+
+type FuseReqNodeStats struct {
+	_      structs.HostLayout
+	Count  uint64
+	SumNs  uint64
+	MaxNs  uint64
+	Errors uint64
+}
+
 type FuseReqOpStats struct {
 	_             structs.HostLayout
 	Conn          uint32
@@ -62,6 +86,26 @@ type FuseReqOpStats struct {
 	IntervalMinNs [2]uint64
 	IntervalMaxNs [2]uint64
 	Slots         [64]uint64
+}
+
+type FuseReqPageCacheStats struct {
+	_         structs.HostLayout
+	Reads     uint64
+	ReadPages uint64
+	Added     uint64
+	Removed   uint64
+	RaSync    uint64
+	RaAsync   uint64
+	RaPages   uint64
+}
+
+type FuseReqPcRead struct {
+	_         structs.HostLayout
+	Ino       uint64
+	LastIndex uint64
+	Index     uint64
+	S_dev     uint32
+	Pad       uint32
 }
 
 type FuseReqSlowComm struct {
@@ -107,54 +151,71 @@ type FuseReqStatsKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FuseReqMapDaemonTgids            = "daemon_tgids"
-	FuseReqMapDaemonThreads          = "daemon_threads"
-	FuseReqMapDrops                  = "drops"
-	FuseReqMapErrnos                 = "errnos"
-	FuseReqMapFilterConns            = "filter_conns"
-	FuseReqMapInflight               = "inflight"
-	FuseReqMapInflightComm           = "inflight_comm"
-	FuseReqMapPassthroughOpens       = "passthrough_opens"
-	FuseReqMapSlowLost               = "slow_lost"
-	FuseReqMapSlowReqs               = "slow_reqs"
-	FuseReqMapStageTable             = "stage_table"
-	FuseReqMapStats                  = "stats"
-	FuseReqMapStatsFast              = "stats_fast"
-	FuseReqProgFuseEnd               = "fuse_end"
-	FuseReqProgFuseEndBtf            = "fuse_end_btf"
-	FuseReqProgFuseEndBtfSlow        = "fuse_end_btf_slow"
-	FuseReqProgFuseEndBtfSlowStages  = "fuse_end_btf_slow_stages"
-	FuseReqProgFuseEndBtfStages      = "fuse_end_btf_stages"
-	FuseReqProgFuseEndSlow           = "fuse_end_slow"
-	FuseReqProgFuseEndSlowStages     = "fuse_end_slow_stages"
-	FuseReqProgFuseEndStages         = "fuse_end_stages"
-	FuseReqProgFuseSend              = "fuse_send"
-	FuseReqProgFuseSendBtf           = "fuse_send_btf"
-	FuseReqProgFuseSendBtfSlow       = "fuse_send_btf_slow"
-	FuseReqProgFuseSendBtfSlowStages = "fuse_send_btf_slow_stages"
-	FuseReqProgFuseSendBtfStages     = "fuse_send_btf_stages"
-	FuseReqProgFuseSendSlow          = "fuse_send_slow"
-	FuseReqProgFuseSendSlowStages    = "fuse_send_slow_stages"
-	FuseReqProgFuseSendStages        = "fuse_send_stages"
-	FuseReqProgStageEnterSplice      = "stage_enter_splice"
-	FuseReqProgStageEnterVmsplice    = "stage_enter_vmsplice"
-	FuseReqProgStageEnterWrite       = "stage_enter_write"
-	FuseReqProgStageEnterWritev      = "stage_enter_writev"
-	FuseReqProgStageExitRead         = "stage_exit_read"
-	FuseReqProgStageExitReadv        = "stage_exit_readv"
-	FuseReqProgStageExitSplice       = "stage_exit_splice"
-	FuseReqProgStageFloorRawEnter    = "stage_floor_raw_enter"
-	FuseReqProgStageFloorRawExit     = "stage_floor_raw_exit"
-	FuseReqVarFilterComm             = "filter_comm"
-	FuseReqVarFilterCommOn           = "filter_comm_on"
-	FuseReqVarFilterConnOn           = "filter_conn_on"
-	FuseReqVarFilterOpMask           = "filter_op_mask"
-	FuseReqVarFilterTgid             = "filter_tgid"
-	FuseReqVarIntervalEpoch          = "interval_epoch"
-	FuseReqVarReapAgeNs              = "reap_age_ns"
-	FuseReqVarSlowerNs               = "slower_ns"
-	FuseReqVarStagesEmpty            = "stages_empty"
-	FuseReqVarUnusedSlowReq          = "unused_slow_req"
+	FuseReqMapDaemonTgids                = "daemon_tgids"
+	FuseReqMapDaemonThreads              = "daemon_threads"
+	FuseReqMapDrops                      = "drops"
+	FuseReqMapErrnos                     = "errnos"
+	FuseReqMapFilterConns                = "filter_conns"
+	FuseReqMapInflight                   = "inflight"
+	FuseReqMapInflightComm               = "inflight_comm"
+	FuseReqMapNamesSent                  = "names_sent"
+	FuseReqMapNodeNames                  = "node_names"
+	FuseReqMapNodeTable                  = "node_table"
+	FuseReqMapPageCache                  = "page_cache"
+	FuseReqMapPassthroughOpens           = "passthrough_opens"
+	FuseReqMapPcConns                    = "pc_conns"
+	FuseReqMapPcReads                    = "pc_reads"
+	FuseReqMapSlowLost                   = "slow_lost"
+	FuseReqMapSlowReqs                   = "slow_reqs"
+	FuseReqMapStageTable                 = "stage_table"
+	FuseReqMapStats                      = "stats"
+	FuseReqMapStatsFast                  = "stats_fast"
+	FuseReqProgFuseEnd                   = "fuse_end"
+	FuseReqProgFuseEndBtf                = "fuse_end_btf"
+	FuseReqProgFuseEndBtfFiles           = "fuse_end_btf_files"
+	FuseReqProgFuseEndBtfSlow            = "fuse_end_btf_slow"
+	FuseReqProgFuseEndBtfSlowFiles       = "fuse_end_btf_slow_files"
+	FuseReqProgFuseEndBtfSlowStages      = "fuse_end_btf_slow_stages"
+	FuseReqProgFuseEndBtfSlowStagesFiles = "fuse_end_btf_slow_stages_files"
+	FuseReqProgFuseEndBtfStages          = "fuse_end_btf_stages"
+	FuseReqProgFuseEndBtfStagesFiles     = "fuse_end_btf_stages_files"
+	FuseReqProgFuseEndSlow               = "fuse_end_slow"
+	FuseReqProgFuseEndSlowStages         = "fuse_end_slow_stages"
+	FuseReqProgFuseEndStages             = "fuse_end_stages"
+	FuseReqProgFuseNames                 = "fuse_names"
+	FuseReqProgFuseSend                  = "fuse_send"
+	FuseReqProgFuseSendBtf               = "fuse_send_btf"
+	FuseReqProgFuseSendBtfSlow           = "fuse_send_btf_slow"
+	FuseReqProgFuseSendBtfSlowStages     = "fuse_send_btf_slow_stages"
+	FuseReqProgFuseSendBtfStages         = "fuse_send_btf_stages"
+	FuseReqProgFuseSendSlow              = "fuse_send_slow"
+	FuseReqProgFuseSendSlowStages        = "fuse_send_slow_stages"
+	FuseReqProgFuseSendStages            = "fuse_send_stages"
+	FuseReqProgPcAdd                     = "pc_add"
+	FuseReqProgPcAsyncRa                 = "pc_async_ra"
+	FuseReqProgPcDelete                  = "pc_delete"
+	FuseReqProgPcGetPages                = "pc_get_pages"
+	FuseReqProgPcSyncRa                  = "pc_sync_ra"
+	FuseReqProgStageEnterSplice          = "stage_enter_splice"
+	FuseReqProgStageEnterVmsplice        = "stage_enter_vmsplice"
+	FuseReqProgStageEnterWrite           = "stage_enter_write"
+	FuseReqProgStageEnterWritev          = "stage_enter_writev"
+	FuseReqProgStageExitRead             = "stage_exit_read"
+	FuseReqProgStageExitReadv            = "stage_exit_readv"
+	FuseReqProgStageExitSplice           = "stage_exit_splice"
+	FuseReqProgStageFloorRawEnter        = "stage_floor_raw_enter"
+	FuseReqProgStageFloorRawExit         = "stage_floor_raw_exit"
+	FuseReqVarFilterComm                 = "filter_comm"
+	FuseReqVarFilterCommOn               = "filter_comm_on"
+	FuseReqVarFilterConnOn               = "filter_conn_on"
+	FuseReqVarFilterOpMask               = "filter_op_mask"
+	FuseReqVarFilterTgid                 = "filter_tgid"
+	FuseReqVarIntervalEpoch              = "interval_epoch"
+	FuseReqVarReapAgeNs                  = "reap_age_ns"
+	FuseReqVarSlowerNs                   = "slower_ns"
+	FuseReqVarStagesEmpty                = "stages_empty"
+	FuseReqVarUnusedNodeName             = "unused_node_name"
+	FuseReqVarUnusedSlowReq              = "unused_slow_req"
 )
 
 // LoadFuseReq returns the embedded CollectionSpec for FuseReq.
@@ -199,31 +260,41 @@ type FuseReqSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqProgramSpecs struct {
-	FuseEnd               *ebpf.ProgramSpec `ebpf:"fuse_end"`
-	FuseEndBtf            *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
-	FuseEndBtfSlow        *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow"`
-	FuseEndBtfSlowStages  *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages"`
-	FuseEndBtfStages      *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages"`
-	FuseEndSlow           *ebpf.ProgramSpec `ebpf:"fuse_end_slow"`
-	FuseEndSlowStages     *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages"`
-	FuseEndStages         *ebpf.ProgramSpec `ebpf:"fuse_end_stages"`
-	FuseSend              *ebpf.ProgramSpec `ebpf:"fuse_send"`
-	FuseSendBtf           *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
-	FuseSendBtfSlow       *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow"`
-	FuseSendBtfSlowStages *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow_stages"`
-	FuseSendBtfStages     *ebpf.ProgramSpec `ebpf:"fuse_send_btf_stages"`
-	FuseSendSlow          *ebpf.ProgramSpec `ebpf:"fuse_send_slow"`
-	FuseSendSlowStages    *ebpf.ProgramSpec `ebpf:"fuse_send_slow_stages"`
-	FuseSendStages        *ebpf.ProgramSpec `ebpf:"fuse_send_stages"`
-	StageEnterSplice      *ebpf.ProgramSpec `ebpf:"stage_enter_splice"`
-	StageEnterVmsplice    *ebpf.ProgramSpec `ebpf:"stage_enter_vmsplice"`
-	StageEnterWrite       *ebpf.ProgramSpec `ebpf:"stage_enter_write"`
-	StageEnterWritev      *ebpf.ProgramSpec `ebpf:"stage_enter_writev"`
-	StageExitRead         *ebpf.ProgramSpec `ebpf:"stage_exit_read"`
-	StageExitReadv        *ebpf.ProgramSpec `ebpf:"stage_exit_readv"`
-	StageExitSplice       *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
-	StageFloorRawEnter    *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
-	StageFloorRawExit     *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
+	FuseEnd                   *ebpf.ProgramSpec `ebpf:"fuse_end"`
+	FuseEndBtf                *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
+	FuseEndBtfFiles           *ebpf.ProgramSpec `ebpf:"fuse_end_btf_files"`
+	FuseEndBtfSlow            *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow"`
+	FuseEndBtfSlowFiles       *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_files"`
+	FuseEndBtfSlowStages      *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages"`
+	FuseEndBtfSlowStagesFiles *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages_files"`
+	FuseEndBtfStages          *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages"`
+	FuseEndBtfStagesFiles     *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages_files"`
+	FuseEndSlow               *ebpf.ProgramSpec `ebpf:"fuse_end_slow"`
+	FuseEndSlowStages         *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages"`
+	FuseEndStages             *ebpf.ProgramSpec `ebpf:"fuse_end_stages"`
+	FuseNames                 *ebpf.ProgramSpec `ebpf:"fuse_names"`
+	FuseSend                  *ebpf.ProgramSpec `ebpf:"fuse_send"`
+	FuseSendBtf               *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow           *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow"`
+	FuseSendBtfSlowStages     *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow_stages"`
+	FuseSendBtfStages         *ebpf.ProgramSpec `ebpf:"fuse_send_btf_stages"`
+	FuseSendSlow              *ebpf.ProgramSpec `ebpf:"fuse_send_slow"`
+	FuseSendSlowStages        *ebpf.ProgramSpec `ebpf:"fuse_send_slow_stages"`
+	FuseSendStages            *ebpf.ProgramSpec `ebpf:"fuse_send_stages"`
+	PcAdd                     *ebpf.ProgramSpec `ebpf:"pc_add"`
+	PcAsyncRa                 *ebpf.ProgramSpec `ebpf:"pc_async_ra"`
+	PcDelete                  *ebpf.ProgramSpec `ebpf:"pc_delete"`
+	PcGetPages                *ebpf.ProgramSpec `ebpf:"pc_get_pages"`
+	PcSyncRa                  *ebpf.ProgramSpec `ebpf:"pc_sync_ra"`
+	StageEnterSplice          *ebpf.ProgramSpec `ebpf:"stage_enter_splice"`
+	StageEnterVmsplice        *ebpf.ProgramSpec `ebpf:"stage_enter_vmsplice"`
+	StageEnterWrite           *ebpf.ProgramSpec `ebpf:"stage_enter_write"`
+	StageEnterWritev          *ebpf.ProgramSpec `ebpf:"stage_enter_writev"`
+	StageExitRead             *ebpf.ProgramSpec `ebpf:"stage_exit_read"`
+	StageExitReadv            *ebpf.ProgramSpec `ebpf:"stage_exit_readv"`
+	StageExitSplice           *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
+	StageFloorRawEnter        *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
+	StageFloorRawExit         *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
 }
 
 // FuseReqMapSpecs contains maps before they are loaded into the kernel.
@@ -237,7 +308,13 @@ type FuseReqMapSpecs struct {
 	FilterConns      *ebpf.MapSpec `ebpf:"filter_conns"`
 	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
 	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
+	NamesSent        *ebpf.MapSpec `ebpf:"names_sent"`
+	NodeNames        *ebpf.MapSpec `ebpf:"node_names"`
+	NodeTable        *ebpf.MapSpec `ebpf:"node_table"`
+	PageCache        *ebpf.MapSpec `ebpf:"page_cache"`
 	PassthroughOpens *ebpf.MapSpec `ebpf:"passthrough_opens"`
+	PcConns          *ebpf.MapSpec `ebpf:"pc_conns"`
+	PcReads          *ebpf.MapSpec `ebpf:"pc_reads"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
 	StageTable       *ebpf.MapSpec `ebpf:"stage_table"`
@@ -249,16 +326,17 @@ type FuseReqMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqVariableSpecs struct {
-	FilterComm    *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterCommOn  *ebpf.VariableSpec `ebpf:"filter_comm_on"`
-	FilterConnOn  *ebpf.VariableSpec `ebpf:"filter_conn_on"`
-	FilterOpMask  *ebpf.VariableSpec `ebpf:"filter_op_mask"`
-	FilterTgid    *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	IntervalEpoch *ebpf.VariableSpec `ebpf:"interval_epoch"`
-	ReapAgeNs     *ebpf.VariableSpec `ebpf:"reap_age_ns"`
-	SlowerNs      *ebpf.VariableSpec `ebpf:"slower_ns"`
-	StagesEmpty   *ebpf.VariableSpec `ebpf:"stages_empty"`
-	UnusedSlowReq *ebpf.VariableSpec `ebpf:"unused_slow_req"`
+	FilterComm     *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterCommOn   *ebpf.VariableSpec `ebpf:"filter_comm_on"`
+	FilterConnOn   *ebpf.VariableSpec `ebpf:"filter_conn_on"`
+	FilterOpMask   *ebpf.VariableSpec `ebpf:"filter_op_mask"`
+	FilterTgid     *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	IntervalEpoch  *ebpf.VariableSpec `ebpf:"interval_epoch"`
+	ReapAgeNs      *ebpf.VariableSpec `ebpf:"reap_age_ns"`
+	SlowerNs       *ebpf.VariableSpec `ebpf:"slower_ns"`
+	StagesEmpty    *ebpf.VariableSpec `ebpf:"stages_empty"`
+	UnusedNodeName *ebpf.VariableSpec `ebpf:"unused_node_name"`
+	UnusedSlowReq  *ebpf.VariableSpec `ebpf:"unused_slow_req"`
 }
 
 // FuseReqObjects contains all objects after they have been loaded into the kernel.
@@ -288,7 +366,13 @@ type FuseReqMaps struct {
 	FilterConns      *ebpf.Map `ebpf:"filter_conns"`
 	Inflight         *ebpf.Map `ebpf:"inflight"`
 	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
+	NamesSent        *ebpf.Map `ebpf:"names_sent"`
+	NodeNames        *ebpf.Map `ebpf:"node_names"`
+	NodeTable        *ebpf.Map `ebpf:"node_table"`
+	PageCache        *ebpf.Map `ebpf:"page_cache"`
 	PassthroughOpens *ebpf.Map `ebpf:"passthrough_opens"`
+	PcConns          *ebpf.Map `ebpf:"pc_conns"`
+	PcReads          *ebpf.Map `ebpf:"pc_reads"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
 	StageTable       *ebpf.Map `ebpf:"stage_table"`
@@ -305,7 +389,13 @@ func (m *FuseReqMaps) Close() error {
 		m.FilterConns,
 		m.Inflight,
 		m.InflightComm,
+		m.NamesSent,
+		m.NodeNames,
+		m.NodeTable,
+		m.PageCache,
 		m.PassthroughOpens,
+		m.PcConns,
+		m.PcReads,
 		m.SlowLost,
 		m.SlowReqs,
 		m.StageTable,
@@ -318,59 +408,75 @@ func (m *FuseReqMaps) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqVariables struct {
-	FilterComm    *ebpf.Variable `ebpf:"filter_comm"`
-	FilterCommOn  *ebpf.Variable `ebpf:"filter_comm_on"`
-	FilterConnOn  *ebpf.Variable `ebpf:"filter_conn_on"`
-	FilterOpMask  *ebpf.Variable `ebpf:"filter_op_mask"`
-	FilterTgid    *ebpf.Variable `ebpf:"filter_tgid"`
-	IntervalEpoch *ebpf.Variable `ebpf:"interval_epoch"`
-	ReapAgeNs     *ebpf.Variable `ebpf:"reap_age_ns"`
-	SlowerNs      *ebpf.Variable `ebpf:"slower_ns"`
-	StagesEmpty   *ebpf.Variable `ebpf:"stages_empty"`
-	UnusedSlowReq *ebpf.Variable `ebpf:"unused_slow_req"`
+	FilterComm     *ebpf.Variable `ebpf:"filter_comm"`
+	FilterCommOn   *ebpf.Variable `ebpf:"filter_comm_on"`
+	FilterConnOn   *ebpf.Variable `ebpf:"filter_conn_on"`
+	FilterOpMask   *ebpf.Variable `ebpf:"filter_op_mask"`
+	FilterTgid     *ebpf.Variable `ebpf:"filter_tgid"`
+	IntervalEpoch  *ebpf.Variable `ebpf:"interval_epoch"`
+	ReapAgeNs      *ebpf.Variable `ebpf:"reap_age_ns"`
+	SlowerNs       *ebpf.Variable `ebpf:"slower_ns"`
+	StagesEmpty    *ebpf.Variable `ebpf:"stages_empty"`
+	UnusedNodeName *ebpf.Variable `ebpf:"unused_node_name"`
+	UnusedSlowReq  *ebpf.Variable `ebpf:"unused_slow_req"`
 }
 
 // FuseReqPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqPrograms struct {
-	FuseEnd               *ebpf.Program `ebpf:"fuse_end"`
-	FuseEndBtf            *ebpf.Program `ebpf:"fuse_end_btf"`
-	FuseEndBtfSlow        *ebpf.Program `ebpf:"fuse_end_btf_slow"`
-	FuseEndBtfSlowStages  *ebpf.Program `ebpf:"fuse_end_btf_slow_stages"`
-	FuseEndBtfStages      *ebpf.Program `ebpf:"fuse_end_btf_stages"`
-	FuseEndSlow           *ebpf.Program `ebpf:"fuse_end_slow"`
-	FuseEndSlowStages     *ebpf.Program `ebpf:"fuse_end_slow_stages"`
-	FuseEndStages         *ebpf.Program `ebpf:"fuse_end_stages"`
-	FuseSend              *ebpf.Program `ebpf:"fuse_send"`
-	FuseSendBtf           *ebpf.Program `ebpf:"fuse_send_btf"`
-	FuseSendBtfSlow       *ebpf.Program `ebpf:"fuse_send_btf_slow"`
-	FuseSendBtfSlowStages *ebpf.Program `ebpf:"fuse_send_btf_slow_stages"`
-	FuseSendBtfStages     *ebpf.Program `ebpf:"fuse_send_btf_stages"`
-	FuseSendSlow          *ebpf.Program `ebpf:"fuse_send_slow"`
-	FuseSendSlowStages    *ebpf.Program `ebpf:"fuse_send_slow_stages"`
-	FuseSendStages        *ebpf.Program `ebpf:"fuse_send_stages"`
-	StageEnterSplice      *ebpf.Program `ebpf:"stage_enter_splice"`
-	StageEnterVmsplice    *ebpf.Program `ebpf:"stage_enter_vmsplice"`
-	StageEnterWrite       *ebpf.Program `ebpf:"stage_enter_write"`
-	StageEnterWritev      *ebpf.Program `ebpf:"stage_enter_writev"`
-	StageExitRead         *ebpf.Program `ebpf:"stage_exit_read"`
-	StageExitReadv        *ebpf.Program `ebpf:"stage_exit_readv"`
-	StageExitSplice       *ebpf.Program `ebpf:"stage_exit_splice"`
-	StageFloorRawEnter    *ebpf.Program `ebpf:"stage_floor_raw_enter"`
-	StageFloorRawExit     *ebpf.Program `ebpf:"stage_floor_raw_exit"`
+	FuseEnd                   *ebpf.Program `ebpf:"fuse_end"`
+	FuseEndBtf                *ebpf.Program `ebpf:"fuse_end_btf"`
+	FuseEndBtfFiles           *ebpf.Program `ebpf:"fuse_end_btf_files"`
+	FuseEndBtfSlow            *ebpf.Program `ebpf:"fuse_end_btf_slow"`
+	FuseEndBtfSlowFiles       *ebpf.Program `ebpf:"fuse_end_btf_slow_files"`
+	FuseEndBtfSlowStages      *ebpf.Program `ebpf:"fuse_end_btf_slow_stages"`
+	FuseEndBtfSlowStagesFiles *ebpf.Program `ebpf:"fuse_end_btf_slow_stages_files"`
+	FuseEndBtfStages          *ebpf.Program `ebpf:"fuse_end_btf_stages"`
+	FuseEndBtfStagesFiles     *ebpf.Program `ebpf:"fuse_end_btf_stages_files"`
+	FuseEndSlow               *ebpf.Program `ebpf:"fuse_end_slow"`
+	FuseEndSlowStages         *ebpf.Program `ebpf:"fuse_end_slow_stages"`
+	FuseEndStages             *ebpf.Program `ebpf:"fuse_end_stages"`
+	FuseNames                 *ebpf.Program `ebpf:"fuse_names"`
+	FuseSend                  *ebpf.Program `ebpf:"fuse_send"`
+	FuseSendBtf               *ebpf.Program `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow           *ebpf.Program `ebpf:"fuse_send_btf_slow"`
+	FuseSendBtfSlowStages     *ebpf.Program `ebpf:"fuse_send_btf_slow_stages"`
+	FuseSendBtfStages         *ebpf.Program `ebpf:"fuse_send_btf_stages"`
+	FuseSendSlow              *ebpf.Program `ebpf:"fuse_send_slow"`
+	FuseSendSlowStages        *ebpf.Program `ebpf:"fuse_send_slow_stages"`
+	FuseSendStages            *ebpf.Program `ebpf:"fuse_send_stages"`
+	PcAdd                     *ebpf.Program `ebpf:"pc_add"`
+	PcAsyncRa                 *ebpf.Program `ebpf:"pc_async_ra"`
+	PcDelete                  *ebpf.Program `ebpf:"pc_delete"`
+	PcGetPages                *ebpf.Program `ebpf:"pc_get_pages"`
+	PcSyncRa                  *ebpf.Program `ebpf:"pc_sync_ra"`
+	StageEnterSplice          *ebpf.Program `ebpf:"stage_enter_splice"`
+	StageEnterVmsplice        *ebpf.Program `ebpf:"stage_enter_vmsplice"`
+	StageEnterWrite           *ebpf.Program `ebpf:"stage_enter_write"`
+	StageEnterWritev          *ebpf.Program `ebpf:"stage_enter_writev"`
+	StageExitRead             *ebpf.Program `ebpf:"stage_exit_read"`
+	StageExitReadv            *ebpf.Program `ebpf:"stage_exit_readv"`
+	StageExitSplice           *ebpf.Program `ebpf:"stage_exit_splice"`
+	StageFloorRawEnter        *ebpf.Program `ebpf:"stage_floor_raw_enter"`
+	StageFloorRawExit         *ebpf.Program `ebpf:"stage_floor_raw_exit"`
 }
 
 func (p *FuseReqPrograms) Close() error {
 	return _FuseReqClose(
 		p.FuseEnd,
 		p.FuseEndBtf,
+		p.FuseEndBtfFiles,
 		p.FuseEndBtfSlow,
+		p.FuseEndBtfSlowFiles,
 		p.FuseEndBtfSlowStages,
+		p.FuseEndBtfSlowStagesFiles,
 		p.FuseEndBtfStages,
+		p.FuseEndBtfStagesFiles,
 		p.FuseEndSlow,
 		p.FuseEndSlowStages,
 		p.FuseEndStages,
+		p.FuseNames,
 		p.FuseSend,
 		p.FuseSendBtf,
 		p.FuseSendBtfSlow,
@@ -379,6 +485,11 @@ func (p *FuseReqPrograms) Close() error {
 		p.FuseSendSlow,
 		p.FuseSendSlowStages,
 		p.FuseSendStages,
+		p.PcAdd,
+		p.PcAsyncRa,
+		p.PcDelete,
+		p.PcGetPages,
+		p.PcSyncRa,
 		p.StageEnterSplice,
 		p.StageEnterVmsplice,
 		p.StageEnterWrite,

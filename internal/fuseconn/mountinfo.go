@@ -105,14 +105,16 @@ func ResolveMount(path string, mounts []MountInfo) (MountInfo, error) {
 	if err != nil {
 		return MountInfo{}, err
 	}
-	// A mount point listed in mountinfo is resolved without touching it, so a
-	// hung daemon cannot block us in stat().
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if mounts[i].MountPoint == abs {
-			if !mounts[i].IsFUSE() {
-				return MountInfo{}, fmt.Errorf("%s is a %s mount, not a FUSE file system: give the mount point of a FUSE file system (see findmnt -t fuse)", path, mounts[i].FSType)
-			}
-			return mounts[i], nil
+	// A path at or beneath a mount point listed in mountinfo is resolved
+	// from the path alone, by the deepest mount point it lies under (the
+	// last listed of those, the one on top), so a hung daemon cannot block
+	// us in stat(), and a daemon under trace gets no requests from us.
+	if m, ok := deepestMount(abs, mounts); ok {
+		switch {
+		case m.IsFUSE():
+			return m, nil
+		case m.MountPoint == abs:
+			return MountInfo{}, fmt.Errorf("%s is a %s mount, not a FUSE file system: give the mount point of a FUSE file system (see findmnt -t fuse)", path, m.FSType)
 		}
 	}
 	var st unix.Stat_t
@@ -130,6 +132,22 @@ func ResolveMount(path string, mounts []MountInfo) (MountInfo, error) {
 		}
 	}
 	return MountInfo{}, fmt.Errorf("%s (device %d:%d) is not on any mount in /proc/self/mountinfo: give the mount point of a FUSE file system", path, major, minor)
+}
+
+// deepestMount is the mount whose mount point is the longest prefix of abs
+// (whole components), the last listed among equals; ok is false when abs
+// is relative or nothing is listed.
+func deepestMount(abs string, mounts []MountInfo) (MountInfo, bool) {
+	best, found := -1, false
+	var m MountInfo
+	for _, mi := range mounts {
+		mp := mi.MountPoint
+		under := abs == mp || mp == "/" || strings.HasPrefix(abs, mp+"/")
+		if under && len(mp) >= best {
+			best, m, found = len(mp), mi, true
+		}
+	}
+	return m, found
 }
 
 // TopMount is the mount on top at mnt, an absolute path; nil when mnt is

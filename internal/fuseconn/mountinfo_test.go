@@ -52,6 +52,37 @@ func TestResolveMountNotFUSE(t *testing.T) {
 	}
 }
 
+// A path beneath a FUSE mount point resolves from the path alone: the paths
+// here do not exist, so a stat (a request to the daemon, which might hang)
+// could not have resolved them. The deepest mount wins, by whole
+// components, and the one on top among equals.
+func TestResolveMountBeneathWithoutStat(t *testing.T) {
+	mounts := []MountInfo{
+		{Minor: 7, MountPoint: "/", FSType: "ext4"},
+		{Minor: 40, MountPoint: "/fusescope-test/a", FSType: "fuse.sshfs"},
+		{Minor: 9, MountPoint: "/fusescope-test/a/inner", FSType: "ext4"},
+		{Minor: 41, MountPoint: "/fusescope-test/ab", FSType: "fuse"},
+		{Minor: 42, MountPoint: "/fusescope-test/ab", FSType: "fuse.bindfs"},
+	}
+	for path, want := range map[string]uint32{
+		"/fusescope-test/a":              40,
+		"/fusescope-test/a/x/y/z":        40,
+		"/fusescope-test/a/../ab/q":      42,
+		"/fusescope-test/ab/deep/er/one": 42,
+	} {
+		m, err := ResolveMount(path, mounts)
+		if err != nil || m.Minor != want {
+			t.Errorf("%s: connection %d (%v), want %d", path, m.Minor, err, want)
+		}
+	}
+	if _, err := ResolveMount("/fusescope-test/a/inner", mounts); err == nil || !strings.Contains(err.Error(), "not a FUSE") {
+		t.Errorf("an ext4 mount point beneath a FUSE mount resolved: %v", err)
+	}
+	if _, err := ResolveMount("/fusescope-test/a/inner/f", mounts); err == nil {
+		t.Error("a path on the ext4 mount beneath resolved as FUSE")
+	}
+}
+
 // A connection mounted at two places is labelled with its first mount, or
 // with the one the user named.
 func TestDescribeMountsPrefersTheNamedMount(t *testing.T) {

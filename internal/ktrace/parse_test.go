@@ -58,7 +58,7 @@ func TestDropReasonsMatchHeader(t *testing.T) {
 	want := map[string]int{
 		"DROP_INFLIGHT_FULL": dropInflightFull, "DROP_UNMATCHED_END": dropUnmatchedEnd,
 		"DROP_STATS_FULL": dropStatsFull, "DROP_UNIQUE_ZERO": dropUniqueZero,
-		"DROP_ERRNO_FULL": dropErrnoFull, "DROP_REAPED_STALE": dropReapedStale, "DROP_STAGES_FULL": dropStagesFull, "DROP_REASONS": dropReasons,
+		"DROP_ERRNO_FULL": dropErrnoFull, "DROP_REAPED_STALE": dropReapedStale, "DROP_STAGES_FULL": dropStagesFull, "DROP_NODES_FULL": dropNodesFull, "DROP_REASONS": dropReasons,
 	}
 	re := regexp.MustCompile(`(DROP_[A-Z_]+) = (\d+)`)
 	found := 0

@@ -29,6 +29,9 @@ type RequestConfig struct {
 	// Hung: records list the requests in flight at least this long when
 	// they are made (each interval's and the last); 0 lists none.
 	Hung time.Duration
+	// Files: records list the Files files with the most FUSE time
+	// (Options.Files is set from it); 0 lists none.
+	Files int
 }
 
 // slowPoll is how often the slow requests are read; housekeeping (the
@@ -55,6 +58,12 @@ type RequestSource struct {
 	lastHousekeeping      time.Time
 	// --stages: when each daemon process was first watched.
 	watched map[int]time.Time
+	// --slower, --files: the nodes' names; --files in interval mode: the
+	// nodes' sums at the previous interval.
+	names     nodeNames
+	prevNodes map[NodeKey]NodeStats
+	// --page-cache: the counters at the previous interval.
+	prevPages map[uint32]profile.PageCache
 }
 
 // OpenRequests checks the connections to trace, loads the programs and
@@ -72,18 +81,40 @@ func OpenRequests(cfg RequestConfig) (*RequestSource, error) {
 	}
 	opts := cfg.Options
 	opts.Conns = conns
+	opts.Files = cfg.Files > 0
 	t, err := Start(opts)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	s := &RequestSource{cfg: cfg, t: t, conns: conns, labels: fuseconn.NewBook(conns, named),
-		start: now, prevTime: now, lastHousekeeping: now, watched: map[int]time.Time{}}
+		start: now, prevTime: now, lastHousekeeping: now, watched: map[int]time.Time{}, names: nodeNames{}}
 	if err := s.watchDaemons(); err != nil {
 		t.Close()
 		return nil, err
 	}
+	if err := s.countPageCaches(); err != nil {
+		t.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// countPageCaches has --page-cache count the traced connections' pages,
+// or every FUSE connection's when all are traced (again every second, for
+// mounts made later).
+func (s *RequestSource) countPageCaches() error {
+	conns := s.conns
+	if len(conns) == 0 {
+		live, err := fuseconn.Live()
+		if err != nil {
+			return err
+		}
+		for c := range live {
+			conns = append(conns, c)
+		}
+	}
+	return s.t.SetPageCacheConns(conns)
 }
 
 // watchDaemons finds the processes holding a traced connection's
@@ -137,6 +168,9 @@ func (s *RequestSource) PollEvery() time.Duration {
 // Poll reads the slow requests and, every second, looks for traced
 // mounts that went away: an *fuseconn.ErrMountGone ends the run.
 func (s *RequestSource) Poll() error {
+	if err := s.readNames(); err != nil {
+		return err
+	}
 	if s.t.Slow() {
 		if err := s.readSlow(); err != nil {
 			return err
@@ -147,6 +181,9 @@ func (s *RequestSource) Poll() error {
 	}
 	s.lastHousekeeping = time.Now()
 	if err := s.watchDaemons(); err != nil {
+		return err
+	}
+	if err := s.countPageCaches(); err != nil {
 		return err
 	}
 	s.labels.Refresh()
@@ -162,13 +199,16 @@ func (s *RequestSource) Snapshot() (*profile.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.record(whole, s.start, time.Now(), &s.slowRun), nil
+	return s.withFiles(s.record(whole, s.start, time.Now(), &s.slowRun))
 }
 
 // Finish reads the requests that ended before the stop and returns the
 // record of the whole run.
 func (s *RequestSource) Finish(*session.Exit) (*profile.Record, error) {
 	end := time.Now()
+	if err := s.readNames(); err != nil {
+		return nil, err
+	}
 	if s.t.Slow() {
 		if err := s.readSlow(); err != nil {
 			return nil, err
@@ -178,13 +218,16 @@ func (s *RequestSource) Finish(*session.Exit) (*profile.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.record(whole, s.start, end, &s.slowRun), nil
+	return s.withFiles(s.record(whole, s.start, end, &s.slowRun))
 }
 
 // Interval returns the interval since the previous one, with its exact
 // extremes and its slow requests, and the cumulative record at its end.
 func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, err error) {
 	now := time.Now()
+	if err := s.readNames(); err != nil {
+		return nil, nil, err
+	}
 	if final && s.t.Slow() {
 		// The requests that ended before the stop.
 		if err := s.readSlow(); err != nil {
@@ -219,7 +262,30 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 	s.prevTime = now
 	interval = s.record(d, from, now, &s.slowInterval)
 	s.slowInterval = later
-	return interval, s.record(cum, s.start, now, &s.slowRun), nil
+	whole = s.record(cum, s.start, now, &s.slowRun)
+	if s.cfg.Files > 0 {
+		nodes, err := s.t.Nodes()
+		if err != nil {
+			return nil, nil, err
+		}
+		interval.Files = s.files(subNodes(nodes, s.prevNodes))
+		whole.Files = s.files(nodes)
+		s.prevNodes = nodes
+	}
+	pages, err := s.pageCaches(&cum)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pages != nil {
+		whole.PageCache = pages
+		cur := map[uint32]profile.PageCache{}
+		for _, pc := range pages {
+			cur[pc.Conn] = pc
+			interval.PageCache = append(interval.PageCache, pc.Sub(s.prevPages[pc.Conn]))
+		}
+		s.prevPages = cur
+	}
+	return interval, whole, nil
 }
 
 func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
@@ -251,6 +317,9 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 func (s *RequestSource) readSlow() error {
 	err := s.t.ReadSlow(func(r profile.SlowRequest) {
 		r.Mount = s.labels.MountPoint(r.Conn)
+		if r.NodeID != 0 {
+			r.File, _ = s.names.path(r.Conn, r.NodeID)
+		}
 		if s.cfg.Slow != nil {
 			s.cfg.Slow(r)
 		}
@@ -342,5 +411,92 @@ func (s *RequestSource) hung() []profile.HungRequest {
 		out = append(out, h)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Age > out[j].Age })
+	return out
+}
+
+// withFiles gives a record of the run so far its files (--files) and page
+// caches (--page-cache).
+func (s *RequestSource) withFiles(r *profile.Record) (*profile.Record, error) {
+	if s.cfg.Files > 0 {
+		nodes, err := s.t.Nodes()
+		if err != nil {
+			return nil, err
+		}
+		r.Files = s.files(nodes)
+	}
+	pages, err := s.pageCaches(&r.Profile)
+	if err != nil {
+		return nil, err
+	}
+	r.PageCache = pages
+	return r, nil
+}
+
+// pageCaches are the counted page caches, labelled with their mounts: one
+// for every traced connection and every connection p has requests of, so
+// that a mount whose reads never ask the cache (direct_io) shows, with
+// nothing read from it.
+func (s *RequestSource) pageCaches(p *profile.Profile) ([]profile.PageCache, error) {
+	pages, err := s.t.PageCache()
+	if err != nil || pages == nil {
+		return pages, err
+	}
+	have := map[uint32]bool{}
+	for _, pc := range pages {
+		have[pc.Conn] = true
+	}
+	want := append([]uint32(nil), s.conns...)
+	for _, op := range p.Ops {
+		want = append(want, op.Conn)
+	}
+	for _, c := range want {
+		if !have[c] {
+			have[c] = true
+			pages = append(pages, profile.PageCache{Conn: c})
+		}
+	}
+	for i := range pages {
+		pages[i].Mount = s.labels.MountPoint(pages[i].Conn)
+	}
+	sort.Slice(pages, func(i, j int) bool { return pages[i].Conn < pages[j].Conn })
+	return pages, nil
+}
+
+func (s *RequestSource) readNames() error {
+	return s.t.ReadNames(s.names.add)
+}
+
+// files lists the nodes with the most FUSE time, named where known.
+func (s *RequestSource) files(nodes map[NodeKey]NodeStats) []profile.FileStats {
+	out := make([]profile.FileStats, 0, len(nodes))
+	for k, n := range nodes {
+		if n.Count == 0 {
+			continue
+		}
+		f := profile.FileStats{Conn: k.Conn, Node: k.Node, Mount: s.labels.MountPoint(k.Conn),
+			Count: n.Count, Errors: n.Errors, Total: n.Sum, Max: n.Max}
+		f.Path, _ = s.names.path(k.Conn, k.Node)
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		if out[i].Conn != out[j].Conn {
+			return out[i].Conn < out[j].Conn
+		}
+		return out[i].Node < out[j].Node
+	})
+	return out[:min(len(out), s.cfg.Files)]
+}
+
+// subNodes is what the nodes did since prev: counts and sums subtract; the
+// maximum is the run's so far (a bound for the interval's).
+func subNodes(cur, prev map[NodeKey]NodeStats) map[NodeKey]NodeStats {
+	out := make(map[NodeKey]NodeStats, len(cur))
+	for k, c := range cur {
+		p := prev[k]
+		out[k] = NodeStats{Count: c.Count - p.Count, Errors: c.Errors - p.Errors, Sum: c.Sum - p.Sum, Max: c.Max}
+	}
 	return out
 }

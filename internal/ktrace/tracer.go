@@ -30,7 +30,8 @@ const (
 	dropErrnoFull    = 4
 	dropReapedStale  = 5
 	dropStagesFull   = 6
-	dropReasons      = 7
+	dropNodesFull    = 7
+	dropReasons      = 8
 )
 
 // DefaultReapAge is how long a request may stay in flight before its slot in
@@ -70,6 +71,12 @@ type Options struct {
 	// WatchDaemons names; StageCost is for the benchmarks.
 	Stages    bool
 	StageCost StageCost
+	// Files sums each node's requests in the kernel (tp_btf only), and,
+	// with Slower, has nodes named from the replies that make entries.
+	Files bool
+	// PageCache counts the page cache of the connections SetPageCacheConns
+	// names, from the filemap and readahead tracepoints.
+	PageCache bool
 }
 
 // Tracer holds the loaded programs, their links and maps.
@@ -91,6 +98,13 @@ type Tracer struct {
 	stageProgs *stagePrograms
 	rawFloor   *rawFloorPrograms
 	daemons    map[int]bool
+
+	// --slower, --files: the program that learns node names, its events.
+	namesProg *ebpf.Program
+	names     *ringbuf.Reader
+	files     bool
+
+	pageCache *pageCachePrograms // --page-cache
 }
 
 // Extremes are the exact fastest and slowest request of one interval, in ns.
@@ -223,6 +237,24 @@ func Start(opts Options) (*Tracer, error) {
 			spec.Programs[name] = spec.Programs[name+twin]
 		}
 	}
+	names := opts.Slower > 0 || opts.Files
+	if opts.Files {
+		if opts.Attach == AttachTracepoint {
+			return nil, fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id): leave out --attach tracepoint")
+		}
+		spec.Programs["fuse_end_btf"] = spec.Programs["fuse_end_btf"+twin+"_files"]
+	} else {
+		spec.Maps["node_table"].MaxEntries = 1
+	}
+	if !names {
+		spec.Maps["names_sent"].MaxEntries = 1
+		spec.Maps["node_names"].MaxEntries = uint32(os.Getpagesize())
+	}
+	if !opts.PageCache {
+		spec.Maps["pc_conns"].MaxEntries = 1
+		spec.Maps["page_cache"].MaxEntries = 1
+		spec.Maps["pc_reads"].MaxEntries = 1
+	}
 	t := &Tracer{clock: kernel.NewClock()}
 	switch opts.Attach {
 	case "", AttachAuto:
@@ -234,6 +266,22 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if opts.Files && t.attach != AttachBTF {
+		t.Close()
+		return nil, fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id), which did not load: %v", t.fallback)
+	}
+	if names && t.attach == AttachBTF {
+		if err := t.loadNames(spec, opts.Files); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	if opts.PageCache {
+		if err := t.loadPageCache(spec); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	if opts.Stages {
 		if err := t.loadStages(spec, opts.StageCost); err != nil {
@@ -303,8 +351,22 @@ func (t *Tracer) Resume() error {
 		}
 		t.links = append(t.links, l)
 	}
+	if t.namesProg != nil {
+		l, err := link.AttachTracing(link.TracingOptions{Program: t.namesProg})
+		if err != nil {
+			t.Pause()
+			return fmt.Errorf("attaching the names program to fuse:fuse_request_end: %w", err)
+		}
+		t.links = append(t.links, l)
+	}
 	if t.stages {
 		if err := t.attachStages(); err != nil {
+			t.Pause()
+			return err
+		}
+	}
+	if t.pageCache != nil {
+		if err := t.attachPageCache(); err != nil {
 			t.Pause()
 			return err
 		}
@@ -319,7 +381,7 @@ func (t *Tracer) Close() error {
 	if t.slow != nil {
 		err = t.slow.Close()
 	}
-	return errors.Join(err, t.send.Close(), t.end.Close(), t.closeStages(), t.maps.Close())
+	return errors.Join(err, t.send.Close(), t.end.Close(), t.closeStages(), t.closeNames(), t.closePageCache(), t.maps.Close())
 }
 
 // Slow says whether the tracer sends slow requests (Options.Slower).
@@ -537,6 +599,7 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		InflightFull: drops[dropInflightFull], UnmatchedEnd: drops[dropUnmatchedEnd],
 		StatsFull: drops[dropStatsFull], UniqueZero: drops[dropUniqueZero], ErrnoFull: drops[dropErrnoFull],
 		ReapedStale: drops[dropReapedStale], ReapedConnGone: abandoned, StagesFull: drops[dropStagesFull],
+		NodesFull: drops[dropNodesFull],
 	}
 	var extremes map[profile.Key]Extremes
 	if epoch != 0 {

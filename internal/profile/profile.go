@@ -95,6 +95,7 @@ type Drops struct {
 	ReapedConnGone uint64 `json:"reaped_conn_gone"`      // still in flight on connections that went away: never to end
 	ReapedStale    uint64 `json:"reaped_stale"`          // in flight beyond the reap age; their slots were reused
 	StagesFull     uint64 `json:"stages_full,omitempty"` // requests timed in total only: no room for a new (conn, opcode)'s stages
+	NodesFull      uint64 `json:"nodes_full,omitempty"`  // --files: requests not summed by file: no room for a new (conn, node)
 }
 
 // Lost is the number of requests that are missing from the statistics.
@@ -240,5 +241,6 @@ func subDrops(a, b Drops) Drops {
 		ReapedConnGone: a.ReapedConnGone - b.ReapedConnGone,
 		ReapedStale:    a.ReapedStale - b.ReapedStale,
 		StagesFull:     a.StagesFull - b.StagesFull,
+		NodesFull:      a.NodesFull - b.NodesFull,
 	}
 }

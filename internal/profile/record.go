@@ -45,8 +45,13 @@ type Record struct {
 	// Hung holds the requests in flight longer than trace --hung when the
 	// record was made, oldest first.
 	Hung []HungRequest `json:"hung,omitempty"`
+	// Files holds the files the most FUSE time went to (trace --files N),
+	// most first.
+	Files []FileStats `json:"files,omitempty"`
 
 	// The optional sections: each is present when a source filled it.
+	// PageCache is each traced mount's page cache (trace --page-cache).
+	PageCache []PageCache `json:"page_cache,omitempty"`
 	// Syscalls is the system-call report (fusescope syscalls).
 	Syscalls *SyscallReport `json:"syscalls,omitempty"`
 }
@@ -86,12 +91,78 @@ type SlowRequest struct {
 	ReplyBytes uint32        `json:"reply_bytes"`     //
 	Errno      string        `json:"errno,omitempty"` // "ENOENT"; empty when the request succeeded
 	Mount      string        `json:"mount_point,omitempty"`
+	// File is the path in its mount of the node it was about, "" when its
+	// name is not known (looked up before the trace began).
+	File string `json:"file,omitempty"`
 	// Stages are its queue, daemon and reply times (trace --stages), in
 	// that order; none when its passage through the daemon was not seen.
 	Stages []time.Duration `json:"stages_ns,omitempty"`
 	// Interval is the tracer's number of the interval it ended in: what
 	// interval mode splits the requests by (not kept in records).
 	Interval uint32 `json:"-"`
+}
+
+// PageCache is one FUSE mount's page cache over a record's window, in pages
+// (trace --page-cache: the filemap and readahead tracepoints).
+type PageCache struct {
+	Conn  uint32 `json:"conn"`
+	Mount string `json:"mount_point,omitempty"`
+	// Reads are the buffered reads' lookups in the cache, ReadPages the
+	// pages they asked for; reads with direct_io make none.
+	Reads     uint64 `json:"reads"`
+	ReadPages uint64 `json:"read_pages"`
+	// Added: pages put in the cache (a read's miss, read-ahead, a write to
+	// a page not cached); Removed: taken out (evicted, truncated,
+	// invalidated).
+	Added   uint64 `json:"added"`
+	Removed uint64 `json:"removed"`
+	// Read-ahead windows, started by a miss (sync) or by reaching a marked
+	// page (async), and the pages they asked for.
+	ReadaheadSync  uint64 `json:"readahead_sync"`
+	ReadaheadAsync uint64 `json:"readahead_async"`
+	ReadaheadPages uint64 `json:"readahead_pages"`
+}
+
+// Sub is what happened between an earlier snapshot and pc.
+func (pc PageCache) Sub(earlier PageCache) PageCache {
+	return PageCache{Conn: pc.Conn, Mount: pc.Mount, Reads: pc.Reads - earlier.Reads, ReadPages: pc.ReadPages - earlier.ReadPages,
+		Added: pc.Added - earlier.Added, Removed: pc.Removed - earlier.Removed,
+		ReadaheadSync: pc.ReadaheadSync - earlier.ReadaheadSync, ReadaheadAsync: pc.ReadaheadAsync - earlier.ReadaheadAsync,
+		ReadaheadPages: pc.ReadaheadPages - earlier.ReadaheadPages}
+}
+
+// PageCacheHitRatio is the share of the pages read on pc's mount that its
+// page cache served: hits are the pages buffered reads asked the cache for,
+// less the pages added meanwhile (a miss, or read-ahead); misses are the
+// pages FUSE READs fetched from the daemon (with direct_io every read's,
+// since those never ask the cache). ok is false when nothing was read.
+func (r *Record) PageCacheHitRatio(pc PageCache) (ratio float64, ok bool) {
+	hits := uint64(0)
+	if pc.ReadPages > pc.Added {
+		hits = pc.ReadPages - pc.Added
+	}
+	var misses uint64
+	if s := r.Profile.Find(pc.Conn, fuseproto.Read); s != nil {
+		data := s.ReplyBytes - min(s.ReplyBytes, 16*s.Count) // less each reply's header
+		misses = (data + 4095) / 4096
+	}
+	if hits+misses == 0 {
+		return 0, false
+	}
+	return float64(hits) / float64(hits+misses), true
+}
+
+// FileStats are the FUSE requests about one file (node) of one mount.
+type FileStats struct {
+	Conn  uint32 `json:"conn"`
+	Node  uint64 `json:"node_id"`
+	Path  string `json:"path,omitempty"` // in its mount, "/dir/file"; absent when its name is not known
+	Mount string `json:"mount_point,omitempty"`
+	Count uint64 `json:"count"`
+	// Errors counts the requests answered with an error.
+	Errors uint64        `json:"errors"`
+	Total  time.Duration `json:"total_ns"`
+	Max    time.Duration `json:"max_ns"`
 }
 
 // HungRequest is a request in flight for longer than trace --hung when a

@@ -202,7 +202,7 @@ func TestParseReadsV1Records(t *testing.T) {
 // Within v2, a reader ignores fields and sections it does not know: a
 // later fusescope's v2 record reads here, with what this version knows.
 func TestParseIgnoresUnknownFieldsWithinV2(t *testing.T) {
-	in := `{"schema":"fusescope.record/v2","added_later":{"x":1},"page_cache":{"hits":3},
+	in := `{"schema":"fusescope.record/v2","added_later":{"x":1},"findings":{"hits":3},
 	"meta":{"tool":"later","source":"s","new_meta":true,"command":["fusescope"]},
 	"profile":{"ops":[{"conn":1,"op":"LOOKUP","opcode":1,"count":1,"new_op_field":5,
 	  "latency":{"unit":"ns","count":1,"sum":5,"min":5,"max":5,"buckets":[0,0,1]},
@@ -237,5 +237,29 @@ func TestProfileSubStages(t *testing.T) {
 	}
 	if b.Ops[0].Stage(StageQueue).Sum != 30 {
 		t.Error("Sub changed the later profile's stages")
+	}
+}
+
+// The page cache's read hit ratio: pages asked of the cache less those added
+// are hits, pages FUSE READs fetched (their replies' data) are misses.
+func TestPageCacheHitRatio(t *testing.T) {
+	r := &Record{}
+	r.Profile.Ops = []OpStats{{Conn: 5, Op: "READ", Opcode: 15, Count: 4, ReplyBytes: 4*16 + 4*4096*8}}
+	for _, c := range []struct {
+		pc   PageCache
+		want float64
+		ok   bool
+	}{
+		{PageCache{Conn: 5, ReadPages: 32, Added: 32}, 0, true}, // all fetched, all added: a first read
+		{PageCache{Conn: 5, ReadPages: 0, Added: 0}, 0, true},   // direct_io: every page a READ
+		{PageCache{Conn: 5, ReadPages: 96, Added: 32}, 64.0 / 96, true},
+		{PageCache{Conn: 6, ReadPages: 10}, 1, true},             // nothing fetched
+		{PageCache{Conn: 6}, 0, false},                           // nothing read
+		{PageCache{Conn: 6, ReadPages: 10, Added: 40}, 0, false}, // written, not read
+	} {
+		got, ok := r.PageCacheHitRatio(c.pc)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%+v: %.3f %v, want %.3f %v", c.pc, got, ok, c.want, c.ok)
+		}
 	}
 }

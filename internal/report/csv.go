@@ -129,6 +129,7 @@ func errnoList(m map[string]uint64) string {
 var SlowCSVColumns = []string{
 	"end_time", "mount", "conn", "op", "latency_ns", "errno", "req_bytes", "reply_bytes", "node_id", "pid", "comm",
 	"queue_ns", "daemon_ns", "reply_ns", // trace --stages; empty where not seen
+	"file", // the node's path in its mount; empty when not known
 }
 
 // WriteSlowCSV writes slow requests, one row each in the order given, after
@@ -147,7 +148,7 @@ func WriteSlowCSV(w io.Writer, header bool, reqs ...profile.SlowRequest) error {
 		}
 		row := []string{s.End.UTC().Format(time.RFC3339Nano), csvName(mount), u(uint64(s.Conn)), s.Op,
 			u(uint64(s.Latency.Nanoseconds())), s.Errno, u(uint64(s.ReqBytes)), u(uint64(s.ReplyBytes)),
-			u(s.NodeID), u(uint64(s.PID)), csvName(s.Comm), "", "", ""}
+			u(s.NodeID), u(uint64(s.PID)), csvName(s.Comm), "", "", "", csvName(s.File)}
 		if len(s.Stages) == 3 {
 			for i, d := range s.Stages {
 				row[11+i] = u(uint64(d.Nanoseconds()))

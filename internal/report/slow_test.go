@@ -18,7 +18,7 @@ func slowSample() []profile.SlowRequest {
 	at := time.Date(2026, 11, 22, 22, 35, 27, 223_400_000, time.Local)
 	return []profile.SlowRequest{
 		{End: at, Latency: 41 * time.Microsecond, Conn: 39, Op: "GETATTR", Opcode: 3, NodeID: 1, PID: 8671, Comm: "stat",
-			ReqBytes: 56, ReplyBytes: 120, Mount: "/tmp/bmnt"},
+			ReqBytes: 56, ReplyBytes: 120, Mount: "/tmp/bmnt", File: "/"},
 		{End: at.Add(time.Second), Latency: 2200 * time.Millisecond, Conn: 39, Op: "LOOKUP", Opcode: 1, NodeID: 1, PID: 12,
 			Comm: "evil\x1b[31m", ReqBytes: 43, ReplyBytes: 16, Errno: "ENOENT", Mount: "/mnt/a b"},
 		{End: at.Add(2 * time.Second), Latency: 3 * time.Millisecond, Conn: 7, Op: "READ", Opcode: 15, ReqBytes: 80, ReplyBytes: 131088},
@@ -42,8 +42,8 @@ func TestWriteSlowGolden(t *testing.T) {
 	}
 	golden.Check(t, "slow.golden", b.Bytes())
 	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if strings.ContainsRune(line, '\x1b') || (!strings.Contains(line, `"`) && len(strings.Fields(line)) != 10) {
-			t.Errorf("line %q: a raw control character, or not 10 columns", line)
+		if strings.ContainsRune(line, '\x1b') || (!strings.Contains(line, `"`) && len(strings.Fields(line)) != 11) {
+			t.Errorf("line %q: a raw control character, or not 11 columns", line)
 		}
 	}
 }
@@ -65,8 +65,8 @@ func TestWriteSlowStagesGolden(t *testing.T) {
 	}
 	golden.Check(t, "slow-stages.golden", b.Bytes())
 	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if !strings.Contains(line, `"`) && len(strings.Fields(line)) != 13 {
-			t.Errorf("line %q: not 13 columns", line)
+		if !strings.Contains(line, `"`) && len(strings.Fields(line)) != 14 {
+			t.Errorf("line %q: not 14 columns", line)
 		}
 	}
 }

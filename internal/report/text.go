@@ -80,6 +80,8 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 		writeStageNotes(&b, r, &p)
 	}
 	writeHung(&b, r, o.Unit)
+	writeFiles(&b, r, o.Unit)
+	writePageCache(&b, r)
 	writeDrops(&b, p.Drops)
 	if r.SlowLost > 0 {
 		fmt.Fprintf(&b, "\n%d slow requests not listed: the kernel's ring buffer was full, or the record held %d already.\n", r.SlowLost, profile.MaxSlow)
@@ -193,6 +195,53 @@ func writeStageNotes(w io.Writer, r *profile.Record, p *profile.Profile) {
 	}
 }
 
+// writePageCache prints each mount's page cache (trace --page-cache).
+func writePageCache(w io.Writer, r *profile.Record) {
+	if len(r.PageCache) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nPage cache (4 KiB pages; hit ratio: pages read from the cache / pages read, FUSE READs being the misses):\n")
+	rows := [][]string{{"MOUNT", "READS", "READ_PAGES", "ADDED", "REMOVED", "RA_SYNC", "RA_ASYNC", "RA_PAGES", "HIT_RATIO"}}
+	for _, pc := range r.PageCache {
+		mount := pc.Mount
+		if mount == "" {
+			mount = fmt.Sprintf("conn %d", pc.Conn)
+		}
+		ratio := "-"
+		if v, ok := r.PageCacheHitRatio(pc); ok {
+			ratio = fmt.Sprintf("%.3f", v)
+		}
+		rows = append(rows, []string{Name(mount), fmt.Sprint(pc.Reads), fmt.Sprint(pc.ReadPages), fmt.Sprint(pc.Added), fmt.Sprint(pc.Removed),
+			fmt.Sprint(pc.ReadaheadSync), fmt.Sprint(pc.ReadaheadAsync), fmt.Sprint(pc.ReadaheadPages), ratio})
+	}
+	Columns(w, rows, "lr")
+}
+
+// writeFiles lists the files with the most FUSE time (trace --files), as
+// the table lists opcodes.
+func writeFiles(w io.Writer, r *profile.Record, unit hist.Unit) {
+	if len(r.Files) == 0 {
+		return
+	}
+	u := shortUnit(unit)
+	fmt.Fprintf(w, "\nFiles by FUSE time (the requests about each node; ? where its name was looked up before the trace):\n")
+	rows := [][]string{{"MOUNT", "FILE", "NODEID", "COUNT", "ERRORS", "TOTAL(" + u + ")", "AVG(" + u + ")", "MAX(" + u + ")"}}
+	for _, f := range r.Files {
+		mount := f.Mount
+		if mount == "" {
+			mount = fmt.Sprintf("conn %d", f.Conn)
+		}
+		path := Name(f.Path)
+		if path == "" {
+			path = "?"
+		}
+		rows = append(rows, []string{Name(mount), path, fmt.Sprint(f.Node), fmt.Sprint(f.Count), fmt.Sprint(f.Errors),
+			inUnit(float64(f.Total.Nanoseconds()), unit), inUnit(float64(f.Total.Nanoseconds())/float64(f.Count), unit),
+			inUnit(float64(f.Max.Nanoseconds()), unit)})
+	}
+	Columns(w, rows, "llr")
+}
+
 // writeHung lists the requests in flight beyond trace --hung, oldest first.
 func writeHung(w io.Writer, r *profile.Record, unit hist.Unit) {
 	if len(r.Hung) == 0 {
@@ -248,6 +297,7 @@ func writeDrops(w io.Writer, d profile.Drops) {
 	add(d.ErrnoFull, "errors not broken down by errno (table full)")
 	add(d.UnmatchedEnd, "replies to requests sent before tracing began")
 	add(d.StagesFull, "requests not split into stages (stage table full)")
+	add(d.NodesFull, "requests not summed by file (file table full)")
 	if len(parts) > 0 {
 		fmt.Fprintf(w, "\nNot in the statistics: %s.\n", strings.Join(parts, "; "))
 	}

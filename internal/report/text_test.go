@@ -119,6 +119,22 @@ func TestTextStagesGolden(t *testing.T) {
 	golden.Check(t, "record_stages.csv.golden", buf.Bytes())
 }
 
+// trace --files: the files with the most FUSE time, named by their path in
+// their mount, "?" where the name is not known.
+func TestTextFilesGolden(t *testing.T) {
+	r := sampleRecord()
+	r.Files = []profile.FileStats{
+		{Conn: 52, Node: 7, Path: "/bucket/big file.bin", Mount: "/mnt/s3 <b>", Count: 30, Errors: 2, Total: 84150 * time.Microsecond, Max: 4110 * time.Microsecond},
+		{Conn: 45, Node: 1, Path: "/", Mount: "/cvmfs/sft.cern.ch", Count: 200, Total: 3730 * time.Microsecond, Max: 28 * time.Microsecond},
+		{Conn: 45, Node: 9, Mount: "/cvmfs/sft.cern.ch", Count: 200, Total: 1417 * time.Microsecond, Max: 10 * time.Microsecond},
+	}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, r, TextOptions{Unit: hist.Usecs, NoHists: true}); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "text_files.golden", buf.Bytes())
+}
+
 // A stuck daemon: nothing ended, and the requests in flight are listed,
 // oldest first, with where they wait.
 func TestTextHungGolden(t *testing.T) {

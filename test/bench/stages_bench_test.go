@@ -62,35 +62,40 @@ func TestBenchStagesCost(t *testing.T) {
 	fmt.Printf("\n### trace --stages: cost\n\n")
 	fmt.Printf("%d stats of distinct files on bindfs (entry/attr timeouts 0) per block; %d rounds, each runs the arms in random order; ratios to the untraced block of the same round.\n\n", len(files), rounds)
 	stat := func() time.Duration { return statBlock(files) }
-	arms := map[string]*ktrace.Tracer{"plain trace": plain, "--stages": staged}
+	arms := map[string]*ktrace.Tracer{"plain trace": plain, "--stages": staged, "floor: --stages' programs on the daemon's calls returning at once": empty}
 	ratios := rounds3(t, rounds, stat, arms)
 	fmt.Println("| stat workload | median | geometric mean [95% CI] | min-max |")
 	fmt.Println("|---|---|---|---|")
-	for _, name := range []string{"plain trace", "--stages"} {
+	for _, name := range []string{"plain trace", "--stages", "floor: --stages' programs on the daemon's calls returning at once"} {
 		fmt.Printf("| %s / untraced %s\n", name, summary(ratios[name]))
 	}
 	slowdown := func(rs []float64) float64 { return stats.Median(rs) - 1 }
-	fmt.Printf("\n--stages' slowdown / plain trace's slowdown (medians): %.2f\n", slowdown(ratios["--stages"])/slowdown(ratios["plain trace"]))
+	fmt.Printf("\nslowdowns (median ratio - 1): plain trace %.3f, --stages %.3f, floor %.3f\n", slowdown(ratios["plain trace"]), slowdown(ratios["--stages"]),
+		slowdown(ratios["floor: --stages' programs on the daemon's calls returning at once"]))
 
-	// (a): the staged tracer's programs per request, over its blocks.
-	progs, err := staged.ProgramStats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total time.Duration
-	var requests uint64
-	fmt.Println("\n| program | runs | ns per run |")
-	fmt.Println("|---|---|---|")
-	for _, p := range progs {
-		total += p.Runtime
-		if p.Program == "fuse_end" {
-			requests = p.Runs
+	// (a): each tracer's programs per request, over its stat blocks.
+	perRequest := func(name string, tr *ktrace.Tracer) float64 {
+		progs, err := tr.ProgramStats()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if p.Runs > 0 {
-			fmt.Printf("| %s | %d | %.0f |\n", p.Program, p.Runs, float64(p.Runtime)/float64(p.Runs))
+		var total time.Duration
+		var requests uint64
+		for _, p := range progs {
+			total += p.Runtime
+			if p.Program == "fuse_end" {
+				requests = p.Runs
+			}
+			if p.Runs > 0 {
+				fmt.Printf("| %s | %s | %d | %.0f |\n", name, p.Program, p.Runs, float64(p.Runtime)/float64(p.Runs))
+			}
 		}
+		return float64(total) / float64(requests)
 	}
-	fmt.Printf("\n(a) all programs per FUSE request under --stages: %.0f ns (target <= 400 ns)\n", float64(total)/float64(requests))
+	fmt.Println("\n| tracer | program | runs | ns per run |")
+	fmt.Println("|---|---|---|---|")
+	plainNs, stagedNs, floorNs := perRequest("plain", plain), perRequest("--stages", staged), perRequest("floor", empty)
+	fmt.Printf("\n(a) all programs per FUSE request: --stages %.0f ns; the floor (the same send and end, the daemon's programs returning at once) %.0f ns; plain trace %.0f ns (target <= 400 ns)\n", stagedNs, floorNs, plainNs)
 
 	// (c): a process the trace does not watch.
 	dir := "/dev/shm"

@@ -287,6 +287,20 @@ func TestStagesHungRequests(t *testing.T) {
 				// A group stop reaches each thread in its own time: one
 				// still blocked in read of /dev/fuse would take the request.
 				waitFor(t, "every daemon thread stopped", func() bool { return allStopped(pid) })
+				// A path inside the stopped daemon's mount resolves to its
+				// connection from mountinfo: a stat would hang.
+				cmd := exec.Command(fusescopeBin, "trace", "--counts", "--mount", filepath.Join(mnt, "f", "deeper"), "--", "true")
+				done := make(chan error, 1)
+				go func() { done <- cmd.Run() }()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Errorf("trace --mount with a path inside a stopped daemon's mount: %v", err)
+					}
+				case <-time.After(20 * time.Second):
+					cmd.Process.Kill()
+					t.Error("trace --mount with a path inside a stopped daemon's mount hung")
+				}
 			}
 			statDone := make(chan error, 1)
 			go func() {
@@ -322,4 +336,145 @@ func TestStagesHungRequests(t *testing.T) {
 			tr.stop(t)
 		})
 	}
+}
+
+// trace --files names files by their path in the mount, from the replies
+// that made their entries (MKDIR, CREATE, LOOKUP): the requests summed by
+// file add up to the requests counted by opcode, the files made and
+// stat'ed during the trace carry their paths, and --slower's lines name them.
+func TestTraceFiles(t *testing.T) {
+	cfg := labfs.Config{EntryTimeout: labfs.Timeout(0), AttrTimeout: labfs.Timeout(0)}
+	src, mnt, _ := mountLabFS(t, cfg)
+	if err := os.WriteFile(filepath.Join(src, "old"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conn := connOf(t, mnt)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--mount", mnt, "--files", "1000", "--slower", "1ns", "--no-hist", "-o", rec)
+	if err := os.Mkdir(filepath.Join(mnt, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "d", "new"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const stats = 7
+	for range stats {
+		if _, err := os.Stat(filepath.Join(mnt, "d", "new")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(mnt, "old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, conn)
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	var byOp, byFile uint64
+	for _, s := range r.Profile.Ops {
+		if s.Conn == conn {
+			byOp += s.Count
+		}
+	}
+	paths := map[string]profile.FileStats{}
+	for _, f := range r.Files {
+		byFile += f.Count
+		if f.Path != "" {
+			paths[f.Path] = f
+		}
+	}
+	if byFile != byOp {
+		t.Errorf("requests summed by file %d, by opcode %d", byFile, byOp)
+	}
+	for path, atLeast := range map[string]uint64{"/d/new": stats, "/old": stats, "/d": stats} {
+		if f, ok := paths[path]; !ok || f.Count < atLeast {
+			t.Errorf("%s: %+v, want at least %d requests (files %+v)", path, f, atLeast, r.Files)
+		}
+	}
+	var named int
+	for _, s := range r.Slow {
+		if s.Op == "GETATTR" && s.File == "/d/new" {
+			named++
+		}
+	}
+	if named < stats {
+		t.Errorf("%d GETATTR lines of --slower name /d/new, want at least %d", named, stats)
+	}
+}
+
+// trace --page-cache on the lab file system: a file read a second time with
+// keep_cache comes from the page cache (no READ, hit ratio 1, every page
+// asked for found); with direct_io no read asks the cache (hit ratio 0,
+// every page a READ); the first read of a file with the cache is all
+// misses, the pages added to the cache as they are read.
+func TestTracePageCache(t *testing.T) {
+	const size = 1 << 20
+	for _, c := range []struct {
+		name      string
+		cfg       labfs.Config
+		warm      bool
+		wantRatio float64
+	}{
+		{"keep_cache second read", labfs.Config{KeepCache: true}, true, 1},
+		{"direct_io", labfs.Config{DirectIO: true}, false, 0},
+		{"first read", labfs.Config{}, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, mnt, _ := mountLabFS(t, c.cfg)
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			if err := os.WriteFile(filepath.Join(src, "f"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.warm {
+				if _, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			conn := connOf(t, mnt)
+			rec := filepath.Join(t.TempDir(), "rec.json")
+			tr := startTrace(t, "--mount", mnt, "--page-cache", "-o", rec)
+			got, err := os.ReadFile(filepath.Join(mnt, "f"))
+			if err != nil || len(got) != size {
+				t.Fatalf("read %d bytes: %v", len(got), err)
+			}
+			waitIdle(t, conn)
+			tr.stop(t)
+			r := loadRecord(t, rec)
+			if len(r.PageCache) != 1 || r.PageCache[0].Conn != conn {
+				t.Fatalf("page cache %+v, want one entry for connection %d", r.PageCache, conn)
+			}
+			pc := r.PageCache[0]
+			ratio, ok := r.PageCacheHitRatio(pc)
+			reads := r.Profile.Find(conn, fuseproto.Read)
+			t.Logf("%+v; READs %v; hit ratio %.3f (%v)", pc, reads != nil, ratio, ok)
+			// A read asks for the page past the end of the file too: one
+			// page in 257 is the tolerance.
+			if !ok || ratio < c.wantRatio-0.005 || ratio > c.wantRatio+0.005 {
+				t.Errorf("hit ratio %.3f (%v), want %.0f", ratio, ok, c.wantRatio)
+			}
+			switch c.name {
+			case "keep_cache second read":
+				if reads != nil || pc.Added != 0 || pc.ReadPages < size/4096 || pc.ReadPages > size/4096+1 {
+					t.Errorf("a cached read: %d READs, %d pages added, %d asked for (want 0, 0, %d and the one past the end)", countOf(reads), pc.Added, pc.ReadPages, size/4096)
+				}
+			case "direct_io":
+				if pc.ReadPages != 0 || pc.Added != 0 || reads == nil {
+					t.Errorf("direct_io: %d pages asked of the cache, %d added, %d READs (want 0, 0, some)", pc.ReadPages, pc.Added, countOf(reads))
+				}
+			case "first read":
+				if pc.Added < size/4096 || reads == nil {
+					t.Errorf("a first read: %d pages added (want at least %d), %d READs", pc.Added, size/4096, countOf(reads))
+				}
+			}
+		})
+	}
+}
+
+func countOf(s *profile.OpStats) uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.Count
 }

@@ -290,7 +290,7 @@ func TestTraceSlower(t *testing.T) {
 		var rows [][7]string
 		if v.csv {
 			all, err := csv.NewReader(strings.NewReader(out)).ReadAll()
-			if err != nil || len(all) == 0 || strings.Join(all[0], ",") != "end_time,mount,conn,op,latency_ns,errno,req_bytes,reply_bytes,node_id,pid,comm,queue_ns,daemon_ns,reply_ns" {
+			if err != nil || len(all) == 0 || strings.Join(all[0], ",") != "end_time,mount,conn,op,latency_ns,errno,req_bytes,reply_bytes,node_id,pid,comm,queue_ns,daemon_ns,reply_ns,file" {
 				t.Fatalf("%s: not the slow requests' CSV (%v):\n%s", name, err, out)
 			}
 			for _, r := range all[1:] {
@@ -304,12 +304,12 @@ func TestTraceSlower(t *testing.T) {
 		} else {
 			lines := strings.Split(out, "\n")
 			header := strings.Fields(lines[0])
-			if strings.Join(header, " ") != "TIME COMM PID OP LAT(us) ERRNO REQ REPLY NODEID MOUNT" {
+			if strings.Join(header, " ") != "TIME COMM PID OP LAT(us) ERRNO REQ REPLY NODEID MOUNT FILE" {
 				t.Fatalf("%s: header %q", name, lines[0])
 			}
 			for _, line := range lines[1:] {
 				f := strings.Fields(line)
-				if len(f) != len(header) {
+				if len(f) != len(header) || f[0] == "MOUNT" {
 					break // the table that follows
 				}
 				rows = append(rows, [7]string{f[3], f[4], f[1], f[2], f[5], f[8], f[9]})

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* File names (--slower's lines, --files' table): a second program on
+ * tp_btf/fuse_request_end learns each node's parent and name from the
+ * replies that make an entry (LOOKUP, CREATE, MKDIR, MKNOD, SYMLINK, LINK):
+ * the request's arguments hold the name, its reply's fuse_entry_out the new
+ * node id. A pair is sent to user space once (an LRU map remembers what was
+ * sent), so a lookup repeated with entry_timeout 0 costs a map lookup, not
+ * an event. With --files, the same program sums each node's requests. */
+
+struct fuse_in_arg___names {
+	unsigned int size;
+	const void *value;
+} __attribute__((preserve_access_index));
+
+struct fuse_arg___names {
+	unsigned int size;
+	void *value;
+} __attribute__((preserve_access_index));
+
+struct fuse_args___names {
+	__u8 in_numargs;
+	struct fuse_in_arg___names in_args[4];
+	struct fuse_arg___names out_args[2];
+} __attribute__((preserve_access_index));
+
+struct fuse_req___names {
+	struct fuse_args___names *args;
+	struct {
+		struct fuse_in_header h;
+	} in;
+	struct {
+		struct fuse_out_header h;
+	} out;
+	struct fuse_mount *fm;
+} __attribute__((preserve_access_index));
+
+#define FUSE_LOOKUP_ 1
+#define FUSE_SYMLINK_ 6
+#define FUSE_MKNOD_ 8
+#define FUSE_MKDIR_ 9
+#define FUSE_LINK_ 13
+#define FUSE_CREATE_ 35
+
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} node_names SEC(".maps");
+
+/* What was sent: (conn, node) -> parent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct node_key);
+	__type(value, __u64);
+} names_sent SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MAX_NODE_KEYS);
+	__type(key, struct node_key);
+	__type(value, struct node_stats);
+} node_table SEC(".maps");
+
+/* Keeps the event type in BTF for bpf2go. */
+const struct node_name *unused_node_name __attribute__((unused));
+
+static const struct node_stats zero_node_stats;
+
+static __always_inline void learn_name(struct fuse_req___names *req, __u32 conn, __u32 opcode)
+{
+	struct fuse_args___names *args = req->args;
+	if (!args)
+		return;
+	/* The name: LOOKUP's and SYMLINK's first argument that is not empty
+	 * (6.13+ put an empty one first); the others' second, after their
+	 * fixed struct. */
+	const void *name = 0;
+	if (opcode == FUSE_LOOKUP_ || opcode == FUSE_SYMLINK_)
+		name = args->in_args[0].size ? args->in_args[0].value : args->in_args[1].value;
+	else
+		name = args->in_args[1].value;
+	__u64 *entry = args->out_args[0].value; /* fuse_entry_out: nodeid first */
+	if (!name || !entry)
+		return;
+	struct node_key k = { .conn = conn };
+	if (bpf_probe_read_kernel(&k.node, sizeof(k.node), entry) || !k.node)
+		return;
+	__u64 parent = req->in.h.nodeid;
+	__u64 *sent = bpf_map_lookup_elem(&names_sent, &k);
+	if (sent && *sent == parent)
+		return;
+	struct node_name *e = bpf_ringbuf_reserve(&node_names, sizeof(*e), 0);
+	if (!e)
+		return; /* the next lookup of it tries again */
+	e->conn = conn;
+	e->node = k.node;
+	e->parent = parent;
+	if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), name) <= 0) {
+		bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_map_update_elem(&names_sent, &k, &parent, BPF_ANY);
+}
+
+SEC("tp_btf/fuse_request_end")
+int BPF_PROG(fuse_names, struct fuse_req___names *req)
+{
+	__u32 opcode = req->in.h.opcode;
+	__u32 conn = req->fm->fc->dev;
+	if (filter_conn_on && !conn_wanted(conn))
+		return 0;
+	if (req->out.h.error == 0 && (opcode == FUSE_LOOKUP_ || opcode == FUSE_CREATE_ || opcode == FUSE_MKDIR_ ||
+				      opcode == FUSE_MKNOD_ || opcode == FUSE_SYMLINK_ || opcode == FUSE_LINK_))
+		learn_name(req, conn, opcode);
+	return 0;
+}
