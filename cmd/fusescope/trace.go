@@ -34,6 +34,7 @@ func newTraceCmd() *cobra.Command {
 		hung     time.Duration
 		files    int
 		pages    bool
+		calls    bool
 	)
 	c := &cobra.Command{
 		Use:   "trace [flags] [interval [count]] [-- CMD ARGS...]",
@@ -59,6 +60,13 @@ as ext4slower -j does (docs/record.md); -o still saves the statistics.
 kernel completes it), for any daemon, by timing the reads and writes of
 /dev/fuse of the processes that hold it (docs/architecture.md).
 
+--calls counts the application's file calls on the traced mounts (-p,
+--comm or -- CMD names it), each joined to the FUSE requests its thread
+sent: the share the kernel's caches served alone, the time inside FUSE.
+--files N lists the files with the most FUSE time, by path; --page-cache
+counts the mounts' page cache and its read hit ratio; --hung D (default
+1s) lists the requests in flight longer than D with each report.
+
 -- CMD ARGS runs the command once the probes are attached and ends the trace
 when it exits, as perf stat -- CMD and bpftrace -c do; fusescope then exits
 with the command's status. Every request made while it runs is traced (add
@@ -71,6 +79,7 @@ ends the trace.`,
   fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
   fusescope trace --slower 10ms -m       # each request of 10 ms or more, as it ends
   fusescope trace --stages --mount /mnt/sshfs   # queue, daemon and reply time per opcode
+  fusescope trace --calls --page-cache --files 10 --mount /mnt/lab -- make   # make's calls, the cache, the files
   fusescope trace --mount /mnt/lab -o fio.json -- fio job.fio   # while fio runs`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -99,7 +108,7 @@ ends the trace.`,
 				}
 			}
 			src := ktrace.RequestConfig{
-				Options:   ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower, Stages: stages, PageCache: pages},
+				Options:   ktrace.Options{PID: pid, Comm: comm, ReapAge: reapAge, Attach: attach, Slower: slower, Stages: stages, PageCache: pages, Calls: calls},
 				Command:   os.Args,
 				Tool:      version,
 				Intervals: interval > 0,
@@ -198,7 +207,11 @@ ends the trace.`,
 					return r.Render(rec)
 				},
 			}
-			_, err = session.Run(context.Background(), run, func(session.Target) (session.Source, error) {
+			if calls && pid == 0 && comm == "" && len(command) == 0 {
+				return fmt.Errorf("--calls counts one application's calls: name it with -p PID, --comm NAME or -- CMD")
+			}
+			_, err = session.Run(context.Background(), run, func(target session.Target) (session.Source, error) {
+				src.CommandPID = target.CommandPID
 				var err error
 				if source, err = ktrace.OpenRequests(src); err != nil {
 					return nil, err
@@ -222,6 +235,7 @@ ends the trace.`,
 	f.DurationVar(&slower, "slower", 0, "also print each request that took at least this long (e.g. 10ms), one line as it ends")
 	f.BoolVar(&stages, "stages", false, "split each request into queue (until the daemon reads it), daemon (until it writes the reply) and reply (until the kernel completes it), by timing the daemons' reads and writes of /dev/fuse")
 	f.IntVar(&files, "files", 0, "also list the `N` files with the most FUSE time, by their path in the mount (tp_btf only)")
+	f.BoolVar(&calls, "calls", false, "also count the application's file calls on the traced mounts (-p, --comm or -- CMD names it), each joined to the FUSE requests it sent: the share served by the kernel's caches alone, the time inside FUSE")
 	f.BoolVar(&pages, "page-cache", false, "also count the traced mounts' page cache: pages read through it, added, removed, read-ahead, and the read hit ratio")
 	f.DurationVar(&hung, "hung", time.Second, "list the requests in flight at least this long with each report (0: none)")
 	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint), tp_btf (raw tracepoints with BTF: cheaper) or tracepoint (classic)")

@@ -117,6 +117,21 @@ struct stage_stats {
 	__u64 slots[STAGES][HIST_SLOTS];
 };
 
+#define MAX_CALL_NR 512 /* --calls: system call numbers (x86-64 uses < 470) */
+
+/* --calls: one system call's counts on the traced mounts, per CPU. */
+struct call_stats {
+	__u64 count;
+	__u64 errors;
+	__u64 with_requests; /* calls that sent at least one FUSE request */
+	__u64 requests;      /* the requests they sent */
+	__u64 fuse_ns;       /* the time they waited for them */
+	__u64 sum_ns;
+	__u64 min_ns;
+	__u64 max_ns;
+	__u64 slots[HIST_SLOTS];
+};
+
 /* --page-cache: one FUSE connection's page cache, in pages, per CPU. */
 struct page_cache_stats {
 	__u64 reads;      /* buffered reads' lookups (mm_filemap_get_pages) */

@@ -13,6 +13,41 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type FuseReqAppMount struct {
+	_    structs.HostLayout
+	Len  uint32
+	Conn uint32
+	Path [128]int8
+}
+
+type FuseReqAppThread struct {
+	_         structs.HostLayout
+	Tid       uint32
+	Nr        uint32
+	StartNs   uint64
+	Arg0      uint64
+	Arg1      uint64
+	Requests  uint64
+	FuseNs    uint64
+	ReqUnique uint64
+	ReqNs     uint64
+	ReqConn   uint32
+	Pad       uint32
+}
+
+type FuseReqCallStats struct {
+	_            structs.HostLayout
+	Count        uint64
+	Errors       uint64
+	WithRequests uint64
+	Requests     uint64
+	FuseNs       uint64
+	SumNs        uint64
+	MinNs        uint64
+	MaxNs        uint64
+	Slots        [64]uint64
+}
+
 type FuseReqDaemonThread struct {
 	_           structs.HostLayout
 	Tid         uint32
@@ -151,6 +186,11 @@ type FuseReqStatsKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	FuseReqMapAppMounts                  = "app_mounts"
+	FuseReqMapAppScratch                 = "app_scratch"
+	FuseReqMapAppTgids                   = "app_tgids"
+	FuseReqMapAppThreads                 = "app_threads"
+	FuseReqMapCallTable                  = "call_table"
 	FuseReqMapDaemonTgids                = "daemon_tgids"
 	FuseReqMapDaemonThreads              = "daemon_threads"
 	FuseReqMapDrops                      = "drops"
@@ -170,6 +210,11 @@ const (
 	FuseReqMapStageTable                 = "stage_table"
 	FuseReqMapStats                      = "stats"
 	FuseReqMapStatsFast                  = "stats_fast"
+	FuseReqProgAppEnd                    = "app_end"
+	FuseReqProgAppEnter                  = "app_enter"
+	FuseReqProgAppExit                   = "app_exit"
+	FuseReqProgAppFork                   = "app_fork"
+	FuseReqProgAppSend                   = "app_send"
 	FuseReqProgFuseEnd                   = "fuse_end"
 	FuseReqProgFuseEndBtf                = "fuse_end_btf"
 	FuseReqProgFuseEndBtfFiles           = "fuse_end_btf_files"
@@ -205,6 +250,8 @@ const (
 	FuseReqProgStageExitSplice           = "stage_exit_splice"
 	FuseReqProgStageFloorRawEnter        = "stage_floor_raw_enter"
 	FuseReqProgStageFloorRawExit         = "stage_floor_raw_exit"
+	FuseReqVarAppCommOn                  = "app_comm_on"
+	FuseReqVarCallKind                   = "call_kind"
 	FuseReqVarFilterComm                 = "filter_comm"
 	FuseReqVarFilterCommOn               = "filter_comm_on"
 	FuseReqVarFilterConnOn               = "filter_conn_on"
@@ -260,6 +307,11 @@ type FuseReqSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqProgramSpecs struct {
+	AppEnd                    *ebpf.ProgramSpec `ebpf:"app_end"`
+	AppEnter                  *ebpf.ProgramSpec `ebpf:"app_enter"`
+	AppExit                   *ebpf.ProgramSpec `ebpf:"app_exit"`
+	AppFork                   *ebpf.ProgramSpec `ebpf:"app_fork"`
+	AppSend                   *ebpf.ProgramSpec `ebpf:"app_send"`
 	FuseEnd                   *ebpf.ProgramSpec `ebpf:"fuse_end"`
 	FuseEndBtf                *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
 	FuseEndBtfFiles           *ebpf.ProgramSpec `ebpf:"fuse_end_btf_files"`
@@ -301,6 +353,11 @@ type FuseReqProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqMapSpecs struct {
+	AppMounts        *ebpf.MapSpec `ebpf:"app_mounts"`
+	AppScratch       *ebpf.MapSpec `ebpf:"app_scratch"`
+	AppTgids         *ebpf.MapSpec `ebpf:"app_tgids"`
+	AppThreads       *ebpf.MapSpec `ebpf:"app_threads"`
+	CallTable        *ebpf.MapSpec `ebpf:"call_table"`
 	DaemonTgids      *ebpf.MapSpec `ebpf:"daemon_tgids"`
 	DaemonThreads    *ebpf.MapSpec `ebpf:"daemon_threads"`
 	Drops            *ebpf.MapSpec `ebpf:"drops"`
@@ -326,6 +383,8 @@ type FuseReqMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqVariableSpecs struct {
+	AppCommOn      *ebpf.VariableSpec `ebpf:"app_comm_on"`
+	CallKind       *ebpf.VariableSpec `ebpf:"call_kind"`
 	FilterComm     *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommOn   *ebpf.VariableSpec `ebpf:"filter_comm_on"`
 	FilterConnOn   *ebpf.VariableSpec `ebpf:"filter_conn_on"`
@@ -359,6 +418,11 @@ func (o *FuseReqObjects) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqMaps struct {
+	AppMounts        *ebpf.Map `ebpf:"app_mounts"`
+	AppScratch       *ebpf.Map `ebpf:"app_scratch"`
+	AppTgids         *ebpf.Map `ebpf:"app_tgids"`
+	AppThreads       *ebpf.Map `ebpf:"app_threads"`
+	CallTable        *ebpf.Map `ebpf:"call_table"`
 	DaemonTgids      *ebpf.Map `ebpf:"daemon_tgids"`
 	DaemonThreads    *ebpf.Map `ebpf:"daemon_threads"`
 	Drops            *ebpf.Map `ebpf:"drops"`
@@ -382,6 +446,11 @@ type FuseReqMaps struct {
 
 func (m *FuseReqMaps) Close() error {
 	return _FuseReqClose(
+		m.AppMounts,
+		m.AppScratch,
+		m.AppTgids,
+		m.AppThreads,
+		m.CallTable,
 		m.DaemonTgids,
 		m.DaemonThreads,
 		m.Drops,
@@ -408,6 +477,8 @@ func (m *FuseReqMaps) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqVariables struct {
+	AppCommOn      *ebpf.Variable `ebpf:"app_comm_on"`
+	CallKind       *ebpf.Variable `ebpf:"call_kind"`
 	FilterComm     *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommOn   *ebpf.Variable `ebpf:"filter_comm_on"`
 	FilterConnOn   *ebpf.Variable `ebpf:"filter_conn_on"`
@@ -425,6 +496,11 @@ type FuseReqVariables struct {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqPrograms struct {
+	AppEnd                    *ebpf.Program `ebpf:"app_end"`
+	AppEnter                  *ebpf.Program `ebpf:"app_enter"`
+	AppExit                   *ebpf.Program `ebpf:"app_exit"`
+	AppFork                   *ebpf.Program `ebpf:"app_fork"`
+	AppSend                   *ebpf.Program `ebpf:"app_send"`
 	FuseEnd                   *ebpf.Program `ebpf:"fuse_end"`
 	FuseEndBtf                *ebpf.Program `ebpf:"fuse_end_btf"`
 	FuseEndBtfFiles           *ebpf.Program `ebpf:"fuse_end_btf_files"`
@@ -464,6 +540,11 @@ type FuseReqPrograms struct {
 
 func (p *FuseReqPrograms) Close() error {
 	return _FuseReqClose(
+		p.AppEnd,
+		p.AppEnter,
+		p.AppExit,
+		p.AppFork,
+		p.AppSend,
 		p.FuseEnd,
 		p.FuseEndBtf,
 		p.FuseEndBtfFiles,

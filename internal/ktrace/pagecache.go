@@ -67,11 +67,12 @@ func (t *Tracer) closePageCache() error {
 	return errors.Join(errs...)
 }
 
-// SetPageCacheConns says whose pages --page-cache counts: the traced
-// connections, or every FUSE connection when all are traced (user space
-// tells FUSE's anonymous devices from other file systems').
-func (t *Tracer) SetPageCacheConns(conns []uint32) error {
-	if t.pageCache == nil {
+// SetCountedConns says whose pages --page-cache counts and whose files
+// --calls counts calls on: the traced connections, or every FUSE
+// connection when all are traced (user space tells FUSE's anonymous
+// devices from other file systems').
+func (t *Tracer) SetCountedConns(conns []uint32) error {
+	if t.pageCache == nil && t.calls == nil {
 		return nil
 	}
 	words := map[uint32]uint64{}

@@ -32,6 +32,9 @@ type RequestConfig struct {
 	// Files: records list the Files files with the most FUSE time
 	// (Options.Files is set from it); 0 lists none.
 	Files int
+	// CommandPID is the -- CMD command's process (session.Target): with
+	// Options.Calls, the application.
+	CommandPID int
 }
 
 // slowPoll is how often the slow requests are read; housekeeping (the
@@ -62,8 +65,9 @@ type RequestSource struct {
 	// nodes' sums at the previous interval.
 	names     nodeNames
 	prevNodes map[NodeKey]NodeStats
-	// --page-cache: the counters at the previous interval.
+	// --page-cache, --calls: the counters at the previous interval.
 	prevPages map[uint32]profile.PageCache
+	prevCalls []profile.CallStats
 }
 
 // OpenRequests checks the connections to trace, loads the programs and
@@ -97,6 +101,14 @@ func OpenRequests(cfg RequestConfig) (*RequestSource, error) {
 		t.Close()
 		return nil, err
 	}
+	for _, pid := range []int{cfg.PID, cfg.CommandPID} {
+		if pid > 0 {
+			if err := t.WatchApplication(pid); err != nil {
+				t.Close()
+				return nil, err
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -114,7 +126,27 @@ func (s *RequestSource) countPageCaches() error {
 			conns = append(conns, c)
 		}
 	}
-	return s.t.SetPageCacheConns(conns)
+	if err := s.t.SetCountedConns(conns); err != nil {
+		return err
+	}
+	if !s.cfg.Calls {
+		return nil
+	}
+	infos, err := fuseconn.ReadMountInfo()
+	if err != nil {
+		return err
+	}
+	counted := map[uint32]bool{}
+	for _, c := range conns {
+		counted[c] = true
+	}
+	points := map[uint32]string{}
+	for _, m := range infos {
+		if m.IsFUSE() && counted[m.Minor] && points[m.Minor] == "" {
+			points[m.Minor] = m.MountPoint
+		}
+	}
+	return s.t.SetApplicationMounts(points)
 }
 
 // watchDaemons finds the processes holding a traced connection's
@@ -285,6 +317,13 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 		}
 		s.prevPages = cur
 	}
+	calls, err := s.t.Calls()
+	if err != nil {
+		return nil, nil, err
+	}
+	whole.Calls = calls
+	interval.Calls = subCalls(calls, s.prevCalls)
+	s.prevCalls = calls
 	return interval, whole, nil
 }
 
@@ -429,6 +468,9 @@ func (s *RequestSource) withFiles(r *profile.Record) (*profile.Record, error) {
 		return nil, err
 	}
 	r.PageCache = pages
+	if r.Calls, err = s.t.Calls(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -497,6 +539,34 @@ func subNodes(cur, prev map[NodeKey]NodeStats) map[NodeKey]NodeStats {
 	for k, c := range cur {
 		p := prev[k]
 		out[k] = NodeStats{Count: c.Count - p.Count, Errors: c.Errors - p.Errors, Sum: c.Sum - p.Sum, Max: c.Max}
+	}
+	return out
+}
+
+// subCalls is what the calls did since prev, cumulative snapshots.
+func subCalls(cur, prev []profile.CallStats) []profile.CallStats {
+	if cur == nil {
+		return nil
+	}
+	old := map[string]profile.CallStats{}
+	for _, c := range prev {
+		old[c.Syscall] = c
+	}
+	out := []profile.CallStats{}
+	for _, c := range cur {
+		o, ok := old[c.Syscall]
+		if ok {
+			lat, err := c.Latency.Sub(&o.Latency)
+			if err != nil {
+				continue
+			}
+			c.Latency = lat
+			c.Count, c.Errors = c.Count-o.Count, c.Errors-o.Errors
+			c.WithRequests, c.Requests, c.FuseNs = c.WithRequests-o.WithRequests, c.Requests-o.Requests, c.FuseNs-o.FuseNs
+		}
+		if c.Count > 0 {
+			out = append(out, c)
+		}
 	}
 	return out
 }

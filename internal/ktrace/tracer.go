@@ -74,9 +74,13 @@ type Options struct {
 	// Files sums each node's requests in the kernel (tp_btf only), and,
 	// with Slower, has nodes named from the replies that make entries.
 	Files bool
-	// PageCache counts the page cache of the connections SetPageCacheConns
+	// PageCache counts the page cache of the connections SetCountedConns
 	// names, from the filemap and readahead tracepoints.
 	PageCache bool
+	// Calls counts the application's file calls on those connections
+	// (WatchApplication names its processes, or Comm its command), each
+	// joined to the FUSE requests its thread sent during it (tp_btf only).
+	Calls bool
 }
 
 // Tracer holds the loaded programs, their links and maps.
@@ -105,6 +109,7 @@ type Tracer struct {
 	files     bool
 
 	pageCache *pageCachePrograms // --page-cache
+	calls     *callPrograms      // --calls
 }
 
 // Extremes are the exact fastest and slowest request of one interval, in ns.
@@ -251,9 +256,24 @@ func Start(opts Options) (*Tracer, error) {
 		spec.Maps["node_names"].MaxEntries = uint32(os.Getpagesize())
 	}
 	if !opts.PageCache {
-		spec.Maps["pc_conns"].MaxEntries = 1
 		spec.Maps["page_cache"].MaxEntries = 1
 		spec.Maps["pc_reads"].MaxEntries = 1
+		if !opts.Calls {
+			spec.Maps["pc_conns"].MaxEntries = 1
+		}
+	}
+	if opts.Calls {
+		if opts.Attach == AttachTracepoint {
+			return nil, fmt.Errorf("--calls needs the raw tracepoints with BTF: leave out --attach tracepoint")
+		}
+		consts["call_kind"] = callKinds()
+		if opts.Comm != "" {
+			consts["app_comm_on"] = uint8(1)
+		}
+	} else {
+		for _, m := range []string{"app_tgids", "app_threads", "app_mounts", "call_table", "app_scratch"} {
+			spec.Maps[m].MaxEntries = 1
+		}
 	}
 	t := &Tracer{clock: kernel.NewClock()}
 	switch opts.Attach {
@@ -279,6 +299,16 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	if opts.PageCache {
 		if err := t.loadPageCache(spec); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	if opts.Calls {
+		if t.attach != AttachBTF {
+			t.Close()
+			return nil, fmt.Errorf("--calls needs the raw tracepoints with BTF, which did not load: %v", t.fallback)
+		}
+		if err := t.loadCalls(spec); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -371,6 +401,12 @@ func (t *Tracer) Resume() error {
 			return err
 		}
 	}
+	if t.calls != nil {
+		if err := t.attachCalls(); err != nil {
+			t.Pause()
+			return err
+		}
+	}
 	return nil
 }
 
@@ -381,7 +417,7 @@ func (t *Tracer) Close() error {
 	if t.slow != nil {
 		err = t.slow.Close()
 	}
-	return errors.Join(err, t.send.Close(), t.end.Close(), t.closeStages(), t.closeNames(), t.closePageCache(), t.maps.Close())
+	return errors.Join(err, t.send.Close(), t.end.Close(), t.closeStages(), t.closeNames(), t.closePageCache(), t.closeCalls(), t.maps.Close())
 }
 
 // Slow says whether the tracer sends slow requests (Options.Slower).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/fusescope/fusescope/internal/hist"
 	"io"
 	"os"
 	"strings"
@@ -52,6 +53,9 @@ type Record struct {
 	// The optional sections: each is present when a source filled it.
 	// PageCache is each traced mount's page cache (trace --page-cache).
 	PageCache []PageCache `json:"page_cache,omitempty"`
+	// Calls are the application's file calls on the traced mounts (trace
+	// --calls), each joined to the FUSE requests it sent, most time first.
+	Calls []CallStats `json:"calls,omitempty"`
 	// Syscalls is the system-call report (fusescope syscalls).
 	Syscalls *SyscallReport `json:"syscalls,omitempty"`
 }
@@ -100,6 +104,22 @@ type SlowRequest struct {
 	// Interval is the tracer's number of the interval it ended in: what
 	// interval mode splits the requests by (not kept in records).
 	Interval uint32 `json:"-"`
+}
+
+// CallStats is one system call of the application on the traced mounts:
+// how often, how long, and how much of it the FUSE requests it sent took.
+type CallStats struct {
+	Syscall string `json:"syscall"`
+	Count   uint64 `json:"count"`
+	Errors  uint64 `json:"errors"`
+	// WithRequests counts the calls that sent at least one FUSE request;
+	// the others were served by the kernel's caches alone.
+	WithRequests uint64 `json:"with_requests"`
+	Requests     uint64 `json:"requests"`
+	// FuseNs is the time the calls waited for their requests (the last
+	// request a thread sent in a call, which it waits for).
+	FuseNs  uint64    `json:"fuse_ns"`
+	Latency hist.Hist `json:"latency"` // the calls', entry to exit, ns
 }
 
 // PageCache is one FUSE mount's page cache over a record's window, in pages

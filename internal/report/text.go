@@ -82,6 +82,9 @@ func WriteText(w io.Writer, r *profile.Record, o TextOptions) error {
 	writeHung(&b, r, o.Unit)
 	writeFiles(&b, r, o.Unit)
 	writePageCache(&b, r)
+	if err := writeCalls(&b, r, o); err != nil {
+		return err
+	}
 	writeDrops(&b, p.Drops)
 	if r.SlowLost > 0 {
 		fmt.Fprintf(&b, "\n%d slow requests not listed: the kernel's ring buffer was full, or the record held %d already.\n", r.SlowLost, profile.MaxSlow)
@@ -193,6 +196,42 @@ func writeStageNotes(w io.Writer, r *profile.Record, p *profile.Profile) {
 			}
 		}
 	}
+}
+
+// writeCalls prints the application's file calls on the traced mounts
+// (trace --calls): a histogram per call, then a table with the share of
+// calls the kernel's caches served alone and the share of their time spent
+// waiting for FUSE requests.
+func writeCalls(w io.Writer, r *profile.Record, o TextOptions) error {
+	if len(r.Calls) == 0 {
+		return nil
+	}
+	if !o.CountsOnly && !o.NoHists {
+		for _, c := range r.Calls {
+			fmt.Fprintf(w, "\ncall = %s\n", c.Syscall)
+			if err := c.Latency.WriteLog2(w, o.Unit); err != nil {
+				return err
+			}
+		}
+	}
+	u := shortUnit(o.Unit)
+	fmt.Fprintf(w, "\nThe application's calls on the traced mounts (CACHED: served without a FUSE request; IN_FUSE: the calls' time waiting for their requests):\n")
+	rows := [][]string{{"CALL", "COUNT", "ERRORS", "AVG(" + u + ")", "P50(" + u + ")", "P99(" + u + ")", "CACHED", "REQS/CALL", "IN_FUSE"}}
+	for _, c := range r.Calls {
+		h := &c.Latency
+		cached, perCall, inFuse := "-", "-", "-"
+		if c.Count > 0 {
+			cached = fmt.Sprintf("%.1f%%", 100*float64(c.Count-min(c.WithRequests, c.Count))/float64(c.Count))
+			perCall = fmt.Sprintf("%.2f", float64(c.Requests)/float64(c.Count))
+		}
+		if h.Sum > 0 {
+			inFuse = fmt.Sprintf("%.1f%%", 100*float64(min(c.FuseNs, h.Sum))/float64(h.Sum))
+		}
+		rows = append(rows, []string{c.Syscall, fmt.Sprint(c.Count), fmt.Sprint(c.Errors), inUnit(h.Mean(), o.Unit),
+			inUnit(h.Quantile(0.5), o.Unit), inUnit(h.Quantile(0.99), o.Unit), cached, perCall, inFuse})
+	}
+	Columns(w, rows, "lr")
+	return nil
 }
 
 // writePageCache prints each mount's page cache (trace --page-cache).

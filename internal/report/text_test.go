@@ -135,6 +135,27 @@ func TestTextFilesGolden(t *testing.T) {
 	golden.Check(t, "text_files.golden", buf.Bytes())
 }
 
+// trace --calls: a histogram per call, then the table: calls served by the
+// caches alone, requests per call, the share of time inside FUSE.
+func TestTextCallsGolden(t *testing.T) {
+	r := sampleRecord()
+	stat := profile.CallStats{Syscall: "newfstatat", Count: 100, WithRequests: 0}
+	for i := uint64(0); i < 100; i++ {
+		stat.Latency.Add(1_500 + i*10)
+	}
+	open := profile.CallStats{Syscall: "openat", Count: 10, Errors: 1, WithRequests: 10, Requests: 30, FuseNs: 0}
+	for i := uint64(0); i < 10; i++ {
+		open.Latency.Add(90_000 + i*1_000)
+	}
+	open.FuseNs = open.Latency.Sum * 9 / 10
+	r.Calls = []profile.CallStats{open, stat}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, r, TextOptions{Unit: hist.Usecs}); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "text_calls.golden", buf.Bytes())
+}
+
 // A stuck daemon: nothing ended, and the requests in flight are listed,
 // oldest first, with where they wait.
 func TestTextHungGolden(t *testing.T) {

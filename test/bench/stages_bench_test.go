@@ -55,6 +55,10 @@ func TestBenchStagesCost(t *testing.T) {
 	staged := open(ktrace.Options{Stages: true})
 	empty := open(ktrace.Options{Stages: true, StageCost: ktrace.StagesEmpty})
 	raw := open(ktrace.Options{StageCost: ktrace.StagesRawEmpty, Stages: true})
+	// --calls of another application: every process's calls run its raw
+	// sys_enter/sys_exit programs, which return at the file-call table or
+	// the application's bitmap.
+	otherApp := open(ktrace.Options{Calls: true})
 	setBPFStats(t, true)
 	defer setBPFStats(t, false)
 
@@ -124,12 +128,13 @@ func TestBenchStagesCost(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	arms = map[string]*ktrace.Tracer{"--stages": staged, "floor: same tracepoints, empty programs": empty, "raw sys_enter/sys_exit, empty programs": raw}
+	arms = map[string]*ktrace.Tracer{"--stages": staged, "floor: same tracepoints, empty programs": empty, "raw sys_enter/sys_exit, empty programs": raw,
+		"--calls of another application": otherApp}
 	ratios = rounds3(t, rounds, dd, arms)
 	fmt.Printf("\n(c) %d reads of /dev/zero and writes to tmpfs of 1 byte per block, by a process --stages does not watch:\n\n", calls)
 	fmt.Println("| arm | median | geometric mean [95% CI] | min-max |")
 	fmt.Println("|---|---|---|---|")
-	for _, name := range []string{"--stages", "floor: same tracepoints, empty programs", "raw sys_enter/sys_exit, empty programs"} {
+	for _, name := range []string{"--stages", "floor: same tracepoints, empty programs", "raw sys_enter/sys_exit, empty programs", "--calls of another application"} {
 		fmt.Printf("| %s / untraced %s\n", name, summary(ratios[name]))
 	}
 	for name, tr := range map[string]*ktrace.Tracer{"--stages": staged, "floor": empty, "raw floor": raw} {

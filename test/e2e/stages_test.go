@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/report"
 )
 
 // stageOf returns a stage's histogram of an operation, failing the test if
@@ -477,4 +479,108 @@ func countOf(s *profile.OpStats) uint64 {
 		return 0
 	}
 	return s.Count
+}
+
+// trace --calls: the application's file calls on the traced mount, counted
+// against the calls the program makes and strace -c's count of the same run
+// (strace -P: the calls on that file); with the kernel's caches on and the
+// file looked up before, repeated stats send no request: 100% cached.
+func TestTraceCalls(t *testing.T) {
+	need(t, "strace", "python3")
+	const stats, reads = 10, 3
+	script := fmt.Sprintf("import os, sys\np = sys.argv[1]\nfor _ in range(%d): os.stat(p)\nfd = os.open(p, os.O_RDONLY)\nfor _ in range(%d): os.read(fd, 10)\nos.close(fd)\n", stats, reads)
+	t.Run("counts", func(t *testing.T) {
+		src, mnt, _ := mountLabFS(t, preset(t, "nocache"))
+		if err := os.WriteFile(filepath.Join(src, "f"), make([]byte, 100), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(mnt, "f")
+		rec, straceOut := filepath.Join(t.TempDir(), "rec.json"), filepath.Join(t.TempDir(), "strace.txt")
+		out, err := exec.Command(fusescopeBin, "trace", "--calls", "--mount", mnt, "-o", rec, "--",
+			"strace", "-f", "-c", "-o", straceOut, "-P", file, "python3", "-c", script, file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("trace --calls: %v\n%s", err, out)
+		}
+		r := loadRecord(t, rec)
+		ours := map[string]profile.CallStats{}
+		for _, c := range r.Calls {
+			ours[c.Syscall] = c
+		}
+		theirs := straceCounts(t, straceOut)
+		t.Logf("fusescope: %v\nstrace -c: %v", ours, theirs)
+		want := map[string]uint64{"newfstatat": stats, "openat": 1, "read": reads, "close": 1}
+		for call, n := range want {
+			if ours[call].Count != n || theirs[call] != n {
+				t.Errorf("%s: fusescope %d, strace -c %d, the program made %d", call, ours[call].Count, theirs[call], n)
+			}
+		}
+		for call, n := range theirs {
+			if ours[call].Count != n {
+				t.Errorf("%s: fusescope %d, strace -c %d", call, ours[call].Count, n)
+			}
+		}
+		// nocache: every stat asks the daemon.
+		if s := ours["newfstatat"]; s.WithRequests != stats || s.FuseNs == 0 || s.FuseNs > s.Latency.Sum {
+			t.Errorf("newfstatat with nocache: %d of %d sent requests, %d ns inside FUSE of %d", s.WithRequests, stats, s.FuseNs, s.Latency.Sum)
+		}
+	})
+	t.Run("cached", func(t *testing.T) {
+		src, mnt, _ := mountLabFS(t, labfs.Config{})
+		if err := os.WriteFile(filepath.Join(src, "f"), make([]byte, 100), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(mnt, "f")
+		if _, err := os.Stat(file); err != nil { // looked up, attributes cached for 1 s
+			t.Fatal(err)
+		}
+		rec := filepath.Join(t.TempDir(), "rec.json")
+		out, err := exec.Command(fusescopeBin, "trace", "--calls", "--mount", mnt, "-o", rec, "--",
+			"python3", "-c", fmt.Sprintf("import os, sys\nfor _ in range(%d): os.stat(sys.argv[1])\n", stats), file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("trace --calls: %v\n%s", err, out)
+		}
+		r := loadRecord(t, rec)
+		var stat *profile.CallStats
+		for i := range r.Calls {
+			if r.Calls[i].Syscall == "newfstatat" {
+				stat = &r.Calls[i]
+			}
+		}
+		if stat == nil || stat.Count != stats || stat.WithRequests != 0 || stat.Requests != 0 {
+			t.Fatalf("cached stats: %+v, want %d calls and no request", stat, stats)
+		}
+		var text bytes.Buffer
+		if err := report.WriteText(&text, r, report.TextOptions{NoHists: true}); err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`newfstatat\s+10\s+0\s+.*100\.0%\s+0\.00\s+0\.0%`).MatchString(text.String()) {
+			t.Errorf("the view does not say 100%% cached:\n%s", text.String())
+		}
+	})
+}
+
+// straceCounts reads strace -c's table: calls by system call.
+func straceCounts(t *testing.T, path string) map[string]uint64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		// % time, seconds, usecs/call, calls, [errors,] syscall
+		if len(f) < 5 || f[len(f)-1] == "total" || f[len(f)-1] == "syscall" {
+			continue
+		}
+		if _, err := strconv.ParseFloat(f[0], 64); err != nil {
+			continue
+		}
+		n, err := strconv.ParseUint(f[3], 10, 64)
+		if err != nil {
+			continue
+		}
+		out[f[len(f)-1]] = n
+	}
+	return out
 }
