@@ -67,7 +67,9 @@ type callPrograms struct {
 	Fork  *ebpf.Program `ebpf:"app_fork"`
 }
 
-func (p *callPrograms) all() []*ebpf.Program { return []*ebpf.Program{p.Enter, p.Exit, p.Send, p.End, p.Fork} }
+func (p *callPrograms) all() []*ebpf.Program {
+	return []*ebpf.Program{p.Enter, p.Exit, p.Send, p.End, p.Fork}
+}
 
 func (t *Tracer) loadCalls(spec *ebpf.CollectionSpec) error {
 	var p callPrograms

@@ -191,8 +191,8 @@ func writeStageNotes(w io.Writer, r *profile.Record, p *profile.Profile) {
 		}
 		for _, d := range m.Daemons {
 			if !d.Watched.IsZero() && !r.Meta.Start.IsZero() && d.Watched.Sub(r.Meta.Start) > lateWatch {
-				fmt.Fprintf(w, "\nDaemon %d %s of %s was found %.1f s after the trace began: its requests before then are not split into stages.\n",
-					d.PID, Name(d.Comm), Name(m.MountPoint), d.Watched.Sub(r.Meta.Start).Seconds())
+				fmt.Fprintf(w, "\nDaemon %d %s of %s was found at %s, after the trace began: its requests before then are not split into stages.\n",
+					d.PID, Name(d.Comm), Name(m.MountPoint), d.Watched.Format("15:04:05.000"))
 			}
 		}
 	}

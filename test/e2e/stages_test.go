@@ -584,3 +584,46 @@ func straceCounts(t *testing.T, path string) map[string]uint64 {
 	}
 	return out
 }
+
+// A daemon started after the trace began: --stages finds it at its next
+// scan (every second) and splits its requests from then on; the record says
+// when it was first watched and the text view names it, so the requests
+// before then, counted apart as not taken, are never guessed at.
+func TestStagesDaemonStartedLater(t *testing.T) {
+	need(t, "bindfs")
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--stages", "--json", "0.2", "-o", rec)
+	_, mnt := mountBindfs(t, 3)
+	conn := connOf(t, mnt)
+	var watched bool
+	waitFor(t, "an interval record with the new mount's requests split into stages", func() bool {
+		if _, err := os.Stat(filepath.Join(mnt, "f000")); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(tr.stdout.String(), "\n") {
+			var r profile.Record
+			if json.Unmarshal([]byte(line), &r) != nil {
+				continue
+			}
+			for _, s := range r.Profile.Ops {
+				if q := s.Stage(profile.StageQueue); s.Conn == conn && q != nil && q.Count > 0 {
+					watched = true
+				}
+			}
+		}
+		return watched
+	})
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	m := r.Mount(conn)
+	if m == nil || len(m.Daemons) == 0 || !m.Daemons[0].Watched.After(r.Meta.Start) {
+		t.Fatalf("the record does not say the daemon was watched after the trace began: %+v", m)
+	}
+	var text bytes.Buffer
+	if err := report.WriteText(&text, r, report.TextOptions{NoHists: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), ", after the trace began: its requests before then are not split into stages") {
+		t.Errorf("the view does not name the daemon found late:\n%s", text.String())
+	}
+}
