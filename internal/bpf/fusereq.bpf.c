@@ -109,6 +109,34 @@ struct {
 	__type(value, struct op_stats);
 } stats SEC(".maps");
 
+/* Sub-buckets, by (connection mod FINE_CONNS, opcode): a (connection,
+ * opcode) whose index another connection holds on this CPU has none there,
+ * and user space uses the log2 buckets for the octaves that misses. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FINE_CONNS * FAST_OPS);
+	__type(key, __u32);
+	__type(value, struct fine_stats);
+} fine_fast SEC(".maps");
+
+static __always_inline void count_fine(__u32 conn, __u32 opcode, __u64 delta, __u32 octave)
+{
+	if (opcode >= FAST_OPS || octave < FINE_FIRST || octave >= FINE_FIRST + FINE_OCTAVES)
+		return;
+	__u32 idx = (conn & (FINE_CONNS - 1)) * FAST_OPS + opcode;
+	struct fine_stats *f = bpf_map_lookup_elem(&fine_fast, &idx);
+	if (!f)
+		return;
+	if (!f->used) {
+		f->used = 1;
+		f->conn = conn;
+	} else if (f->conn != conn) {
+		return;
+	}
+	__u32 sub = (delta >> (octave - 4)) & (FINE_SUBS - 1);
+	f->slots[((octave - FINE_FIRST) * FINE_SUBS + sub) & (FINE_OCTAVES * FINE_SUBS - 1)]++;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_ERRNO_KEYS);
@@ -448,7 +476,9 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	s->sum_ns += delta;
 	s->req_bytes += req_len;
 	s->reply_bytes += reply_len;
-	s->slots[log2l(delta) & (HIST_SLOTS - 1)]++;
+	__u32 octave = log2l(delta);
+	s->slots[octave & (HIST_SLOTS - 1)]++;
+	count_fine(conn, opcode, delta, octave);
 	__u32 epoch = interval_epoch;
 	__u32 b = epoch & 1;
 	if (s->epoch[b] != epoch) {

@@ -14,6 +14,10 @@
 #define DAEMON_BITMAP_WORDS 65536 /* --stages: one bit per process id below 2^22 (PID_MAX_LIMIT) */
 #define DAEMON_THREADS 4096     /* power of two: --stages' per-thread state, by thread id */
 #define MAX_STAGE_KEYS 512
+#define FINE_FIRST 10           /* sub-buckets from octave 2^10 ns (1 us) ... */
+#define FINE_OCTAVES 32         /* ... to 2^42 ns (73 min) */
+#define FINE_SUBS 16            /* per octave: 6.25% wide */
+#define FINE_CONNS 4            /* power of two: connection bits of the fine index */
 #define MAX_NODE_KEYS 8192    /* --files: (connection, node) pairs */
 #define STAGES 3                /* queue, daemon, reply */
 
@@ -66,6 +70,15 @@ struct slow_req {
 	__u64 stage_ns[STAGES];
 	__u32 epoch; /* the interval it ended in (interval_epoch) */
 	__u32 pad;
+};
+
+/* The latencies of one (connection, opcode) in 16 linear sub-buckets per
+ * octave, per CPU, for quantiles within 3% where the log2 buckets alone
+ * would be up to 25% off. The CPU's copy belongs to conn once used. */
+struct fine_stats {
+	__u32 conn;
+	__u32 used;
+	__u64 slots[FINE_OCTAVES * FINE_SUBS];
 };
 
 struct stats_key {

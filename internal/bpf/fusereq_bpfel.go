@@ -68,6 +68,13 @@ type FuseReqErrnoKey struct {
 	Pad    uint32
 }
 
+type FuseReqFineStats struct {
+	_     structs.HostLayout
+	Conn  uint32
+	Used  uint32
+	Slots [512]uint64
+}
+
 type FuseReqInflightSlot struct {
 	_         structs.HostLayout
 	Unique    uint64
@@ -196,6 +203,7 @@ const (
 	FuseReqMapDrops                      = "drops"
 	FuseReqMapErrnos                     = "errnos"
 	FuseReqMapFilterConns                = "filter_conns"
+	FuseReqMapFineFast                   = "fine_fast"
 	FuseReqMapInflight                   = "inflight"
 	FuseReqMapInflightComm               = "inflight_comm"
 	FuseReqMapNamesSent                  = "names_sent"
@@ -363,6 +371,7 @@ type FuseReqMapSpecs struct {
 	Drops            *ebpf.MapSpec `ebpf:"drops"`
 	Errnos           *ebpf.MapSpec `ebpf:"errnos"`
 	FilterConns      *ebpf.MapSpec `ebpf:"filter_conns"`
+	FineFast         *ebpf.MapSpec `ebpf:"fine_fast"`
 	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
 	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.MapSpec `ebpf:"names_sent"`
@@ -428,6 +437,7 @@ type FuseReqMaps struct {
 	Drops            *ebpf.Map `ebpf:"drops"`
 	Errnos           *ebpf.Map `ebpf:"errnos"`
 	FilterConns      *ebpf.Map `ebpf:"filter_conns"`
+	FineFast         *ebpf.Map `ebpf:"fine_fast"`
 	Inflight         *ebpf.Map `ebpf:"inflight"`
 	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.Map `ebpf:"names_sent"`
@@ -456,6 +466,7 @@ func (m *FuseReqMaps) Close() error {
 		m.Drops,
 		m.Errnos,
 		m.FilterConns,
+		m.FineFast,
 		m.Inflight,
 		m.InflightComm,
 		m.NamesSent,

@@ -5,6 +5,7 @@ import (
 	"github.com/fusescope/fusescope/internal/golden"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -45,7 +46,7 @@ func TestMergeEqualsAddingEverything(t *testing.T) {
 			all.Add(v)
 		}
 		ha.Merge(&hb)
-		if ha != all {
+		if !equal(ha, all) {
 			t.Fatalf("trial %d: merge %+v != all %+v", trial, ha, all)
 		}
 	}
@@ -231,5 +232,65 @@ func TestStarBarMatchesLibbpfTools(t *testing.T) {
 	}
 	if got := starBar(10, 10, 4); got != "****" {
 		t.Fatalf("%q", got)
+	}
+}
+
+// equal compares histograms, their sub-buckets included (nil and all zeros
+// alike).
+func equal(a, b Hist) bool {
+	if a.Buckets != b.Buckets || a.Count != b.Count || a.Sum != b.Sum || a.Min != b.Min || a.Max != b.Max {
+		return false
+	}
+	fa, fb := a.Fine, b.Fine
+	for i := range FineLen {
+		var x, y uint64
+		if fa != nil {
+			x = fa[i]
+		}
+		if fb != nil {
+			y = fb[i]
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// With the sub-buckets, quantiles are within half a sub-bucket (3.1%) of
+// the exact value, where the log2 buckets alone were up to 25% off: the
+// 5 ms WAN whose exact median was 11.25 ms and whose log2 estimate was 14.0.
+func TestQuantileWithSubBuckets(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 200 {
+		var h Hist
+		vals := make([]uint64, 1+r.IntN(2000))
+		center := uint64(2_000 + r.IntN(20_000_000))
+		for i := range vals {
+			vals[i] = center + uint64(r.NormFloat64()*float64(center)/20+float64(center)/10)
+			h.Add(vals[i])
+		}
+		slices.Sort(vals)
+		for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+			rank := int(math.Ceil(q*float64(len(vals)))) - 1
+			exact := float64(vals[max(rank, 0)])
+			got := h.Quantile(q)
+			if math.Abs(got-exact)/exact > 0.05 {
+				t.Fatalf("trial %d, p%g of %d values: %.0f, exact %.0f (%.1f%% off)", trial, q*100, len(vals), got, exact, 100*math.Abs(got-exact)/exact)
+			}
+		}
+	}
+	var wan Hist
+	for range 1000 {
+		wan.Add(11_250_000)
+	}
+	if got := wan.Quantile(0.5); math.Abs(got-11_250_000)/11_250_000 > 0.05 {
+		t.Errorf("a 5 ms WAN's median: %.0f, exact 11250000", got)
+	}
+	// An octave whose sub-buckets miss more than 1% of its values (no
+	// room on a CPU) is estimated from its log2 bucket alone.
+	wan.Fine[FineIndex(11_250_000)] -= 20
+	if got := wan.Quantile(0.5); got < float64(BucketLow(23)) || got > float64(BucketHigh(23)) {
+		t.Errorf("with incomplete sub-buckets: %.0f", got)
 	}
 }

@@ -14,6 +14,8 @@ type wire struct {
 	Min     uint64   `json:"min"`
 	Max     uint64   `json:"max"`
 	Buckets []uint64 `json:"buckets"`
+	// Fine: the non-empty sub-buckets as [index, count] pairs (Hist.Fine).
+	Fine [][2]uint64 `json:"fine,omitempty"`
 }
 
 // MarshalJSON writes the histogram in the record format.
@@ -24,7 +26,13 @@ func (h Hist) MarshalJSON() ([]byte, error) {
 			last = i
 		}
 	}
-	return json.Marshal(wire{Unit: "ns", Count: h.Count, Sum: h.Sum, Min: h.Min, Max: h.Max, Buckets: h.Buckets[:last+1]})
+	w := wire{Unit: "ns", Count: h.Count, Sum: h.Sum, Min: h.Min, Max: h.Max, Buckets: h.Buckets[:last+1]}
+	for i, c := range h.Fine {
+		if c > 0 {
+			w.Fine = append(w.Fine, [2]uint64{uint64(i), c})
+		}
+	}
+	return json.Marshal(w)
 }
 
 // UnmarshalJSON reads the record format and checks that it is consistent.
@@ -54,6 +62,15 @@ func (h *Hist) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("histogram min %d exceeds max %d", w.Min, w.Max)
 	}
 	n.Sum, n.Min, n.Max = w.Sum, w.Min, w.Max
+	if len(w.Fine) > 0 {
+		n.Fine = make([]uint64, FineLen)
+		for _, p := range w.Fine {
+			if p[0] >= FineLen {
+				return fmt.Errorf("histogram sub-bucket %d, at most %d", p[0], FineLen-1)
+			}
+			n.Fine[p[0]] += p[1]
+		}
+	}
 	*h = n
 	return nil
 }

@@ -552,6 +552,13 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 			return p, nil, err
 		}
 	}
+	// The sub-buckets before the totals too (the end program counts them
+	// after), so that an octave's sub-buckets never hold a request its
+	// bucket does not: one that does not add up is left to its bucket.
+	fine, err := t.readFine()
+	if err != nil {
+		return p, nil, err
+	}
 	merged := map[profile.Key]*opAccum{}
 	add := func(opcode uint32, c *bpf.FuseReqOpStats) {
 		if c.Count == 0 {
@@ -595,6 +602,9 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		s.Count = s.Latency.Count
 		s.Errors = min(a.errors, s.Count)
 		s.ReqBytes, s.ReplyBytes = a.reqBytes, a.replyBytes
+		if f := fine[k]; f != nil {
+			s.Latency.Fine = f
+		}
 		if a := stages[k]; a != nil {
 			a.fill(&s)
 		}
@@ -647,6 +657,36 @@ func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extrem
 		}
 	}
 	return p, extremes, nil
+}
+
+// readFine sums the sub-buckets of each (connection, opcode) over the CPUs
+// whose copy of its index it holds.
+func (t *Tracer) readFine() (map[profile.Key][]uint64, error) {
+	out := map[profile.Key][]uint64{}
+	var idx uint32
+	var perCPU []bpf.FuseReqFineStats
+	it := t.maps.FineFast.Iterate()
+	for it.Next(&idx, &perCPU) {
+		for i := range perCPU {
+			f := &perCPU[i]
+			if f.Used == 0 {
+				continue
+			}
+			k := profile.Key{Conn: f.Conn, Opcode: idx % fastOps}
+			sum := out[k]
+			if sum == nil {
+				sum = make([]uint64, hist.FineLen)
+				out[k] = sum
+			}
+			for j, c := range f.Slots {
+				sum[j] += c
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the sub-buckets: %w", err)
+	}
+	return out, nil
 }
 
 // Sizes from fusereq.h.

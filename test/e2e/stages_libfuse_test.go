@@ -277,3 +277,28 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// go-fuse's loopback example (test/bench/loopback: go-fuse's reader
+// goroutines read /dev/fuse, replies go out with writev, READ replies with
+// splice from the backing file): every request is split into stages.
+func TestStagesGoFuseLoopback(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "loopback")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fusescope/fusescope/test/bench/loopback").CombinedOutput(); err != nil {
+		t.Fatalf("building go-fuse's loopback: %v\n%s", err, out)
+	}
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := proctest.Start(t, exec.Command(bin, mnt, src), "Mounted!", 20*time.Second)
+	t.Cleanup(func() {
+		if err := p.Interrupt(t, 10*time.Second); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+	})
+	conn := connOf(t, mnt)
+	plain, staged := stagesAgainstPlain(t, mnt)
+	checkAllStaged(t, plain, staged, conn)
+}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,8 +115,12 @@ func TestStagesLabLatency(t *testing.T) {
 			}
 			ownMean, ourMean := float64(own.Sum)/float64(own.Count), d.Mean()
 			t.Logf("daemon stage mean %.0f ns, the lab daemon's own %.0f ns", ourMean, ownMean)
-			if ourMean < ownMean || ourMean > ownMean+100_000 {
-				t.Errorf("daemon stage mean %.0f ns, the daemon's own %.0f ns: want it at most 100 us above", ourMean, ownMean)
+			// go-fuse's part outside the lab daemon's timer (parsing, the
+			// reply's encoding, a goroutine's scheduling under the race
+			// detector on 2 vCPUs): tens of microseconds, a hundred and
+			// more when the machine is busy.
+			if slack := max(150_000, ownMean/20); ourMean < ownMean || ourMean > ownMean+slack {
+				t.Errorf("daemon stage mean %.0f ns, the daemon's own %.0f ns: want it at most %.0f ns above", ourMean, ownMean, slack)
 			}
 		})
 	}
@@ -559,6 +565,48 @@ func TestTraceCalls(t *testing.T) {
 	})
 }
 
+// trace --calls -p PID: a process already running is the application, its
+// calls counted from the trace's start to its exit, which ends the trace.
+func TestTraceCallsPID(t *testing.T) {
+	need(t, "python3")
+	src, mnt, _ := mountLabFS(t, preset(t, "nocache"))
+	if err := os.WriteFile(filepath.Join(src, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const stats = 12
+	app := exec.Command("python3", "-c", fmt.Sprintf("import os, sys\nsys.stdin.readline()\nfor _ in range(%d): os.stat(sys.argv[1])\n", stats), filepath.Join(mnt, "f"))
+	in, err := app.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--calls", "--mount", mnt, "-p", strconv.Itoa(app.Process.Pid), "-o", rec)
+	in.Write([]byte("go\n"))
+	if err := app.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-tr.done:
+		if err != nil {
+			t.Fatalf("trace -p: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the process's exit did not end trace -p within 20 s")
+	}
+	var got uint64
+	for _, c := range loadRecord(t, rec).Calls {
+		if c.Syscall == "newfstatat" {
+			got = c.Count
+		}
+	}
+	if got != stats {
+		t.Errorf("%d stats counted, the process made %d", got, stats)
+	}
+}
+
 // straceCounts reads strace -c's table: calls by system call.
 func straceCounts(t *testing.T, path string) map[string]uint64 {
 	t.Helper()
@@ -625,5 +673,48 @@ func TestStagesDaemonStartedLater(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), ", after the trace began: its requests before then are not split into stages") {
 		t.Errorf("the view does not name the daemon found late:\n%s", text.String())
+	}
+}
+
+// Quantiles within 5% of the exact ones (issue 29: a log2 bucket alone put
+// the median of a 5 ms WAN's 11.25 ms round trips at 14.0 ms): the lab file
+// system with 5 ms per GETATTR, p50, p90, p99 of the record against the
+// exact quantiles of the same requests, each sent whole by --slower 1ns.
+func TestTraceQuantilesWithinFivePercent(t *testing.T) {
+	cfg := labfs.Config{EntryTimeout: labfs.Timeout(0), AttrTimeout: labfs.Timeout(0)}
+	var err error
+	if cfg.Latency, err = labfs.ParseLatency("getattr=5ms+-2ms"); err != nil {
+		t.Fatal(err)
+	}
+	_, mnt, _ := mountLabFS(t, cfg)
+	conn := connOf(t, mnt)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--mount", mnt, "--op", "GETATTR", "--slower", "1ns", "--no-hist", "-o", rec)
+	for range 300 {
+		if _, err := os.Stat(mnt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, conn)
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	s := r.Profile.Find(conn, fuseproto.Getattr)
+	var exact []float64
+	for _, sr := range r.Slow {
+		if sr.Op == "GETATTR" {
+			exact = append(exact, float64(sr.Latency.Nanoseconds()))
+		}
+	}
+	if s == nil || uint64(len(exact)) != s.Count || s.Count < 300 {
+		t.Fatalf("GETATTR %+v, %d sent whole", s, len(exact))
+	}
+	slices.Sort(exact)
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		want := exact[int(math.Ceil(q*float64(len(exact))))-1]
+		got := s.Latency.Quantile(q)
+		t.Logf("p%g: %.0f ns, exact %.0f ns (%.2f%% off)", q*100, got, want, 100*math.Abs(got-want)/want)
+		if math.Abs(got-want)/want > 0.05 {
+			t.Errorf("p%g: %.0f ns, exact %.0f ns: more than 5%% off", q*100, got, want)
+		}
 	}
 }
