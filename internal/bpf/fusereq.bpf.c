@@ -378,6 +378,7 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
 	return s;
 }
 
+#include "names.bpf.h"
 #include "stages.bpf.h"
 
 /* A request's reply is complete (or it was aborted). With a tag (tp_btf),
@@ -546,7 +547,6 @@ END_BTF(fuse_end_btf_slow_files, 1, 0, 1)
 END_BTF(fuse_end_btf_stages_files, 0, 1, 1)
 END_BTF(fuse_end_btf_slow_stages_files, 1, 1, 1)
 
-#include "names.bpf.h"
 #include "pagecache.bpf.h"
 #include "calls.bpf.h"
 

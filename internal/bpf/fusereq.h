@@ -50,6 +50,7 @@ struct inflight_slot {
 	 * when it began writing the reply; 0 until seen. */
 	__u64 taken_ns;
 	__u64 replied_ns;
+	__u64 node; /* --stages: the request's node id, from the header the daemon read */
 };
 
 /* A request that took at least slower_ns (--slower): sent whole, as bcc's

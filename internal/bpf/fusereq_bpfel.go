@@ -87,6 +87,7 @@ type FuseReqInflightSlot struct {
 	_         [4]byte
 	TakenNs   uint64
 	RepliedNs uint64
+	Node      uint64
 }
 
 type FuseReqNodeKey struct {
@@ -268,6 +269,7 @@ const (
 	FuseReqVarIntervalEpoch              = "interval_epoch"
 	FuseReqVarReapAgeNs                  = "reap_age_ns"
 	FuseReqVarSlowerNs                   = "slower_ns"
+	FuseReqVarStageNames                 = "stage_names"
 	FuseReqVarStagesEmpty                = "stages_empty"
 	FuseReqVarUnusedNodeName             = "unused_node_name"
 	FuseReqVarUnusedSlowReq              = "unused_slow_req"
@@ -402,6 +404,7 @@ type FuseReqVariableSpecs struct {
 	IntervalEpoch  *ebpf.VariableSpec `ebpf:"interval_epoch"`
 	ReapAgeNs      *ebpf.VariableSpec `ebpf:"reap_age_ns"`
 	SlowerNs       *ebpf.VariableSpec `ebpf:"slower_ns"`
+	StageNames     *ebpf.VariableSpec `ebpf:"stage_names"`
 	StagesEmpty    *ebpf.VariableSpec `ebpf:"stages_empty"`
 	UnusedNodeName *ebpf.VariableSpec `ebpf:"unused_node_name"`
 	UnusedSlowReq  *ebpf.VariableSpec `ebpf:"unused_slow_req"`
@@ -498,6 +501,7 @@ type FuseReqVariables struct {
 	IntervalEpoch  *ebpf.Variable `ebpf:"interval_epoch"`
 	ReapAgeNs      *ebpf.Variable `ebpf:"reap_age_ns"`
 	SlowerNs       *ebpf.Variable `ebpf:"slower_ns"`
+	StageNames     *ebpf.Variable `ebpf:"stage_names"`
 	StagesEmpty    *ebpf.Variable `ebpf:"stages_empty"`
 	UnusedNodeName *ebpf.Variable `ebpf:"unused_node_name"`
 	UnusedSlowReq  *ebpf.Variable `ebpf:"unused_slow_req"`

@@ -204,8 +204,10 @@ static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 wa
 	if (want_len && h.len != want_len)
 		return;
 	struct inflight_slot *s = find_slot(conn, h.unique);
-	if (s && s->opcode == h.opcode && !s->taken_ns)
+	if (s && s->opcode == h.opcode && !s->taken_ns) {
+		s->node = h.nodeid;
 		s->taken_ns = ts;
+	}
 }
 
 static __always_inline __u64 iov_base(__u64 iov, __u64 *len)
@@ -218,17 +220,63 @@ static __always_inline __u64 iov_base(__u64 iov, __u64 *len)
 	return v.base;
 }
 
-/* The opcode of the request a reply answers, 0 if none is in flight. */
-static __always_inline __u32 mark_replied(__u32 conn, __u64 unique, __u64 ts)
+/* The request a reply answers, if it is in flight. */
+static __always_inline struct inflight_slot *mark_replied(__u32 conn, __u64 unique, __u64 ts)
 {
 	if (!unique)
 		return 0; /* a notification, not a reply */
 	struct inflight_slot *s = find_slot(conn, unique);
-	if (!s)
-		return 0;
-	if (!s->replied_ns)
+	if (s && !s->replied_ns)
 		s->replied_ns = ts;
-	return s->opcode;
+	return s;
+}
+
+/* --stages with names (--slower, --files): the entries of a READDIRPLUS
+ * reply name their nodes, which the kernel then uses without a LOOKUP.
+ * Their names are read from the reply the daemon writes: fuse_direntplus
+ * records, each a fuse_entry_out (the node id first) and a fuse_dirent
+ * (the name's length at 16, the name at 24), 8-byte aligned. */
+volatile const __u8 stage_names = 0;
+
+#define FUSE_READDIRPLUS 44
+#define DIRENTPLUS_NAME 152 /* sizeof(fuse_entry_out) + the name's offset in fuse_dirent */
+#define MAX_DIRENTS 64      /* entries named per reply */
+
+static __always_inline void learn_dirents(__u32 conn, __u64 dir, __u64 buf, __u64 len)
+{
+	__u64 off = 0;
+	for (int i = 0; i < MAX_DIRENTS; i++) {
+		if (off + DIRENTPLUS_NAME > len)
+			return;
+		__u64 node = 0;
+		__u32 namelen = 0;
+		if (bpf_probe_read_user(&node, sizeof(node), (void *)(buf + off)) ||
+		    bpf_probe_read_user(&namelen, sizeof(namelen), (void *)(buf + off + 144)))
+			return;
+		if (namelen == 0 || namelen > 255 || off + DIRENTPLUS_NAME + namelen > len)
+			return;
+		char dot[3] = {};
+		bpf_probe_read_user(dot, namelen < 3 ? namelen : 2, (void *)(buf + off + DIRENTPLUS_NAME));
+		int dots = (namelen == 1 && dot[0] == '.') || (namelen == 2 && dot[0] == '.' && dot[1] == '.');
+		struct node_key k = { .conn = conn, .node = node };
+		__u64 *sent = node ? bpf_map_lookup_elem(&names_sent, &k) : 0;
+		if (node && !dots && !(sent && *sent == dir)) {
+			struct node_name *e = bpf_ringbuf_reserve(&node_names, sizeof(*e), 0);
+			if (!e)
+				return;
+			e->conn = conn;
+			e->node = node;
+			e->parent = dir;
+			if (bpf_probe_read_user(e->name, namelen & 255, (void *)(buf + off + DIRENTPLUS_NAME))) {
+				bpf_ringbuf_discard(e, 0);
+				return;
+			}
+			e->name[namelen & 255] = 0;
+			bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+			bpf_map_update_elem(&names_sent, &k, &dir, BPF_ANY);
+		}
+		off += (DIRENTPLUS_NAME + namelen + 7) & ~7ULL;
+	}
 }
 
 /* Opens the daemon answered with FOPEN_PASSTHROUGH, per connection: their
@@ -377,9 +425,30 @@ static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u
 		t->hdr_unique = h.unique;
 		return;
 	}
-	__u32 opcode = mark_replied(conn, h.unique, now);
-	if ((opcode == FUSE_OPEN || opcode == FUSE_CREATE) && h.error == 0)
+	struct inflight_slot *s = mark_replied(conn, h.unique, now);
+	if (!s || h.error != 0)
+		return;
+	__u32 opcode = s->opcode;
+	if (opcode == FUSE_OPEN || opcode == FUSE_CREATE)
 		count_passthrough(conn, opcode, buf, len, iov, iovcnt);
+	if (stage_names && opcode == FUSE_READDIRPLUS) {
+		/* The entries follow the header in the same buffer (write), or
+		 * in the next non-empty iovec (libfuse: the second; go-fuse: the
+		 * third, after its empty fixed part). */
+		__u64 dir = s->node, plen = h.len - FUSE_OUT_HEADER_LEN;
+		if (len > FUSE_OUT_HEADER_LEN) {
+			learn_dirents(conn, dir, buf + FUSE_OUT_HEADER_LEN, plen);
+			return;
+		}
+		for (__u64 v = 1; v < 3 && v < iovcnt; v++) {
+			__u64 vlen = 0;
+			__u64 base = iov_base(iov + v * sizeof(struct iovec___user), &vlen);
+			if (base && vlen) {
+				learn_dirents(conn, dir, base, vlen < plen ? vlen : plen);
+				return;
+			}
+		}
+	}
 }
 
 SEC("tracepoint/syscalls/sys_enter_write")

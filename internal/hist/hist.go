@@ -79,6 +79,16 @@ func BucketHigh(i int) uint64 {
 	return 1<<uint(i+1) - 1
 }
 
+// Clone is a copy of h that shares nothing with it (Fine is a slice): what
+// a reader takes of a histogram another goroutine goes on adding to.
+func (h *Hist) Clone() Hist {
+	c := *h
+	if h.Fine != nil {
+		c.Fine = append([]uint64(nil), h.Fine...)
+	}
+	return c
+}
+
 // Add records one value of v nanoseconds.
 func (h *Hist) Add(v uint64) {
 	if h.Count == 0 || v < h.Min {

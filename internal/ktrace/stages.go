@@ -198,7 +198,7 @@ func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
 	repl := map[string]*ebpf.Map{
 		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
 		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
-		"passthrough_opens": t.maps.PassthroughOpens,
+		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}
 	if cost == StagesRawEmpty {

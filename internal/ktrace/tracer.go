@@ -243,6 +243,9 @@ func Start(opts Options) (*Tracer, error) {
 		}
 	}
 	names := opts.Slower > 0 || opts.Files
+	if names && opts.Stages {
+		consts["stage_names"] = uint8(1) // READDIRPLUS replies name their entries
+	}
 	if opts.Files {
 		if opts.Attach == AttachTracepoint {
 			return nil, fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id): leave out --attach tracepoint")

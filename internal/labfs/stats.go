@@ -53,7 +53,7 @@ func (d *daemonStats) profile(conn uint32) profile.Profile {
 		if s.lat.Count > 0 {
 			o := profile.OpStats{
 				Conn: conn, Opcode: uint32(i), Op: fuseproto.Opcode(i).String(),
-				Count: s.lat.Count, Errors: s.errors, ReqBytes: s.in, ReplyBytes: s.out, Latency: s.lat,
+				Count: s.lat.Count, Errors: s.errors, ReqBytes: s.in, ReplyBytes: s.out, Latency: s.lat.Clone(),
 			}
 			if len(s.errnos) > 0 {
 				o.Errnos = map[string]uint64{}

@@ -718,3 +718,54 @@ func TestTraceQuantilesWithinFivePercent(t *testing.T) {
 		}
 	}
 }
+
+// READDIRPLUS names its entries: the kernel instantiates them without a
+// LOOKUP, so their names come from the reply, which --stages reads as the
+// daemon writes it. After ls of a directory with readdirplus, stats of its
+// files (attributes not cached: a GETATTR each, no LOOKUP) are listed by
+// --files under their paths.
+func TestStagesReaddirplusNames(t *testing.T) {
+	cfg := labfs.Config{Readdirplus: "on", AttrTimeout: labfs.Timeout(0)}
+	src, mnt, _ := mountLabFS(t, cfg)
+	if err := os.Mkdir(filepath.Join(src, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(src, "d", fmt.Sprintf("f%02d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := connOf(t, mnt)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--stages", "--files", "1000", "--mount", mnt, "--no-hist", "-o", rec)
+	ents, err := os.ReadDir(filepath.Join(mnt, "d"))
+	if err != nil || len(ents) != n {
+		t.Fatalf("ls: %d entries, %v", len(ents), err)
+	}
+	for _, e := range ents {
+		if _, err := os.Stat(filepath.Join(mnt, "d", e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, conn)
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	if s := r.Profile.Find(conn, fuseproto.Readdirplus); s == nil {
+		t.Fatalf("no READDIRPLUS traced: %+v", r.Profile.Ops)
+	}
+	lookups := r.Profile.Find(conn, fuseproto.Lookup)
+	named := 0
+	for _, f := range r.Files {
+		if strings.HasPrefix(f.Path, "/d/f") {
+			named++
+		}
+	}
+	t.Logf("%d of %d files named; LOOKUPs %d", named, n, countOf(lookups))
+	if countOf(lookups) >= n {
+		t.Fatalf("%d LOOKUPs: the files were looked up, so READDIRPLUS did not name them", countOf(lookups))
+	}
+	if named != n {
+		t.Errorf("%d of the %d files stat'ed after ls are named, want all (files %+v)", named, n, r.Files)
+	}
+}
