@@ -3,9 +3,7 @@ package ktrace
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
@@ -53,24 +51,12 @@ func (t *Tracer) ReadNames(fn func(conn uint32, node, parent uint64, name string
 	if t.names == nil {
 		return nil
 	}
-	var rec ringbuf.Record
-	for {
-		t.names.SetDeadline(time.Now())
-		if err := t.names.ReadInto(&rec); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil
-			}
-			return fmt.Errorf("reading the file names: %w", err)
-		}
-		var e bpf.FuseReqNodeName
-		if len(rec.RawSample) < int(unsafe.Sizeof(e)) {
-			continue
-		}
-		e = *(*bpf.FuseReqNodeName)(unsafe.Pointer(&rec.RawSample[0]))
+	return drain(t.names, "the file names", func(e *bpf.FuseReqNodeName) {
 		fn(e.Conn, e.Node, e.Parent, cString(e.Name[:]))
-	}
+	})
 }
 
+// cString is the string a C char array holds, up to its first NUL.
 func cString(b []int8) string {
 	out := make([]byte, 0, len(b))
 	for _, c := range b {

@@ -432,27 +432,7 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 	if t.slow == nil {
 		return nil
 	}
-	var rec ringbuf.Record
-	for {
-		t.slow.SetDeadline(time.Now())
-		if err := t.slow.ReadInto(&rec); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil
-			}
-			return fmt.Errorf("reading the slow requests: %w", err)
-		}
-		var e bpf.FuseReqSlowReq
-		if len(rec.RawSample) < int(unsafe.Sizeof(e)) {
-			continue
-		}
-		e = *(*bpf.FuseReqSlowReq)(unsafe.Pointer(&rec.RawSample[0]))
-		comm := make([]byte, 0, len(e.Comm))
-		for _, c := range e.Comm {
-			if c == 0 {
-				break
-			}
-			comm = append(comm, byte(c))
-		}
+	return drain(t.slow, "the slow requests", func(e *bpf.FuseReqSlowReq) {
 		errno := ""
 		if e.Error < 0 {
 			errno = kernel.ErrnoName(int64(e.Error))
@@ -460,9 +440,31 @@ func (t *Tracer) ReadSlow(fn func(profile.SlowRequest)) error {
 		fn(profile.SlowRequest{
 			End:     t.clock.Wall(e.EndNs),
 			Latency: time.Duration(e.LatNs), Conn: e.Conn, Op: fuseproto.Opcode(e.Opcode).String(), Opcode: e.Opcode,
-			NodeID: e.Nodeid, PID: e.Pid, Comm: string(comm), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
+			NodeID: e.Nodeid, PID: e.Pid, Comm: cString(e.Comm[:]), ReqBytes: e.ReqLen, ReplyBytes: e.ReplyLen, Errno: errno,
 			Stages: stageDurations(e.StageNs), Interval: e.Epoch,
 		})
+	})
+}
+
+// drain calls fn with each record in a ring buffer now, as a T, and returns
+// without waiting for more: the programs submit without wakeups, and user
+// space reads on a timer.
+func drain[T any](r *ringbuf.Reader, what string, fn func(*T)) error {
+	var rec ringbuf.Record
+	for {
+		r.SetDeadline(time.Now())
+		if err := r.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+			return fmt.Errorf("reading %s: %w", what, err)
+		}
+		var e T
+		if len(rec.RawSample) < int(unsafe.Sizeof(e)) {
+			continue
+		}
+		e = *(*T)(unsafe.Pointer(&rec.RawSample[0]))
+		fn(&e)
 	}
 }
 
