@@ -252,7 +252,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
 		c: c, md: newMDCache(cfg.MDCacheTTL), wb: newWriteBehind(cfg.WriteBehind, c), lru: newInodeLRU(cfg.MaxInodes, c),
 		rda: newReaddirAhead(cfg.ReaddirAhead, c), lastClose: map[uint64]fileVersion{}, acls: newDefaultACLs(cfg.attrTimeout()),
-		shrinks: loop.shrinks,
+		shrinks: loop.shrinks, ord: newWriteOrder(&f.Config),
 	}
 	chunk := cfg.ReadChunk
 	if chunk == 0 {

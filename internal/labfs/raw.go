@@ -29,6 +29,7 @@ type labRaw struct {
 	pipe *pipeline     // nil unless --read-pipeline
 	lru  *inodeLRU     // nil unless --max-inodes
 	rda  *readdirAhead // nil unless --readdir-ahead
+	ord  *writeOrder   // nil where the kernel orders READ after WRITE itself
 
 	ctoMu     sync.Mutex
 	lastClose map[uint64]fileVersion // --invalidation cto
@@ -313,6 +314,7 @@ func (w *labRaw) fetchChunk(node, fh uint64, off int64, size int) ([]byte, bool)
 
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
 	start := monotonic()
+	w.ord.wait(in.NodeId, in.Unique, in.Offset, int(in.Size))
 	n, deferred := 0, false
 	w.serveFrom(start, fuseproto.Read, func(remote backend) (fuse.Status, int, int) {
 		w.wb.drain(in.NodeId, false)
@@ -356,6 +358,8 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 	for _, d := range data {
 		size += len(d)
 	}
+	applied := w.ord.begin(in.NodeId, in.Unique, in.Offset, size) // before the wait for a slot, which a later READ may pass
+	defer applied()
 	w.serve(fuseproto.Write, func(remote backend) (fuse.Status, int, int) {
 		node := in.NodeId
 		// The caches are dropped once the backend has the data: an answer

@@ -169,8 +169,8 @@ func TestModelCheckerReportsFailures(t *testing.T) {
 
 // coherence is what fsx -coherence -json prints.
 type coherence struct {
-	Writes, Reads, Stale, Torn, MaxLag uint64
-	MaxAge                             time.Duration
+	Writes, Reads, Stale, StaleVersions, Torn, MaxLag uint64
+	MaxAge                                            time.Duration
 }
 
 // runCoherence runs the coherence tester on a file of mnt for d.
@@ -197,22 +197,26 @@ func TestLabFSCoherence(t *testing.T) {
 			t.Parallel()
 			_, mnt := mountPlain(t, cfg)
 			c := runCoherence(t, mnt, 3*time.Second, "-readers", "2")
-			t.Logf("%d writes, %d reads: %d stale, %d torn", c.Writes, c.Reads, c.Stale, c.Torn)
+			t.Logf("%d writes, %d reads: %d stale (%d versions of blocks), %d torn", c.Writes, c.Reads, c.Stale, c.StaleVersions, c.Torn)
 			if c.Reads < 1000 || c.Writes < 1000 {
 				t.Errorf("only %d writes and %d reads in 3 s", c.Writes, c.Reads)
 			}
-			// With the kernel's page cache and auto_inval_data, about one
-			// read in a million returns a block older than a completed
-			// write (docs/labfs.md, "Coherence": seen with the binaries
-			// before and after issue 28, with and without splice and
-			// read-ahead, never without auto_inval_data): a known defect,
-			// held to that rate; every other mode to none.
+			// Where the kernel drops a file's pages while writes go on
+			// (auto_inval_data, close-to-open's opens), a READ of a
+			// dropped page may still be served before the WRITE that
+			// filled it: the daemon orders a READ after the WRITEs the
+			// kernel queued before it, but the kernel unlocks a written
+			// page before it queues the WRITE (docs/labfs.md,
+			// "Coherence"). Such a page is read stale until written
+			// again, by each reader: those modes are held to one such
+			// page per reader in a run, every other mode to none.
 			var limit uint64
-			if !cfg.DirectIO && !cfg.NoAutoInvalData {
-				limit = c.Reads / 100000
+			if !cfg.DirectIO && (!cfg.NoAutoInvalData || cfg.Invalidation == "cto") {
+				limit = 2
 			}
-			if c.Stale > limit {
-				t.Errorf("%d of %d reads returned a block older than a completed write (up to %d writes behind); at most %d allowed", c.Stale, c.Reads, c.MaxLag, limit)
+			if c.StaleVersions > limit {
+				t.Errorf("%d of %d reads returned a block older than a completed write (%d stale versions of blocks, up to %d writes behind); at most %d versions allowed",
+					c.Stale, c.Reads, c.StaleVersions, c.MaxLag, limit)
 			}
 		})
 	}

@@ -46,6 +46,10 @@ type CoherenceResult struct {
 	// that had completed (the writer's pwrite had returned) before the
 	// read began.
 	Stale uint64
+	// StaleVersions counts the distinct (block, version) pairs the stale
+	// reads returned, per reader: one page left stale in the page cache
+	// is read many times until it is written again.
+	StaleVersions uint64
 	// Torn counts reads that returned parts of two writes of a block: a
 	// read concurrent with a write may, on a native file system too.
 	Torn uint64
@@ -146,6 +150,7 @@ func Coherence(cfg CoherenceConfig) (CoherenceResult, error) {
 		res.Writes += r.Writes
 		res.Reads += r.Reads
 		res.Stale += r.Stale
+		res.StaleVersions += r.StaleVersions
 		res.Torn += r.Torn
 		res.MaxLag = max(res.MaxLag, r.MaxLag)
 		res.MaxAge = max(res.MaxAge, r.MaxAge)
@@ -219,6 +224,8 @@ func ServeCoherence(args []string) error {
 			res.Writes++
 		}
 	case "reader", "reopening-reader":
+		type version struct{ block, seq uint64 }
+		staleSeen := map[version]bool{}
 		for time.Now().Before(deadline) {
 			b := rng.IntN(blocks)
 			done := atomic.LoadUint64(published(b)) // completed before the read begins
@@ -243,6 +250,10 @@ func ServeCoherence(args []string) error {
 			}
 			if oldest < done {
 				res.Stale++
+				if v := (version{uint64(b), oldest}); !staleSeen[v] {
+					staleSeen[v] = true
+					res.StaleVersions++
+				}
 				res.MaxLag = max(res.MaxLag, done-oldest)
 				// The first write after the version read replaced it;
 				// if the history no longer goes back that far, its
