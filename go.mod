@@ -12,7 +12,16 @@ require (
 	gonum.org/v1/gonum v0.17.0
 )
 
-require github.com/inconshreveable/mousetrap v1.1.0 // indirect
+require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+	github.com/schollz/progressbar/v3 v3.19.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
+	golang.org/x/term v0.44.0 // indirect
+)
 
 // go-fuse v2.12.1 with a fix to its splice path (third_party/go-fuse/PATCHES.md).
 replace github.com/hanwen/go-fuse/v2 => ./third_party/go-fuse

@@ -68,7 +68,7 @@ Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		}
 		return checkExclusive(c)
 	}
-	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd())
+	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd())
 	for _, c := range allCommands(root) {
 		if c.Args != nil {
 			c.Args = withUsage(c.Args)

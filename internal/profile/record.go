@@ -58,12 +58,16 @@ type Record struct {
 	Calls []CallStats `json:"calls,omitempty"`
 	// Syscalls is the system-call report (fusescope syscalls).
 	Syscalls *SyscallReport `json:"syscalls,omitempty"`
+	// Bench is a bench run (fusescope bench).
+	Bench *BenchReport `json:"bench,omitempty"`
 }
 
 // HasRequests tells whether the record holds FUSE request statistics (a
 // quiet interval of a trace does, with no opcode in them); a record of
 // system calls alone does not.
-func (r *Record) HasRequests() bool { return r.Syscalls == nil || len(r.Profile.Ops) > 0 }
+func (r *Record) HasRequests() bool {
+	return (r.Syscalls == nil && r.Bench == nil) || len(r.Profile.Ops) > 0
+}
 
 // MarshalJSON leaves out the request statistics of a record that has none.
 func (r Record) MarshalJSON() ([]byte, error) {

@@ -45,6 +45,8 @@ func (r *Renderer) Render(rec *profile.Record) error {
 			return err
 		}
 		return rec.Write(r.W)
+	case r.Format.CSV && rec.Bench != nil:
+		return WriteBenchCSV(r.W, rec.Bench)
 	case r.Format.CSV:
 		err := WriteCSV(r.W, rec, r.Format.CountsOnly, !r.csvDone)
 		r.csvDone = true
@@ -75,6 +77,9 @@ func (r *Renderer) Render(rec *profile.Record) error {
 	}
 	if rec.Syscalls != nil {
 		return WriteSyscallsText(r.W, rec.Syscalls, 10)
+	}
+	if rec.Bench != nil {
+		return WriteBenchText(r.W, rec.Bench)
 	}
 	return nil
 }

@@ -1,0 +1,537 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/stats"
+)
+
+// Tracer records the FUSE requests of each run: Snapshot is cumulative,
+// the bench takes differences (ktrace's request source; nil: no traces).
+type Tracer interface {
+	Snapshot() (*profile.Record, error)
+	Poll() error
+}
+
+// Options are how a bench is run, beside its Spec.
+type Options struct {
+	Self string // the fusescope binary (for the lab file system)
+	// Trace opens the request tracer; nil or an error: runs have no
+	// trace, and a note says why.
+	Trace func() (Tracer, func(), error)
+	// Progress receives progress: a bar with ETA on a terminal, lines
+	// otherwise (Progress.Plain).
+	Progress Progress
+	// Now and the scratch directory's parent, for tests.
+	ScratchDir string
+}
+
+// Progress reports the bench's progress.
+type Progress interface {
+	Start(total int, what string)
+	// Step is called after each run, with what it was.
+	Step(done int, line string)
+	Finish()
+}
+
+// Run runs the bench and returns its report; the error is for what stops
+// the whole bench (no scratch file system, a signal). A configuration
+// that does not mount, or a workload that fails in one, is a note: the
+// rest goes on.
+func Run(ctx context.Context, spec *Spec, opt Options) (*profile.BenchReport, error) {
+	rep := &profile.BenchReport{
+		Name: spec.Name, Description: spec.Description, Baseline: spec.Baseline, Order: spec.Order, Seed: spec.Seed,
+		Repetitions: spec.Repetitions, Warmup: spec.Warmup, DropCaches: spec.DropCaches == nil || *spec.DropCaches,
+		Remount: spec.Remount, Scratch: spec.Scratch,
+	}
+	if rep.Seed == 0 {
+		rep.Seed = uint64(time.Now().UnixNano())
+	}
+	for _, w := range spec.Workloads {
+		if w.Fio != nil {
+			if _, err := exec.LookPath("fio"); err != nil {
+				return nil, errors.New("fio is not installed: install it (apt-get install fio), or leave out the fio workloads")
+			}
+			break
+		}
+	}
+	base, cleanup, err := makeScratch(spec, opt.ScratchDir)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	src := filepath.Join(base, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return nil, err
+	}
+	for _, w := range spec.Workloads {
+		if err := layout(w, src); err != nil {
+			return nil, fmt.Errorf("laying out workload %q's file: %w", w.Name, err)
+		}
+	}
+
+	var tracer Tracer
+	if spec.Trace == nil || *spec.Trace {
+		if opt.Trace != nil {
+			t, closeTracer, err := opt.Trace()
+			if err != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("runs are not traced: %v", err))
+			} else {
+				tracer = t
+				defer closeTracer()
+				rep.Traced = true
+			}
+		}
+	}
+	drop := func() error { return nil }
+	if rep.DropCaches {
+		drop = dropCaches
+	}
+
+	b := &bencher{spec: spec, opt: opt, rep: rep, src: src, base: base, tracer: tracer, drop: drop,
+		mounts: map[string]*mounted{}, broken: map[string]string{}}
+	defer b.unmountAll()
+	return rep, b.run(ctx)
+}
+
+type bencher struct {
+	spec   *Spec
+	opt    Options
+	rep    *profile.BenchReport
+	src    string
+	base   string
+	tracer Tracer
+	drop   func() error
+	mounts map[string]*mounted
+	// broken names the configurations that did not mount, and why.
+	broken map[string]string
+	seq    int
+}
+
+func (b *bencher) mnt(c Configuration) string {
+	return filepath.Join(b.base, "mnt-"+strings.Map(func(r rune) rune {
+		if r == '/' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, c.Name))
+}
+
+// mount makes c ready (again, under remount).
+func (b *bencher) mount(ctx context.Context, c Configuration) (*mounted, error) {
+	if m := b.mounts[c.Name]; m != nil {
+		return m, nil
+	}
+	if why, ok := b.broken[c.Name]; ok {
+		return nil, errors.New(why)
+	}
+	dir := b.mnt(c)
+	os.MkdirAll(dir, 0o755)
+	m, err := Mounter{Self: b.opt.Self}.Mount(ctx, c, b.src, dir)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.broken[c.Name] = err.Error()
+			b.rep.Notes = append(b.rep.Notes, err.Error()+": left out")
+		}
+		return nil, err
+	}
+	b.mounts[c.Name] = m
+	for i := range b.rep.Configs {
+		if b.rep.Configs[i].Name == c.Name {
+			b.rep.Configs[i].Conn = m.conn
+		}
+	}
+	for _, w := range b.spec.Workloads {
+		if err := setupShell(ctx, w, m.dir); err != nil {
+			b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("workload %q on %q: %v", w.Name, c.Name, err))
+		}
+	}
+	return m, nil
+}
+
+func (b *bencher) unmount(name string) {
+	if m := b.mounts[name]; m != nil {
+		if err := m.umount(); err != nil {
+			b.rep.Notes = append(b.rep.Notes, err.Error())
+		}
+		delete(b.mounts, name)
+	}
+}
+
+func (b *bencher) unmountAll() {
+	for name := range b.mounts {
+		b.unmount(name)
+	}
+}
+
+// order is the configurations' order in round r.
+func (b *bencher) order(r int, rng *rand.Rand) []Configuration {
+	cs := slices.Clone(b.spec.Configurations)
+	if b.spec.Order == "rotate" {
+		k := ((r % len(cs)) + len(cs)) % len(cs)
+		return append(cs[k:], cs[:k]...)
+	}
+	rng.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+	return cs
+}
+
+func (b *bencher) run(ctx context.Context) error {
+	spec, rep := b.spec, b.rep
+	for _, c := range spec.Configurations {
+		kind, detail := "mount", c.Mount
+		switch {
+		case c.Native:
+			kind, detail = "native", ""
+		case c.LabFS != nil:
+			kind, detail = "labfs", strings.Join(c.LabFS, " ")
+		}
+		rep.Configs = append(rep.Configs, profile.BenchConfiguration{Name: c.Name, Kind: kind, Detail: detail})
+	}
+	rng := rand.New(rand.NewPCG(rep.Seed, rep.Seed^0x9e3779b97f4a7c15))
+	nC, nW := len(spec.Configurations), len(spec.Workloads)
+	total := (spec.Warmup + spec.Repetitions) * nC * nW
+	if b.opt.Progress != nil {
+		b.opt.Progress.Start(total, fmt.Sprintf("%d configurations x %d workloads x %d runs", nC, nW, spec.Repetitions))
+		defer b.opt.Progress.Finish()
+	}
+	start := time.Now()
+	done := 0
+	for r := -spec.Warmup; r < spec.Repetitions; r++ {
+		if r >= 1 && spec.Budget > 0 && time.Since(start) > time.Duration(spec.Budget) {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("the time budget of %v ran out after %d of %d rounds", time.Duration(spec.Budget), r, spec.Repetitions))
+			break
+		}
+		for _, w := range spec.Workloads {
+			for _, c := range b.order(r, rng) {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				run := b.runOne(ctx, r, c, w)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				done++
+				if r >= 0 {
+					rep.Runs = append(rep.Runs, run)
+				}
+				if b.opt.Progress != nil {
+					b.opt.Progress.Step(done, progressLine(r, run))
+				}
+			}
+		}
+		if r >= 0 {
+			rep.Rounds = r + 1
+		}
+	}
+	summarise(rep, spec)
+	return nil
+}
+
+// decimals keeps about four significant digits without an exponent.
+func decimals(v float64) int {
+	switch v = abs(v); {
+	case v >= 1000:
+		return 0
+	case v >= 100:
+		return 1
+	case v >= 10:
+		return 2
+	}
+	return 3
+}
+
+func progressLine(r int, run profile.BenchRun) string {
+	what := fmt.Sprintf("round %d", r+1)
+	if r < 0 {
+		what = "warm-up"
+	}
+	fig := ""
+	switch {
+	case run.Error != "":
+		fig = "failed: " + run.Error
+	case len(run.Metrics) > 0:
+		fig = strconv.FormatFloat(run.Metrics[0].Value, 'f', decimals(run.Metrics[0].Value), 64) + " " + run.Metrics[0].Unit
+	}
+	return fmt.Sprintf("%s: %s on %s: %s", what, run.Workload, run.Configuration, fig)
+}
+
+// runOne runs workload w in configuration c, round r.
+func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload) profile.BenchRun {
+	b.seq++
+	run := profile.BenchRun{Round: r, Seq: b.seq, Configuration: c.Name, Workload: w.Name, Start: time.Now()}
+	if r < 0 {
+		run.Round = -1
+	}
+	if b.spec.Remount {
+		b.unmount(c.Name)
+	}
+	m, err := b.mount(ctx, c)
+	if err != nil {
+		run.Error = err.Error()
+		return run
+	}
+	var before *profile.Record
+	if b.tracer != nil && m.conn != 0 {
+		b.tracer.Poll() // let it find a daemon mounted since
+		before, _ = b.tracer.Snapshot()
+	}
+	env := runEnv{ctx: ctx, dir: m.dir, src: b.src, drop: b.drop}
+	begin := time.Now()
+	metrics, err := runWorkload(w, env)
+	run.Elapsed = time.Since(begin).Seconds()
+	if err != nil {
+		run.Error = err.Error()
+		if r >= 0 && ctx.Err() == nil {
+			b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("workload %q on %q, round %d: %v", w.Name, c.Name, r+1, err))
+		}
+		return run
+	}
+	run.Metrics = metrics
+	if before != nil {
+		if after, err := b.tracer.Snapshot(); err == nil {
+			if d, err := after.Profile.Sub(&before.Profile); err == nil {
+				d.Ops = slices.DeleteFunc(d.Ops, func(s profile.OpStats) bool { return s.Conn != m.conn })
+				d.SortByTime()
+				run.Requests = &d
+			}
+		}
+	}
+	return run
+}
+
+// summarise fills in the results: per workload, metric and configuration,
+// the summary of its rounds and the comparison with the baseline, paired
+// by round.
+func summarise(rep *profile.BenchReport, spec *Spec) {
+	type key struct{ w, m, c string }
+	values := map[key][]float64{}
+	byRound := map[key]map[int]float64{}
+	meta := map[[2]string]profile.BenchMetric{}
+	var order [][2]string
+	for _, run := range rep.Runs {
+		for _, m := range run.Metrics {
+			k := key{run.Workload, m.Name, run.Configuration}
+			values[k] = append(values[k], m.Value)
+			if byRound[k] == nil {
+				byRound[k] = map[int]float64{}
+			}
+			byRound[k][run.Round] = m.Value
+			wm := [2]string{run.Workload, m.Name}
+			if _, ok := meta[wm]; !ok {
+				meta[wm] = m
+			}
+		}
+	}
+	for _, w := range spec.Workloads {
+		for _, run := range rep.Runs {
+			if run.Workload != w.Name {
+				continue
+			}
+			for _, m := range run.Metrics {
+				wm := [2]string{w.Name, m.Name}
+				if !slices.Contains(order, wm) {
+					order = append(order, wm)
+				}
+			}
+		}
+	}
+	for _, wm := range order {
+		mt := meta[wm]
+		bk := key{wm[0], wm[1], spec.Baseline}
+		for _, c := range spec.Configurations {
+			k := key{wm[0], wm[1], c.Name}
+			v := values[k]
+			if len(v) == 0 {
+				continue
+			}
+			res := profile.BenchResult{Workload: wm[0], Metric: wm[1], Unit: mt.Unit, HigherIsBetter: mt.HigherIsBetter,
+				Configuration: c.Name, Values: v, Summary: stats.Describe(v)}
+			if c.Name != spec.Baseline && len(values[bk]) > 0 {
+				// Paired by round where both have every round.
+				var xs, bs []float64
+				for r, x := range byRound[k] {
+					if bv, ok := byRound[bk][r]; ok && bv > 0 && x > 0 {
+						xs, bs = append(xs, x), append(bs, bv)
+					}
+				}
+				paired := len(xs) == len(v) && len(bs) == len(values[bk])
+				if !paired {
+					xs, bs = v, values[bk]
+				}
+				cmp := stats.Compare(bs, xs, paired)
+				res.VsBaseline = &cmp
+			}
+			if res.Summary.N >= 3 && res.Summary.CV > profile.NoisyCV {
+				res.Noisy = noisyCause(rep, wm[0], c.Name, res)
+			}
+			rep.Results = append(rep.Results, res)
+		}
+	}
+	for _, p := range spec.Published {
+		pb := profile.BenchPublished{Workload: p.Workload, Configuration: p.Configuration, Published: p.Ratio, Source: p.Source}
+		for _, r := range rep.Results {
+			if r.Workload == p.Workload && r.Configuration == p.Configuration {
+				pb.Metric = r.Metric
+				if r.VsBaseline != nil {
+					pb.Measured = r.VsBaseline.Ratio
+				}
+				break // the workload's first metric
+			}
+		}
+		rep.Published = append(rep.Published, pb)
+	}
+}
+
+// noisyCause says what the traces show about a result that spread: the
+// run furthest from the median, and how its FUSE requests differ from the
+// others' (count, time in FUSE); or that the time was outside FUSE.
+func noisyCause(rep *profile.BenchReport, workload, config string, res profile.BenchResult) string {
+	med := res.Summary.Median
+	var outlier *profile.BenchRun
+	worst := -1.0
+	var reqs, fuseNs []float64
+	for i := range rep.Runs {
+		run := &rep.Runs[i]
+		if run.Workload != workload || run.Configuration != config || len(run.Metrics) == 0 {
+			continue
+		}
+		for _, m := range run.Metrics {
+			if m.Name != res.Metric {
+				continue
+			}
+			if d := abs(m.Value-med) / med; d > worst {
+				worst, outlier = d, run
+			}
+		}
+		if run.Requests != nil {
+			var n uint64
+			for _, s := range run.Requests.Ops {
+				n += s.Count
+			}
+			reqs = append(reqs, float64(n))
+			fuseNs = append(fuseNs, float64(run.Requests.TotalNs()))
+		}
+	}
+	msg := fmt.Sprintf("CV %.0f%% (over %.0f%%): round %d is %.0f%% off the median", 100*res.Summary.CV, 100*profile.NoisyCV, outlier.Round+1, 100*worst)
+	if outlier.Requests == nil || len(reqs) == 0 {
+		if i := slices.IndexFunc(rep.Configs, func(c profile.BenchConfiguration) bool { return c.Name == config }); i >= 0 && rep.Configs[i].Kind == "native" {
+			return msg + "; native runs make no FUSE requests to tell why"
+		}
+		return msg + "; no trace of the runs to tell why"
+	}
+	var n uint64
+	for _, s := range outlier.Requests.Ops {
+		n += s.Count
+	}
+	medReqs, medNs := stats.Median(reqs), stats.Median(fuseNs)
+	ns := float64(outlier.Requests.TotalNs())
+	switch {
+	case medReqs > 0 && abs(float64(n)-medReqs)/medReqs > 0.2:
+		return msg + fmt.Sprintf("; it made %d FUSE requests against a median of %.0f (caches, read-ahead or write-back differed)", n, medReqs)
+	case medNs > 0 && abs(ns-medNs)/medNs > 0.2:
+		return msg + fmt.Sprintf("; its requests took %.0f ms in FUSE against a median of %.0f ms (the daemon or its backend was slower)", ns/1e6, medNs/1e6)
+	}
+	return msg + "; its FUSE requests were as in the other runs: the time went outside FUSE (the machine, the disk)"
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// makeScratch makes the bench's scratch file system: ext4 with a journal
+// on a loop device (test/bench learnt that the VM's unjournalled ext4
+// checks for recently deleted inodes before it reuses any, which made the
+// order of the configurations show in file-creation rates), or a directory.
+func makeScratch(spec *Spec, parent string) (string, func(), error) {
+	if parent == "" {
+		parent = "/var/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "fusescope-bench-")
+	if err != nil {
+		return "", nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	if spec.Scratch == "tmp" {
+		return dir, func() { os.RemoveAll(dir) }, nil
+	}
+	size, _ := ParseSize(spec.ScratchSize)
+	img := dir + ".img"
+	fail := func(what string, err error, out []byte) (string, func(), error) {
+		os.Remove(img)
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("scratch ext4 file system: %s: %s (or set scratch: tmp)", what, firstLine(out, err))
+	}
+	f, err := os.Create(img)
+	if err != nil {
+		return fail("image", err, nil)
+	}
+	err = f.Truncate(size)
+	f.Close()
+	if err != nil {
+		return fail("image", err, nil)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-N", "262144", img).CombinedOutput(); err != nil {
+		return fail("mkfs.ext4", err, out)
+	}
+	out, err := exec.Command("losetup", "--direct-io=on", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		return fail("losetup", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	if out, err := exec.Command("mount", dev, dir).CombinedOutput(); err != nil {
+		exec.Command("losetup", "-d", dev).Run()
+		return fail("mount", err, out)
+	}
+	return dir, func() {
+		if exec.Command("umount", dir).Run() != nil {
+			exec.Command("umount", "-l", dir).Run()
+		}
+		exec.Command("losetup", "-d", dev).Run()
+		os.Remove(img)
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// Discard is a Progress that shows nothing.
+type Discard struct{}
+
+func (Discard) Start(int, string) {}
+func (Discard) Step(int, string)  {}
+func (Discard) Finish()           {}
+
+// Lines is a Progress of plain lines, for logs and pipes.
+type Lines struct {
+	W     io.Writer
+	total int
+	start time.Time
+}
+
+func (l *Lines) Start(total int, what string) {
+	l.total, l.start = total, time.Now()
+	fmt.Fprintf(l.W, "bench: %s, %d runs\n", what, total)
+}
+
+func (l *Lines) Step(done int, line string) {
+	eta := ""
+	if done > 0 && done < l.total {
+		left := time.Duration(float64(time.Since(l.start)) / float64(done) * float64(l.total-done))
+		eta = fmt.Sprintf(", about %v left", left.Round(time.Second))
+	}
+	fmt.Fprintf(l.W, "[%d/%d%s] %s\n", done, l.total, eta, line)
+}
+
+func (l *Lines) Finish() {}

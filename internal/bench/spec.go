@@ -1,0 +1,414 @@
+// Package bench drives fusescope bench: a matrix of file system
+// configurations and workloads, each pair run several times in an
+// interleaved, randomised order with caches dropped before each run, every
+// run's figures kept beside the FUSE trace of that run, and summarised with
+// the statistics of internal/stats.
+package bench
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Spec is a bench: what the YAML file (or a preset) says.
+type Spec struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Repetitions are the measured runs of each (configuration,
+	// workload); Warmup runs come before and are not kept.
+	Repetitions int `yaml:"repetitions"`
+	Warmup      int `yaml:"warmup"`
+	// Order is "random" (each round runs the configurations in an order
+	// of its own, shuffled with Seed) or "rotate" (each round starts one
+	// configuration further on).
+	Order string `yaml:"order"`
+	Seed  uint64 `yaml:"seed"`
+	// DropCaches drops the kernel's caches before each run (default on).
+	DropCaches *bool `yaml:"drop_caches"`
+	// Remount mounts each configuration anew before each run: cold runs.
+	Remount bool `yaml:"remount"`
+	// Budget stops the bench after the round that passes it (0: none).
+	Budget Duration `yaml:"budget"`
+	// Scratch is where the source directory lives: "ext4" (default) makes
+	// an ext4 file system with a journal on a loop device, "tmp" a
+	// directory under /var/tmp; ScratchSize is the ext4 image's size.
+	Scratch     string `yaml:"scratch"`
+	ScratchSize string `yaml:"scratch_size"`
+	// Trace records the FUSE requests of each run (default on).
+	Trace *bool `yaml:"trace"`
+	// Baseline names the configuration the others are compared with
+	// (default: the first).
+	Baseline       string          `yaml:"baseline"`
+	Configurations []Configuration `yaml:"configurations"`
+	Workloads      []Workload      `yaml:"workloads"`
+	// Published are the figures a preset reproduces.
+	Published []Published `yaml:"published"`
+}
+
+// Configuration is one file system under test, mounted over the bench's
+// source directory: the directory itself (native), the lab file system
+// with fs mount's options, or a mount command template.
+type Configuration struct {
+	Name   string   `yaml:"name"`
+	Native bool     `yaml:"native"`
+	LabFS  []string `yaml:"labfs"`
+	// Mount is a shell command with {src} and {mnt}; it may stay in the
+	// foreground (the bench waits for the mount to appear) or return.
+	Mount string `yaml:"mount"`
+	// Umount is a shell command with {mnt} (default: umount {mnt}).
+	Umount string `yaml:"umount"`
+	// MountTimeout is how long the mount may take to appear (default
+	// 30 s).
+	MountTimeout Duration `yaml:"mount_timeout"`
+	// Needs are commands that must be installed for this configuration.
+	Needs []string `yaml:"needs"`
+}
+
+// Workload is one thing to run in each configuration; exactly one kind is
+// set.
+type Workload struct {
+	Name  string            `yaml:"name"`
+	Fio   map[string]string `yaml:"fio"`
+	Cat   *CatWorkload      `yaml:"cat"`
+	Tree  *TreeWorkload     `yaml:"tree"`
+	Shell *ShellWorkload    `yaml:"shell"`
+}
+
+// CatWorkload reads a file of Size Times over (seed 003): one run's figure
+// is the mean MiB/s of the reads, with their spread and the best beside.
+type CatWorkload struct {
+	Size  string `yaml:"size"`
+	Times int    `yaml:"times"`
+	// Block is the size of each read (default 128k, GNU cat's).
+	Block string `yaml:"block"`
+}
+
+// TreeWorkload is the metadata tree: Files files in Dirs directories
+// created, stat'ed cold and warm, listed (readdir and ls -l) and deleted;
+// each phase's rate is a figure.
+type TreeWorkload struct {
+	Files int `yaml:"files"`
+	Dirs  int `yaml:"dirs"`
+}
+
+// ShellWorkload runs a command with sh -c in the mounted directory, after
+// Setup (run once per configuration and not timed). Without Metric the
+// figure is the elapsed time; with it, the first group of Metric (a regular
+// expression) in the command's output, in Unit.
+type ShellWorkload struct {
+	Run    string `yaml:"run"`
+	Setup  string `yaml:"setup"`
+	Metric string `yaml:"metric"`
+	Unit   string `yaml:"unit"`
+	// HigherIsBetter says which way the metric is better (elapsed time:
+	// lower).
+	HigherIsBetter bool `yaml:"higher_is_better"`
+}
+
+// Published is a figure a seed published: a configuration's ratio to the
+// baseline on a workload's first figure.
+type Published struct {
+	Workload      string  `yaml:"workload"`
+	Configuration string  `yaml:"configuration"`
+	Ratio         float64 `yaml:"ratio"`
+	Source        string  `yaml:"source"`
+}
+
+// Duration is a time.Duration written as "90s" in YAML.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration: give one such as 90s or 10m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Defaults.
+const (
+	DefaultRepetitions = 5
+	DefaultScratchSize = "4G"
+)
+
+//go:embed presets/*.yaml
+var presets embed.FS
+
+// Presets lists the presets' names.
+func Presets() []string {
+	ents, _ := presets.ReadDir("presets")
+	var names []string
+	for _, e := range ents {
+		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PresetYAML is a preset's YAML file, to print or start one's own from.
+func PresetYAML(name string) ([]byte, error) {
+	b, err := presets.ReadFile("presets/" + name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no preset %q: give one of %s", name, strings.Join(Presets(), ", "))
+	}
+	return b, nil
+}
+
+// LoadPreset parses a preset.
+func LoadPreset(name string) (*Spec, error) {
+	b, err := PresetYAML(name)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(bytes.NewReader(b), "preset "+name)
+}
+
+// Load parses a bench file.
+func Load(path string) (*Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench file: %w", err)
+	}
+	defer f.Close()
+	return Parse(f, path)
+}
+
+// yamlLine finds "line N: ..." in the YAML decoder's messages.
+var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)
+
+// Parse reads a bench from r (named name in errors), rejects keys it does
+// not know, fills in the defaults and checks the whole.
+func Parse(r io.Reader, name string) (*Spec, error) {
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty: give configurations and workloads", name)
+		}
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			err = errors.New(te.Errors[0])
+		}
+		msg := err.Error()
+		msg = strings.TrimPrefix(msg, "yaml: ")
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			what := strings.Replace(m[2], "field ", "key ", 1)
+			what = regexp.MustCompile(` in type bench\.\w+`).ReplaceAllString(what, "")
+			return nil, fmt.Errorf("%s, line %s: %s", name, m[1], what)
+		}
+		return nil, fmt.Errorf("%s: %s", name, msg)
+	}
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &s, nil
+}
+
+func (s *Spec) check() error {
+	if s.Repetitions == 0 {
+		s.Repetitions = DefaultRepetitions
+	}
+	if s.Repetitions < 1 || s.Warmup < 0 {
+		return fmt.Errorf("repetitions %d, warmup %d: give at least one repetition and no negative warm-up", s.Repetitions, s.Warmup)
+	}
+	switch s.Order {
+	case "":
+		s.Order = "random"
+	case "random", "rotate":
+	default:
+		return fmt.Errorf("order %q: give random or rotate", s.Order)
+	}
+	switch s.Scratch {
+	case "":
+		s.Scratch = "ext4"
+	case "ext4", "tmp":
+	default:
+		return fmt.Errorf("scratch %q: give ext4 (a journalled ext4 on a loop device) or tmp", s.Scratch)
+	}
+	if s.ScratchSize == "" {
+		s.ScratchSize = DefaultScratchSize
+	}
+	if _, err := ParseSize(s.ScratchSize); err != nil {
+		return fmt.Errorf("scratch_size: %w", err)
+	}
+	if len(s.Configurations) == 0 || len(s.Workloads) == 0 {
+		return errors.New("give at least one configuration and one workload")
+	}
+	seen := map[string]bool{}
+	for i := range s.Configurations {
+		c := &s.Configurations[i]
+		if c.Name == "" {
+			return fmt.Errorf("configuration %d has no name", i+1)
+		}
+		if seen["c "+c.Name] {
+			return fmt.Errorf("configuration %q is named twice", c.Name)
+		}
+		seen["c "+c.Name] = true
+		kinds := 0
+		if c.Native {
+			kinds++
+		}
+		if c.LabFS != nil {
+			kinds++
+		}
+		if c.Mount != "" {
+			kinds++
+			if !strings.Contains(c.Mount, "{mnt}") {
+				return fmt.Errorf("configuration %q: the mount template has no {mnt}", c.Name)
+			}
+		}
+		if kinds != 1 {
+			return fmt.Errorf("configuration %q: give exactly one of native: true, labfs: [options] or mount: TEMPLATE", c.Name)
+		}
+	}
+	if s.Baseline == "" {
+		s.Baseline = s.Configurations[0].Name
+	} else if !seen["c "+s.Baseline] {
+		return fmt.Errorf("baseline %q is not a configuration", s.Baseline)
+	}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		if w.Name == "" {
+			return fmt.Errorf("workload %d has no name", i+1)
+		}
+		if seen["w "+w.Name] {
+			return fmt.Errorf("workload %q is named twice", w.Name)
+		}
+		seen["w "+w.Name] = true
+		if err := w.check(); err != nil {
+			return fmt.Errorf("workload %q: %w", w.Name, err)
+		}
+	}
+	for _, p := range s.Published {
+		if !seen["w "+p.Workload] || !seen["c "+p.Configuration] {
+			return fmt.Errorf("published figure for %s on %s: no such workload or configuration", p.Configuration, p.Workload)
+		}
+	}
+	return nil
+}
+
+func (w *Workload) check() error {
+	kinds := 0
+	for _, set := range []bool{w.Fio != nil, w.Cat != nil, w.Tree != nil, w.Shell != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return errors.New("give exactly one of fio, cat, tree or shell")
+	}
+	switch {
+	case w.Fio != nil:
+		for _, k := range []string{"filename", "directory", "output-format", "output"} {
+			if _, ok := w.Fio[k]; ok {
+				return fmt.Errorf("fio option %s is the bench's to set: leave it out", k)
+			}
+		}
+		if w.Fio["size"] == "" && w.Fio["runtime"] == "" {
+			return errors.New("fio: give size (and runtime if you want a time limit)")
+		}
+	case w.Cat != nil:
+		if _, err := ParseSize(w.Cat.Size); err != nil {
+			return fmt.Errorf("cat size: %w", err)
+		}
+		if w.Cat.Times == 0 {
+			w.Cat.Times = 1
+		}
+		if w.Cat.Block == "" {
+			w.Cat.Block = "128k"
+		}
+		if _, err := ParseSize(w.Cat.Block); err != nil {
+			return fmt.Errorf("cat block: %w", err)
+		}
+		if w.Cat.Times < 0 {
+			return errors.New("cat: times must be positive")
+		}
+	case w.Tree != nil:
+		if w.Tree.Dirs == 0 {
+			w.Tree.Dirs = 1
+		}
+		if w.Tree.Files < 1 || w.Tree.Dirs < 1 {
+			return errors.New("tree: give files (and dirs) as positive numbers")
+		}
+	case w.Shell != nil:
+		if w.Shell.Run == "" {
+			return errors.New("shell: give run, the command")
+		}
+		if w.Shell.Metric != "" {
+			re, err := regexp.Compile(w.Shell.Metric)
+			if err != nil || re.NumSubexp() < 1 {
+				return fmt.Errorf("shell metric %q: give a regular expression with one group around the number", w.Shell.Metric)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseSize reads 64m, 1G, 4096 (bytes; k, m, g, t in powers of 1024).
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("kmgt", t[n-1]); i >= 0 {
+			mult = int64(1) << (10 * (i + 1))
+			t = t[:n-1]
+		}
+	}
+	var v int64
+	if _, err := fmt.Sscanf(t, "%d", &v); err != nil || v <= 0 || fmt.Sprint(v) != t {
+		return 0, fmt.Errorf("%q is not a size: give one such as 64m or 1g", s)
+	}
+	return v * mult, nil
+}
+
+// Only keeps the configurations and workloads named (none named: all).
+func (s *Spec) Only(configs, workloads []string) error {
+	pick := func(names []string, have func(string) bool, flag, what string) error {
+		for _, n := range names {
+			if !have(n) {
+				return fmt.Errorf("--%s %q: no such %s in this bench", flag, n, what)
+			}
+		}
+		return nil
+	}
+	hasC := func(n string) bool {
+		return slices.ContainsFunc(s.Configurations, func(c Configuration) bool { return c.Name == n })
+	}
+	hasW := func(n string) bool {
+		return slices.ContainsFunc(s.Workloads, func(w Workload) bool { return w.Name == n })
+	}
+	if err := pick(configs, hasC, "config", "configuration"); err != nil {
+		return err
+	}
+	if err := pick(workloads, hasW, "workload", "workload"); err != nil {
+		return err
+	}
+	if len(configs) > 0 {
+		if !slices.Contains(configs, s.Baseline) {
+			configs = append([]string{s.Baseline}, configs...)
+		}
+		s.Configurations = slices.DeleteFunc(s.Configurations, func(c Configuration) bool { return !slices.Contains(configs, c.Name) })
+	}
+	if len(workloads) > 0 {
+		s.Workloads = slices.DeleteFunc(s.Workloads, func(w Workload) bool { return !slices.Contains(workloads, w.Name) })
+	}
+	return nil
+}
+
+// Check fills in the defaults and checks a bench made or changed in code
+// (flags over a file).
+func Check(s *Spec) error { return s.check() }

@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"io"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/fusescope/fusescope/internal/ktrace"
+)
+
+// OpenTracer traces every FUSE connection's requests for the bench, with
+// their stages where the kernel allows it; a run's requests are the
+// difference of two snapshots, kept for its configuration's connection.
+func OpenTracer() (Tracer, func(), error) {
+	cfg := ktrace.RequestConfig{Options: ktrace.Options{ReapAge: ktrace.DefaultReapAge, Attach: ktrace.AttachAuto, Stages: true}}
+	s, err := ktrace.OpenRequests(cfg)
+	if err != nil {
+		cfg.Stages = false
+		if s, err = ktrace.OpenRequests(cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	return s, func() { s.Close() }, nil
+}
+
+// Bar is a Progress bar with the runs done, the rate and the time left,
+// for a terminal.
+type Bar struct {
+	W   io.Writer
+	bar *progressbar.ProgressBar
+}
+
+func (b *Bar) Start(total int, what string) {
+	b.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(b.W), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionFullWidth(),
+		progressbar.OptionClearOnFinish(), progressbar.OptionShowElapsedTimeOnFinish())
+}
+
+func (b *Bar) Step(done int, line string) {
+	b.bar.Describe(line)
+	b.bar.Set(done)
+}
+
+func (b *Bar) Finish() { b.bar.Finish() }

@@ -1,0 +1,212 @@
+package report
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/stats"
+)
+
+// WriteBenchText prints a bench: per workload and metric a table in the
+// seeds' style (mean ±% of the 95% interval), the ratio to the baseline
+// with its interval and benchstat's "~" where the spread cannot support a
+// difference, the FUSE requests per run from the traces, then the
+// published figures, the noisy results and the notes.
+func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
+	order := b.Order
+	if order == "random" {
+		order = fmt.Sprintf("random order, seed %d", b.Seed)
+	} else {
+		order += " order"
+	}
+	caches := "caches dropped before each run"
+	if !b.DropCaches {
+		caches = "caches kept"
+	}
+	if b.Remount {
+		caches += ", remounted (cold)"
+	}
+	fmt.Fprintf(w, "bench %s: %s, %d of %d rounds (%s), %d warm-up; %s; scratch %s; baseline %s\n",
+		b.Name, plural(len(b.Configs), "configuration", "configurations"), b.Rounds, b.Repetitions, order, b.Warmup, caches, b.Scratch, b.Baseline)
+	reqs := requestsPerRun(b)
+	var noisy []string
+	last := ""
+	for i, r := range b.Results {
+		if r.Workload+"\x00"+r.Metric != last {
+			last = r.Workload + "\x00" + r.Metric
+			better := "lower is better"
+			if r.HigherIsBetter {
+				better = "higher is better"
+			}
+			fmt.Fprintf(w, "\n%s: %s (%s, %s)\n", r.Workload, r.Metric, r.Unit, better)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintf(tw, "configuration\tmean ±95%%\tmedian\tmin\tmax\tCV\tvs %s [95%% CI]\tdelta\tp\tFUSE reqs/run\t\n", b.Baseline)
+			for _, r := range b.Results[i:] {
+				if r.Workload+"\x00"+r.Metric != last {
+					break
+				}
+				s := r.Summary
+				ratio, delta, p := "-", "", ""
+				if c := r.VsBaseline; c != nil {
+					ratio = fmt.Sprintf("%.3gx", c.Ratio)
+					if c.Paired {
+						ratio += fmt.Sprintf(" [%.3g, %.3g]", c.CILow, c.CIHigh)
+					}
+					delta, p = c.Delta(), fmt.Sprintf("p=%.3f", c.P)
+				}
+				rq := "-"
+				if v, ok := reqs[r.Workload+"\x00"+r.Configuration]; ok {
+					rq = v
+				}
+				fmt.Fprintf(tw, "%s\t%s ±%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t\n", r.Configuration, num(s.Mean), percent(s.HalfWidthFraction),
+					num(s.Median), num(s.Min), num(s.Max), 100*s.CV, ratio, delta, p, rq)
+				if r.Noisy != "" {
+					noisy = append(noisy, fmt.Sprintf("%s on %s (%s): %s", r.Workload, r.Configuration, r.Metric, r.Noisy))
+				}
+			}
+			tw.Flush()
+		}
+	}
+	if notes := lowPowerNotes(b); len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	if len(b.Published) > 0 {
+		fmt.Fprintf(w, "\nPublished figures beside this run's (ratio to %s):\n", b.Baseline)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "workload\tconfiguration\tpublished\tmeasured\tsource")
+		for _, p := range b.Published {
+			m := "not measured"
+			if p.Measured > 0 {
+				m = fmt.Sprintf("%.2fx", p.Measured)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%s\t%s\n", p.Workload, p.Configuration, p.Published, m, p.Source)
+		}
+		tw.Flush()
+	}
+	if len(noisy) > 0 {
+		fmt.Fprintln(w, "\nNoisy results (coefficient of variation above 10%):")
+		for _, n := range noisy {
+			fmt.Fprintln(w, "  "+n)
+		}
+	}
+	if len(b.Notes) > 0 {
+		fmt.Fprintln(w, "\nNotes:")
+		for _, n := range b.Notes {
+			fmt.Fprintln(w, "  "+n)
+		}
+	}
+	return nil
+}
+
+// lowPowerNotes says, once, when the rank test cannot reach its level at
+// all with this many rounds.
+func lowPowerNotes(b *profile.BenchReport) []string {
+	for _, r := range b.Results {
+		if r.VsBaseline != nil && r.VsBaseline.Note != "" {
+			return []string{fmt.Sprintf("~: the rank test %s; run more repetitions.", r.VsBaseline.Note)}
+		}
+	}
+	return nil
+}
+
+// requestsPerRun is, per workload and configuration, the median number of
+// FUSE requests of a run and its three most time-consuming opcodes.
+func requestsPerRun(b *profile.BenchReport) map[string]string {
+	counts := map[string][]float64{}
+	opTime := map[string]map[fuseproto.Opcode]uint64{}
+	for _, run := range b.Runs {
+		if run.Requests == nil {
+			continue
+		}
+		k := run.Workload + "\x00" + run.Configuration
+		var n uint64
+		if opTime[k] == nil {
+			opTime[k] = map[fuseproto.Opcode]uint64{}
+		}
+		for _, s := range run.Requests.Ops {
+			n += s.Count
+			opTime[k][fuseproto.Opcode(s.Opcode)] += s.Latency.Sum
+		}
+		counts[k] = append(counts[k], float64(n))
+	}
+	out := map[string]string{}
+	for k, c := range counts {
+		ops := make([]fuseproto.Opcode, 0, len(opTime[k]))
+		for op := range opTime[k] {
+			ops = append(ops, op)
+		}
+		sort.Slice(ops, func(i, j int) bool { return opTime[k][ops[i]] > opTime[k][ops[j]] })
+		names := make([]string, 0, 3)
+		for _, op := range ops[:min(3, len(ops))] {
+			names = append(names, op.String())
+		}
+		s := fmt.Sprintf("%.0f", stats.Median(c))
+		if len(names) > 0 {
+			s += " (" + strings.Join(names, ",") + ")"
+		}
+		out[k] = s
+	}
+	return out
+}
+
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100 || v <= -100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10 || v <= -10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+func percent(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
+
+// BenchCSVColumns are the columns of a bench's CSV: one row per run and
+// figure. New columns are only ever appended.
+var BenchCSVColumns = []string{"bench", "round", "seq", "configuration", "workload", "metric", "unit", "value",
+	"higher_is_better", "start", "elapsed_s", "error", "fuse_requests", "fuse_ns"}
+
+// WriteBenchCSV writes every run of the bench, a row per figure (a failed
+// run: one row with its error).
+func WriteBenchCSV(w io.Writer, b *profile.BenchReport) error {
+	cw := csv.NewWriter(w)
+	cw.Write(BenchCSVColumns)
+	for _, run := range b.Runs {
+		var reqs, ns string
+		if run.Requests != nil {
+			var n uint64
+			for _, s := range run.Requests.Ops {
+				n += s.Count
+			}
+			reqs, ns = strconv.FormatUint(n, 10), strconv.FormatUint(run.Requests.TotalNs(), 10)
+		}
+		row := func(m profile.BenchMetric) []string {
+			return []string{b.Name, strconv.Itoa(run.Round + 1), strconv.Itoa(run.Seq), run.Configuration, run.Workload, m.Name, m.Unit,
+				strconv.FormatFloat(m.Value, 'g', -1, 64), strconv.FormatBool(m.HigherIsBetter), run.Start.UTC().Format(time.RFC3339Nano),
+				strconv.FormatFloat(run.Elapsed, 'f', 6, 64), run.Error, reqs, ns}
+		}
+		if len(run.Metrics) == 0 {
+			r := row(profile.BenchMetric{})
+			r[7], r[8] = "", ""
+			cw.Write(r)
+		}
+		for _, m := range run.Metrics {
+			cw.Write(row(m))
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+)
+
+// benchMounts lists what is mounted under the bench's scratch directories.
+func benchMounts(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "fusescope-bench-") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// The quick preset end to end, two rounds: every run is there with its
+// figures and its trace, and the traces hold exactly the requests the
+// workloads make where the kernel caches nothing (the lab file system
+// with direct_io and timeouts 0): a CREATE and an UNLINK per file of the
+// tree, and the file's bytes read by each cat. The summaries compare every
+// configuration with the baseline, and nothing is left mounted.
+func TestBenchQuickPreset(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(fusescopeBin, "bench", "--preset", "quick", "-n", "2", "--seed", "7", "-o", rec)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	r := loadRecord(t, rec)
+	b := r.Bench
+	if b == nil || b.Rounds != 2 || len(b.Runs) != 2*3*2 || !b.Traced {
+		t.Fatalf("record: %+v", b)
+	}
+	for _, run := range b.Runs {
+		if run.Error != "" || len(run.Metrics) == 0 || run.Metrics[0].Value <= 0 {
+			t.Errorf("run %+v: want figures and no error", run)
+		}
+		if run.Configuration != "labfs-nocache" {
+			continue
+		}
+		if run.Requests == nil {
+			t.Fatalf("run %d of %s on %s has no trace", run.Seq, run.Workload, run.Configuration)
+		}
+		count := func(op fuseproto.Opcode) (n, bytes uint64) {
+			for _, s := range run.Requests.Ops {
+				if fuseproto.Opcode(s.Opcode) == op {
+					n += s.Count
+					bytes += s.ReplyBytes
+				}
+			}
+			return
+		}
+		switch run.Workload {
+		case "tree":
+			c, _ := count(fuseproto.Create)
+			u, _ := count(fuseproto.Unlink)
+			if c != 300 || u != 300 {
+				t.Errorf("tree on nocache: %d CREATEs and %d UNLINKs traced, the workload made 300 of each", c, u)
+			}
+		case "cat":
+			// Replies count their 16-byte headers; under direct_io each
+			// of cat's reads of 128 KiB is a READ, and one more finds
+			// the end.
+			n, bytes := count(fuseproto.Read)
+			if bytes-16*n != 2*16<<20 || n != 2*(128+1) {
+				t.Errorf("cat on nocache: %d READs of %d bytes (headers included) traced, the workload read 2 x 16 MiB in reads of 128 KiB", n, bytes)
+			}
+		}
+	}
+	var compared int
+	for _, res := range b.Results {
+		if res.Summary.N != 2 {
+			t.Errorf("result %s/%s on %s: %d values, want 2", res.Workload, res.Metric, res.Configuration, res.Summary.N)
+		}
+		if res.Configuration == "native" {
+			if res.VsBaseline != nil {
+				t.Errorf("the baseline compared with itself: %+v", res)
+			}
+			continue
+		}
+		if res.VsBaseline == nil || !res.VsBaseline.Paired || res.VsBaseline.Ratio <= 0 {
+			t.Errorf("result %s/%s on %s: no paired comparison with native: %+v", res.Workload, res.Metric, res.Configuration, res.VsBaseline)
+		}
+		compared++
+	}
+	if compared == 0 {
+		t.Error("nothing was compared with the baseline")
+	}
+	for _, want := range []string{"cat: read (MiB/s, higher is better)", "vs native [95% CI]", "labfs-nocache", "~"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the table lacks %q", want)
+		}
+	}
+	if m := benchMounts(t); len(m) > 0 {
+		t.Errorf("left mounted: %v", m)
+	}
+}
+
+// Bad input and failures: one line each, and the rest of the matrix goes
+// on where it can.
+func TestBenchErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"bad key", []string{write("key.yaml", "repetitions: 2\nconfigurations:\n  - name: a\n    nativ: true\n")}, nil, "key.yaml, line 4: key nativ not found"},
+		{"no fio", []string{"--native", "--fio", "r=rw=read,size=1m"}, []string{"PATH=/nonexistent"}, "fio is not installed"},
+		{"no bench", nil, nil, "give a bench file, --preset NAME"},
+		{"unknown preset", []string{"--preset", "fast"}, nil, `no preset "fast"`},
+		{"preset and flags", []string{"--preset", "quick", "--fio", "r=size=1m"}, nil, "leave out --native"},
+		{"quick flag", []string{"--native", "--labfs", "nameless"}, nil, `--labfs "nameless": give NAME=VALUE`},
+		{"unknown config", []string{"--preset", "quick", "--config", "zfs"}, nil, `--config "zfs": no such configuration`},
+		{"no repetitions", []string{"--preset", "quick", "-n", "0"}, nil, "at least one repetition"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(fusescopeBin, append([]string{"bench"}, c.args...)...)
+			if c.env != nil {
+				cmd.Env = append(os.Environ(), c.env...)
+			}
+			out, err := cmd.CombinedOutput()
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if err == nil || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("fusescope bench %v: %v\n%s\nwant one line with %q", c.args, err, out, c.want)
+			}
+		})
+	}
+
+	// A template that fails, one that never mounts and a workload that
+	// fails in one configuration are notes; the native runs go on.
+	spec := write("partial.yaml", `repetitions: 2
+scratch: tmp
+trace: false
+configurations:
+  - {name: native, native: true}
+  - {name: broken, mount: "echo no such file system >&2; false {mnt}"}
+  - {name: never, mount: "sleep 60 # {mnt}", mount_timeout: 1s}
+  - {name: lab, labfs: [--preset, default]}
+workloads:
+  - name: only-native
+    shell: {run: "stat -f -c %T . | grep -qv fuse"}
+`)
+	out, err := exec.Command(fusescopeBin, "bench", spec).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench with failing configurations: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`configuration "broken": the mount command failed: no such file system: left out`,
+		`configuration "never": nothing was mounted at`,
+		`workload "only-native" on "lab", round 1:`,
+		"only-native: elapsed (s, lower is better)",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if m := benchMounts(t); len(m) > 0 {
+		t.Errorf("left mounted: %v", m)
+	}
+}
+
+// SIGINT and SIGTERM in the middle of a bench unmount everything it
+// mounted and say so in one line.
+func TestBenchInterrupted(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(fusescopeBin, "bench", "--scratch", "tmp", "--no-trace", "-n", "50",
+				"--labfs", "lab=--preset default", "--shell", "nap=sleep 0.2")
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the bench's mount", func() bool { return len(benchMounts(t)) > 0 })
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			if err == nil || !strings.Contains(out.String(), "bench interrupted: everything it mounted is unmounted") {
+				t.Errorf("after %v: %v\n%s", sig, err, out.String())
+			}
+			if m := benchMounts(t); len(m) > 0 {
+				t.Errorf("left mounted after %v: %v", sig, m)
+			}
+		})
+	}
+}
