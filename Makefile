@@ -16,7 +16,7 @@ DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpr
 	gcc:gcc sshfs:sshfs /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client
 DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
 
-.PHONY: all build generate check-generated lint test unit e2e test-kernels bench demo deps clean
+.PHONY: all build generate check-generated lint test unit e2e test-kernels bench demo deps clean peers
 
 all: build
 
@@ -77,10 +77,21 @@ test-kernels:
 	test/kernels/run.sh
 
 # Benchmarks, not tests: they print the tables of docs/performance.md.
-bench: build
+# The peers fusescope bench's presets compare with: go-fuse's loopback
+# example and libfuse 3.18's passthrough_hp (from Debian sid's fuse3 source),
+# in .cache/peers, which make bench puts on PATH.
+PEERS := $(CURDIR)/.cache/peers
+peers:
+	@scripts/libfuse-examples.sh
+	@mkdir -p $(PEERS)
+	$(GO) build -o $(PEERS)/gofuse-loopback ./test/bench/loopback
+	ln -sf $(CURDIR)/.cache/libfuse/build/example/passthrough_hp $(PEERS)/passthrough_hp
+	@echo "peers built: PATH=$(PEERS):\$$PATH fusescope bench --preset passthrough"
+
+bench: build peers
 	@scripts/deps.sh $(DEPS_BENCH)
 	@command -v cargo >/dev/null && { command -v strace-analyzer >/dev/null || [ -x $$HOME/.cargo/bin/strace-analyzer ] || cargo install -q strace-analyzer; } || true
-	FUSESCOPE_BENCH=1 $(GO) test -count=1 -timeout 90m -run 'Bench' -v ./test/bench/ | grep -v '^=== RUN'
+	PATH=$(PEERS):$$PATH FUSESCOPE_BENCH=1 $(GO) test -count=1 -timeout 90m -run 'Bench' -v ./test/bench/ | grep -v '^=== RUN'
 
 demo: build
 	@scripts/deps.sh $(DEPS_RUN)

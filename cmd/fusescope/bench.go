@@ -25,6 +25,7 @@ func newBenchCmd() *cobra.Command {
 	var (
 		preset, printPreset, recordTo, order, scratch string
 		reps, warmup                                  int
+		scale                                         float64
 		seed                                          uint64
 		budget                                        time.Duration
 		remount, noDrop, noTrace, listPresets         bool
@@ -58,6 +59,9 @@ the seeds' experiments beside its published figures; flags make a quick one:
   fusescope bench --native --mount bindfs="bindfs {src} {mnt}" --shell untar="tar xf /tmp/src.tar"`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// First: a signal from here on unmounts what the bench mounted.
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
 			switch {
 			case listPresets:
 				for _, p := range bench.Presets() {
@@ -108,6 +112,11 @@ the seeds' experiments beside its published figures; flags make a quick one:
 			if noTrace {
 				spec.Trace = new(bool)
 			}
+			if f.Changed("scale") {
+				if err := spec.Scale(scale); err != nil {
+					return err
+				}
+			}
 			if err := spec.Only(configs, workloads); err != nil {
 				return err
 			}
@@ -126,8 +135,6 @@ the seeds' experiments beside its published figures; flags make a quick one:
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				opt.Progress = &bench.Bar{W: os.Stderr}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-			defer stop()
 			start := time.Now()
 			rep, err := bench.Run(ctx, spec, opt)
 			if err != nil {
@@ -156,6 +163,7 @@ the seeds' experiments beside its published figures; flags make a quick one:
 	f.DurationVar(&budget, "budget", 0, "stop after the round that passes this time (e.g. 10m)")
 	f.StringVar(&order, "order", "random", "order of the configurations in a round: random or rotate")
 	f.StringVar(&scratch, "scratch", "ext4", "source file system: ext4 (journalled, on a loop device) or tmp (a directory in /var/tmp)")
+	f.Float64Var(&scale, "scale", 1, "multiply the workloads' sizes and file counts by this factor")
 	f.BoolVar(&remount, "remount", false, "mount each configuration anew before each run (cold runs)")
 	f.BoolVar(&noDrop, "no-drop-caches", false, "keep the kernel's caches between runs")
 	f.BoolVar(&noTrace, "no-trace", false, "do not record the FUSE requests of each run")

@@ -51,7 +51,10 @@ func (m Mounter) Mount(ctx context.Context, c Configuration, src, mnt string) (*
 		return &mounted{dir: src, umount: func() error { return nil }}, nil
 	case c.LabFS != nil:
 		args := append(append([]string{"fs", "mount", "--background"}, c.LabFS...), src, mnt)
-		if out, err := exec.CommandContext(ctx, m.Self, args...).CombinedOutput(); err != nil {
+		// Not stopped by ctx: killed half-way it could leave a mount
+		// no one knows of; it takes a moment, and ctx is checked after.
+		if out, err := exec.Command(m.Self, args...).CombinedOutput(); err != nil {
+			detach(mnt)
 			return nil, fmt.Errorf("configuration %q: fusescope fs mount failed: %s", c.Name, firstLine(out, err))
 		}
 		umount := func() error {
@@ -132,6 +135,7 @@ func (m Mounter) mountTemplate(ctx context.Context, c Configuration, src, mnt st
 			if !exitedOK {
 				stop()
 			}
+			detach(mnt)
 			return nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -141,6 +145,15 @@ func (m Mounter) mountTemplate(ctx context.Context, c Configuration, src, mnt st
 			}
 			exec.Command("umount", "-l", mnt).Run()
 			return nil, fmt.Errorf("configuration %q: nothing was mounted at %s within %v of running %q (mount_timeout sets the wait)", c.Name, mnt, wait, c.Mount)
+		}
+	}
+}
+
+// detach unmounts whatever a failed or interrupted mount left at mnt.
+func detach(mnt string) {
+	if m, err := fuseconn.TopMount(mnt); err == nil && m != nil {
+		if exec.Command("umount", mnt).Run() != nil {
+			exec.Command("umount", "-l", mnt).Run()
 		}
 	}
 }

@@ -10,10 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/stats"
 )
@@ -22,7 +26,8 @@ import (
 // the bench takes differences (ktrace's request source; nil: no traces).
 type Tracer interface {
 	Snapshot() (*profile.Record, error)
-	Poll() error
+	// WatchDaemons finds the daemons of mounts made since, for stages.
+	WatchDaemons() error
 }
 
 // Options are how a bench is run, beside its Spec.
@@ -67,6 +72,7 @@ func Run(ctx context.Context, spec *Spec, opt Options) (*profile.BenchReport, er
 			break
 		}
 	}
+	rep.Notes = append(rep.Notes, CleanStale(opt.ScratchDir)...)
 	base, cleanup, err := makeScratch(spec, opt.ScratchDir)
 	if err != nil {
 		return nil, err
@@ -82,28 +88,47 @@ func Run(ctx context.Context, spec *Spec, opt Options) (*profile.BenchReport, er
 		}
 	}
 
-	var tracer Tracer
-	if spec.Trace == nil || *spec.Trace {
-		if opt.Trace != nil {
-			t, closeTracer, err := opt.Trace()
-			if err != nil {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("runs are not traced: %v", err))
-			} else {
-				tracer = t
-				defer closeTracer()
-				rep.Traced = true
-			}
-		}
-	}
 	drop := func() error { return nil }
 	if rep.DropCaches {
 		drop = dropCaches
 	}
-
-	b := &bencher{spec: spec, opt: opt, rep: rep, src: src, base: base, tracer: tracer, drop: drop,
+	b := &bencher{spec: spec, opt: opt, rep: rep, src: src, base: base, drop: drop,
 		mounts: map[string]*mounted{}, broken: map[string]string{}}
+	defer b.closeTracer()
+	if spec.Trace == nil || *spec.Trace {
+		if opt.Trace == nil {
+			rep.Notes = append(rep.Notes, "runs are not traced: no tracer")
+		} else if err := b.openTracer(); err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("runs are not traced: %v", err))
+		} else {
+			rep.Traced = true
+			// Untraced configurations beside traced ones (trace: false)
+			// run with the programs detached: they are attached for
+			// each traced run.
+			if slices.ContainsFunc(spec.Configurations, func(c Configuration) bool { return c.Trace != nil && !*c.Trace }) {
+				b.perRun = true
+				b.closeTracer()
+			}
+		}
+	}
 	defer b.unmountAll()
 	return rep, b.run(ctx)
+}
+
+func (b *bencher) openTracer() error {
+	t, closeTracer, err := b.opt.Trace()
+	if err != nil {
+		return err
+	}
+	b.tracer, b.untrace = t, closeTracer
+	return nil
+}
+
+func (b *bencher) closeTracer() {
+	if b.untrace != nil {
+		b.untrace()
+	}
+	b.tracer, b.untrace = nil, nil
 }
 
 type bencher struct {
@@ -113,8 +138,12 @@ type bencher struct {
 	src    string
 	base   string
 	tracer Tracer
-	drop   func() error
-	mounts map[string]*mounted
+	// untrace closes the tracer; perRun: it is opened for each traced
+	// run only, as some configurations are not traced.
+	untrace func()
+	perRun  bool
+	drop    func() error
+	mounts  map[string]*mounted
 	// broken names the configurations that did not mount, and why.
 	broken map[string]string
 	seq    int
@@ -140,6 +169,10 @@ func (b *bencher) mount(ctx context.Context, c Configuration) (*mounted, error) 
 	dir := b.mnt(c)
 	os.MkdirAll(dir, 0o755)
 	m, err := Mounter{Self: b.opt.Self}.Mount(ctx, c, b.src, dir)
+	if err == nil && ctx.Err() != nil {
+		m.umount() // mounted as the bench was stopped
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			b.broken[c.Name] = err.Error()
@@ -283,8 +316,15 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 		return run
 	}
 	var before *profile.Record
-	if b.tracer != nil && m.conn != 0 {
-		b.tracer.Poll() // let it find a daemon mounted since
+	traced := b.rep.Traced && m.conn != 0 && (c.Trace == nil || *c.Trace)
+	if traced && b.perRun {
+		if err := b.openTracer(); err != nil {
+			b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("run %d is not traced: %v", run.Seq, err))
+		}
+		defer b.closeTracer()
+	}
+	if traced && b.tracer != nil {
+		b.tracer.WatchDaemons()
 		before, _ = b.tracer.Snapshot()
 	}
 	env := runEnv{ctx: ctx, dir: m.dir, src: b.src, drop: b.drop}
@@ -299,16 +339,34 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 		return run
 	}
 	run.Metrics = metrics
-	if before != nil {
+	if before != nil && b.tracer != nil {
 		if after, err := b.tracer.Snapshot(); err == nil {
 			if d, err := after.Profile.Sub(&before.Profile); err == nil {
 				d.Ops = slices.DeleteFunc(d.Ops, func(s profile.OpStats) bool { return s.Conn != m.conn })
 				d.SortByTime()
 				run.Requests = &d
+				run.Metrics = append(run.Metrics, requestFigures(w, &d)...)
 			}
 		}
 	}
 	return run
+}
+
+// requestFigures are the workload's figures from the run's trace: the
+// requests of each opcode it names.
+func requestFigures(w Workload, p *profile.Profile) []profile.BenchMetric {
+	var m []profile.BenchMetric
+	for _, name := range w.Requests {
+		op, _ := fuseproto.ParseOpcode(name)
+		var n uint64
+		for _, s := range p.Ops {
+			if fuseproto.Opcode(s.Opcode) == op {
+				n += s.Count
+			}
+		}
+		m = append(m, profile.BenchMetric{Name: op.String(), Unit: "requests", Value: float64(n)})
+	}
+	return m
 }
 
 // summarise fills in the results: per workload, metric and configuration,
@@ -359,14 +417,15 @@ func summarise(rep *profile.BenchReport, spec *Spec) {
 			res := profile.BenchResult{Workload: wm[0], Metric: wm[1], Unit: mt.Unit, HigherIsBetter: mt.HigherIsBetter,
 				Configuration: c.Name, Values: v, Summary: stats.Describe(v)}
 			if c.Name != spec.Baseline && len(values[bk]) > 0 {
-				// Paired by round where both have every round.
+				// Paired by round, on the rounds both ran (a failed run
+				// leaves its round out); unpaired if fewer than two.
 				var xs, bs []float64
 				for r, x := range byRound[k] {
 					if bv, ok := byRound[bk][r]; ok && bv > 0 && x > 0 {
 						xs, bs = append(xs, x), append(bs, bv)
 					}
 				}
-				paired := len(xs) == len(v) && len(bs) == len(values[bk])
+				paired := len(xs) >= 2
 				if !paired {
 					xs, bs = v, values[bk]
 				}
@@ -382,13 +441,16 @@ func summarise(rep *profile.BenchReport, spec *Spec) {
 	for _, p := range spec.Published {
 		pb := profile.BenchPublished{Workload: p.Workload, Configuration: p.Configuration, Published: p.Ratio, Source: p.Source}
 		for _, r := range rep.Results {
-			if r.Workload == p.Workload && r.Configuration == p.Configuration {
+			if r.Workload == p.Workload && r.Configuration == p.Configuration && (p.Metric == "" || p.Metric == r.Metric) {
 				pb.Metric = r.Metric
 				if r.VsBaseline != nil {
 					pb.Measured = r.VsBaseline.Ratio
 				}
-				break // the workload's first metric
+				break // the first metric, unless one is named
 			}
+		}
+		if pb.Metric == "" {
+			pb.Metric = p.Metric
 		}
 		rep.Published = append(rep.Published, pb)
 	}
@@ -457,22 +519,27 @@ func abs(x float64) float64 {
 // on a loop device (test/bench learnt that the VM's unjournalled ext4
 // checks for recently deleted inodes before it reuses any, which made the
 // order of the configurations show in file-creation rates), or a directory.
+// A file beside it holds the bench's PID, so that a later bench can tell a
+// killed one's leftovers (CleanStale).
 func makeScratch(spec *Spec, parent string) (string, func(), error) {
 	if parent == "" {
 		parent = "/var/tmp"
 	}
-	dir, err := os.MkdirTemp(parent, "fusescope-bench-")
+	dir, err := os.MkdirTemp(parent, scratchPrefix)
 	if err != nil {
 		return "", nil, fmt.Errorf("scratch directory: %w", err)
 	}
+	pidFile := dir + ".pid"
+	os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	if spec.Scratch == "tmp" {
-		return dir, func() { os.RemoveAll(dir) }, nil
+		return dir, func() { removeScratch(dir) }, nil
 	}
 	size, _ := ParseSize(spec.ScratchSize)
 	img := dir + ".img"
 	fail := func(what string, err error, out []byte) (string, func(), error) {
 		os.Remove(img)
 		os.RemoveAll(dir)
+		os.Remove(pidFile)
 		return "", nil, fmt.Errorf("scratch ext4 file system: %s: %s (or set scratch: tmp)", what, firstLine(out, err))
 	}
 	f, err := os.Create(img)
@@ -496,14 +563,63 @@ func makeScratch(spec *Spec, parent string) (string, func(), error) {
 		exec.Command("losetup", "-d", dev).Run()
 		return fail("mount", err, out)
 	}
-	return dir, func() {
-		if exec.Command("umount", dir).Run() != nil {
-			exec.Command("umount", "-l", dir).Run()
+	return dir, func() { removeScratch(dir) }, nil
+}
+
+const scratchPrefix = "fusescope-bench-"
+
+// removeScratch unmounts everything at and under dir (deepest first;
+// lazily where busy), detaches its image's loop devices and removes it.
+func removeScratch(dir string) {
+	if infos, err := fuseconn.ReadMountInfo(); err == nil {
+		var under []string
+		for _, m := range infos {
+			if m.MountPoint == dir || strings.HasPrefix(m.MountPoint, dir+"/") {
+				under = append(under, m.MountPoint)
+			}
 		}
-		exec.Command("losetup", "-d", dev).Run()
-		os.Remove(img)
-		os.RemoveAll(dir)
-	}, nil
+		sort.Sort(sort.Reverse(sort.StringSlice(under))) // children before parents
+		for _, mp := range under {
+			if exec.Command("umount", mp).Run() != nil {
+				exec.Command("umount", "-l", mp).Run()
+			}
+		}
+	}
+	img := dir + ".img"
+	if out, err := exec.Command("losetup", "-j", img).Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if dev, _, ok := strings.Cut(line, ":"); ok {
+				exec.Command("losetup", "-d", dev).Run()
+			}
+		}
+	}
+	os.Remove(img)
+	os.RemoveAll(dir)
+	os.Remove(dir + ".pid")
+}
+
+// CleanStale removes what benches that were killed left in parent (their
+// mounts, loop devices and scratch directories), and says what it cleaned.
+func CleanStale(parent string) []string {
+	if parent == "" {
+		parent = "/var/tmp"
+	}
+	pids, _ := filepath.Glob(filepath.Join(parent, scratchPrefix+"*.pid"))
+	var cleaned []string
+	for _, pf := range pids {
+		b, err := os.ReadFile(pf)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || perr != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			continue // still running (or not ours to tell)
+		}
+		dir := strings.TrimSuffix(pf, ".pid")
+		removeScratch(dir)
+		cleaned = append(cleaned, fmt.Sprintf("cleaned up after a bench that was killed (pid %d): %s", pid, dir))
+	}
+	return cleaned
 }
 
 // Discard is a Progress that shows nothing.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
 )
 
 // Spec is a bench: what the YAML file (or a preset) says.
@@ -73,16 +75,63 @@ type Configuration struct {
 	MountTimeout Duration `yaml:"mount_timeout"`
 	// Needs are commands that must be installed for this configuration.
 	Needs []string `yaml:"needs"`
+	// Trace: false runs this configuration with the tracer detached (to
+	// measure what tracing costs, beside a traced twin).
+	Trace *bool `yaml:"trace"`
 }
 
 // Workload is one thing to run in each configuration; exactly one kind is
 // set.
 type Workload struct {
-	Name  string            `yaml:"name"`
-	Fio   map[string]string `yaml:"fio"`
-	Cat   *CatWorkload      `yaml:"cat"`
-	Tree  *TreeWorkload     `yaml:"tree"`
-	Shell *ShellWorkload    `yaml:"shell"`
+	Name string            `yaml:"name"`
+	Fio  map[string]string `yaml:"fio"`
+	Cat  *CatWorkload      `yaml:"cat"`
+	Tree *TreeWorkload     `yaml:"tree"`
+	Walk *WalkWorkload     `yaml:"walk"`
+	// SmallFiles reads every file of a tree laid out once in the source;
+	// Untar extracts a generated tarball of such a tree; GitStatus runs
+	// git status in a generated repository laid out once.
+	SmallFiles *FilesWorkload `yaml:"smallfiles"`
+	Untar      *FilesWorkload `yaml:"untar"`
+	GitStatus  *FilesWorkload `yaml:"git_status"`
+	Shell      *ShellWorkload `yaml:"shell"`
+	// Requests adds figures from each run's trace: the number of
+	// requests of each opcode named (LOOKUP, GETATTR...), per run.
+	Requests []string `yaml:"requests"`
+}
+
+// FilesWorkload is a generated tree: Files files of Size bytes in Dirs
+// directories.
+type FilesWorkload struct {
+	Files int    `yaml:"files"`
+	Dirs  int    `yaml:"dirs"`
+	Size  string `yaml:"size"`
+}
+
+func (f *FilesWorkload) check(kind string) error {
+	if f.Dirs == 0 {
+		f.Dirs = 1
+	}
+	if f.Size == "" {
+		f.Size = "4k"
+	}
+	if f.Files < 1 || f.Dirs < 1 {
+		return fmt.Errorf("%s: give files (and dirs) as positive numbers", kind)
+	}
+	if _, err := ParseSize(f.Size); err != nil {
+		return fmt.Errorf("%s size: %w", kind, err)
+	}
+	return nil
+}
+
+// WalkWorkload walks a tree of Files files in Dirs directories, laid out
+// once in the source, Passes times (find and stat of each file): the
+// first pass finds the kernel's caches empty, the later ones as the
+// configuration's timeouts leave them. The figure is files per second.
+type WalkWorkload struct {
+	Files  int `yaml:"files"`
+	Dirs   int `yaml:"dirs"`
+	Passes int `yaml:"passes"`
 }
 
 // CatWorkload reads a file of Size Times over (seed 003): one run's figure
@@ -119,10 +168,12 @@ type ShellWorkload struct {
 // Published is a figure a seed published: a configuration's ratio to the
 // baseline on a workload's first figure.
 type Published struct {
-	Workload      string  `yaml:"workload"`
-	Configuration string  `yaml:"configuration"`
-	Ratio         float64 `yaml:"ratio"`
-	Source        string  `yaml:"source"`
+	Workload      string `yaml:"workload"`
+	Configuration string `yaml:"configuration"`
+	// Metric is the figure compared (default: the workload's first).
+	Metric string  `yaml:"metric"`
+	Ratio  float64 `yaml:"ratio"`
+	Source string  `yaml:"source"`
 }
 
 // Duration is a time.Duration written as "90s" in YAML.
@@ -302,17 +353,22 @@ func (s *Spec) check() error {
 
 func (w *Workload) check() error {
 	kinds := 0
-	for _, set := range []bool{w.Fio != nil, w.Cat != nil, w.Tree != nil, w.Shell != nil} {
+	for _, set := range []bool{w.Fio != nil, w.Cat != nil, w.Tree != nil, w.Walk != nil, w.SmallFiles != nil, w.Untar != nil, w.GitStatus != nil, w.Shell != nil} {
 		if set {
 			kinds++
 		}
 	}
 	if kinds != 1 {
-		return errors.New("give exactly one of fio, cat, tree or shell")
+		return errors.New("give exactly one of fio, cat, tree, walk, smallfiles, untar, git_status or shell")
+	}
+	for _, op := range w.Requests {
+		if _, err := fuseproto.ParseOpcode(op); err != nil {
+			return fmt.Errorf("requests: %v", err)
+		}
 	}
 	switch {
 	case w.Fio != nil:
-		for _, k := range []string{"filename", "directory", "output-format", "output"} {
+		for _, k := range []string{"filename", "directory", "output-format", "output", "name"} {
 			if _, ok := w.Fio[k]; ok {
 				return fmt.Errorf("fio option %s is the bench's to set: leave it out", k)
 			}
@@ -342,6 +398,22 @@ func (w *Workload) check() error {
 		}
 		if w.Tree.Files < 1 || w.Tree.Dirs < 1 {
 			return errors.New("tree: give files (and dirs) as positive numbers")
+		}
+	case w.SmallFiles != nil:
+		return w.SmallFiles.check("smallfiles")
+	case w.Untar != nil:
+		return w.Untar.check("untar")
+	case w.GitStatus != nil:
+		return w.GitStatus.check("git_status")
+	case w.Walk != nil:
+		if w.Walk.Dirs == 0 {
+			w.Walk.Dirs = 1
+		}
+		if w.Walk.Passes == 0 {
+			w.Walk.Passes = 1
+		}
+		if w.Walk.Files < 1 || w.Walk.Dirs < 1 || w.Walk.Passes < 1 {
+			return errors.New("walk: give files (and dirs, passes) as positive numbers")
 		}
 	case w.Shell != nil:
 		if w.Shell.Run == "" {
@@ -412,3 +484,41 @@ func (s *Spec) Only(configs, workloads []string) error {
 // Check fills in the defaults and checks a bench made or changed in code
 // (flags over a file).
 func Check(s *Spec) error { return s.check() }
+
+// Scale multiplies the work of every workload by f (sizes, files, cat's
+// reads are left as they are): --scale grows a preset's defaults.
+func (s *Spec) Scale(f float64) error {
+	if !(f > 0) {
+		return fmt.Errorf("--scale %v: give a positive factor, e.g. 4", f)
+	}
+	size := func(v string) string {
+		n, err := ParseSize(v)
+		if err != nil {
+			return v
+		}
+		return fmt.Sprint(max(int64(float64(n)*f), 4096))
+	}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		switch {
+		case w.Fio != nil:
+			for _, k := range []string{"size", "filesize"} {
+				if v, ok := w.Fio[k]; ok {
+					w.Fio[k] = size(v)
+				}
+			}
+		case w.Cat != nil:
+			w.Cat.Size = size(w.Cat.Size)
+		case w.Tree != nil:
+			w.Tree.Files = max(1, int(float64(w.Tree.Files)*f))
+		case w.Walk != nil:
+			w.Walk.Files = max(1, int(float64(w.Walk.Files)*f))
+		}
+		for _, fw := range []*FilesWorkload{w.SmallFiles, w.Untar, w.GitStatus} {
+			if fw != nil {
+				fw.Files = max(1, int(float64(fw.Files)*f))
+			}
+		}
+	}
+	return nil
+}

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,8 +39,57 @@ type runEnv struct {
 func layout(w Workload, src string) error {
 	size := int64(0)
 	switch {
+	case w.Walk != nil:
+		return layoutTree(filepath.Join(src, "bench-"+w.Name), w.Walk.Files, w.Walk.Dirs)
+	case w.SmallFiles != nil:
+		return layoutFiles(filepath.Join(src, "bench-"+w.Name), w.SmallFiles)
+	case w.Untar != nil:
+		// The tarball lives beside the source, not in it: reading it is
+		// not the configuration's work.
+		tree := filepath.Join(filepath.Dir(src), "bench-"+w.Name+".tree")
+		if err := layoutFiles(tree, w.Untar); err != nil {
+			return err
+		}
+		defer os.RemoveAll(tree)
+		if out, err := exec.Command("tar", "-C", tree, "-cf", untarBall(src, w), ".").CombinedOutput(); err != nil {
+			return fmt.Errorf("tar: %s", firstLine(out, err))
+		}
+		return nil
+	case w.GitStatus != nil:
+		repo := filepath.Join(src, "bench-"+w.Name)
+		if err := layoutFiles(repo, w.GitStatus); err != nil {
+			return err
+		}
+		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"},
+			{"-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "generated"}} {
+			cmd := exec.Command("git", args...)
+			cmd.Dir = repo
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("git %s: %s", args[0], firstLine(out, err))
+			}
+		}
+		return nil
 	case w.Cat != nil:
 		size, _ = ParseSize(w.Cat.Size)
+	case w.Fio != nil && fioReads(w.Fio) && fioFiles(w.Fio):
+		// fio lays its jobs' files out itself: once, here, with the
+		// job's own options writing them.
+		dir := filepath.Join(src, "bench-"+w.Name+".d")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		job := Workload{Name: w.Name, Fio: map[string]string{}}
+		for k, v := range w.Fio {
+			job.Fio[k] = v
+		}
+		job.Fio["rw"], job.Fio["direct"], job.Fio["fsync_on_close"] = "write", "0", "1"
+		delete(job.Fio, "readwrite")
+		delete(job.Fio, "runtime")
+		delete(job.Fio, "time_based")
+		if out, err := exec.Command("fio", fioArgs(job, dir)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("fio laying out the files: %s", firstLine(out, err))
+		}
+		return nil
 	case w.Fio != nil && fioReads(w.Fio):
 		var err error
 		if size, err = ParseSize(w.Fio["size"]); err != nil {
@@ -84,6 +134,14 @@ func runWorkload(w Workload, env runEnv) ([]profile.BenchMetric, error) {
 		return runCat(w, env)
 	case w.Tree != nil:
 		return runTree(w, env)
+	case w.Walk != nil:
+		return runWalk(w, env)
+	case w.SmallFiles != nil:
+		return runSmallFiles(w, env)
+	case w.Untar != nil:
+		return runUntar(w, env)
+	case w.GitStatus != nil:
+		return runGitStatus(w, env)
 	default:
 		return runShell(w, env)
 	}
@@ -105,7 +163,11 @@ func fioReads(opts map[string]string) bool {
 // random hint turns read-ahead off natively; under passthrough it does not
 // reach the backing file), so a comparison would measure the hint.
 func fioArgs(w Workload, file string) []string {
-	args := []string{"--name=" + w.Name, "--filename=" + file, "--output-format=json"}
+	where := "--filename=" + file
+	if fioFiles(w.Fio) {
+		where = "--directory=" + file
+	}
+	args := []string{"--name=" + w.Name, where, "--output-format=json"}
 	keys := make([]string, 0, len(w.Fio))
 	for k := range w.Fio {
 		keys = append(keys, k)
@@ -143,9 +205,24 @@ type fioDir struct {
 	} `json:"clat_ns"`
 }
 
+// fioFiles tells whether a fio job works on several files of its own
+// (nrfiles, numjobs): then it gets a directory, made for each run.
+func fioFiles(opts map[string]string) bool {
+	return opts["nrfiles"] != "" || (opts["numjobs"] != "" && opts["numjobs"] != "1")
+}
+
 func runFio(w Workload, env runEnv) ([]profile.BenchMetric, error) {
 	file := readFile(env.dir, w)
-	if !fioReads(w.Fio) {
+	switch {
+	case fioFiles(w.Fio) && fioReads(w.Fio):
+		file = filepath.Join(env.dir, "bench-"+w.Name+".d") // laid out once
+	case fioFiles(w.Fio):
+		file = filepath.Join(env.dir, "bench-"+w.Name+".d")
+		if err := os.MkdirAll(file, 0o755); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(file)
+	case !fioReads(w.Fio):
 		file = filepath.Join(env.dir, "bench-"+w.Name+".w.dat")
 		defer os.Remove(file)
 	}
@@ -157,7 +234,7 @@ func runFio(w Workload, env runEnv) ([]profile.BenchMetric, error) {
 	if err := env.drop(); err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(env.ctx, "fio", fioArgs(w, file)...).Output()
+	out, err := command(env.ctx, "fio", fioArgs(w, file)...).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -376,6 +453,157 @@ func runTree(w Workload, env runEnv) ([]profile.BenchMetric, error) {
 	return m, nil
 }
 
+// command is a workload's process, in a process group of its own that a
+// stopped bench kills whole (fio's jobs are processes of their own, and any
+// left would keep the mount busy).
+func command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+func untarBall(src string, w Workload) string {
+	return filepath.Join(filepath.Dir(src), "bench-"+w.Name+".tar")
+}
+
+// layoutFiles makes f's tree under root: files of random bytes.
+func layoutFiles(root string, f *FilesWorkload) error {
+	size, _ := ParseSize(f.Size)
+	buf := make([]byte, size)
+	for i := range f.Files {
+		dir := filepath.Join(root, fmt.Sprintf("d%04d", i%f.Dirs))
+		if i < f.Dirs {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+		rand.Read(buf)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%06d", i)), buf, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runSmallFiles reads every file of the tree whole: files/s and MiB/s.
+func runSmallFiles(w Workload, env runEnv) ([]profile.BenchMetric, error) {
+	root := filepath.Join(env.dir, "bench-"+w.Name)
+	if err := env.drop(); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 128<<10)
+	var bytes int64
+	start := time.Now()
+	for i := range w.SmallFiles.Files {
+		f, err := os.Open(filepath.Join(root, fmt.Sprintf("d%04d", i%w.SmallFiles.Dirs), fmt.Sprintf("f%06d", i)))
+		if err != nil {
+			return nil, err
+		}
+		n, err := readAll(f, buf)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		bytes += n
+	}
+	secs := time.Since(start).Seconds()
+	return []profile.BenchMetric{
+		{Name: "files", Unit: "files/s", Value: float64(w.SmallFiles.Files) / secs, HigherIsBetter: true},
+		{Name: "read", Unit: "MiB/s", Value: float64(bytes) / (1 << 20) / secs, HigherIsBetter: true},
+	}, nil
+}
+
+// runUntar extracts the generated tarball into the configuration and
+// removes what it made (not timed).
+func runUntar(w Workload, env runEnv) ([]profile.BenchMetric, error) {
+	dest := filepath.Join(env.dir, "bench-"+w.Name+".x")
+	os.RemoveAll(dest)
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dest)
+	if err := env.drop(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if out, err := command(env.ctx, "tar", "-C", dest, "-xf", untarBall(env.src, w)).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("tar: %s", firstLine(out, err))
+	}
+	secs := time.Since(start).Seconds()
+	return []profile.BenchMetric{{Name: "extract", Unit: "files/s", Value: float64(w.Untar.Files) / secs, HigherIsBetter: true},
+		{Name: "elapsed", Unit: "s", Value: secs}}, nil
+}
+
+// runGitStatus runs git status in the generated repository.
+func runGitStatus(w Workload, env runEnv) ([]profile.BenchMetric, error) {
+	if err := env.drop(); err != nil {
+		return nil, err
+	}
+	cmd := command(env.ctx, "git", "-c", "safe.directory=*", "status", "--porcelain")
+	cmd.Dir = filepath.Join(env.dir, "bench-"+w.Name)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	secs := time.Since(start).Seconds()
+	if err != nil {
+		return nil, fmt.Errorf("git status: %s", firstLine(out, err))
+	}
+	if len(out) > 0 {
+		return nil, fmt.Errorf("git status found changes in the generated repository: %s", firstLine(out, nil))
+	}
+	return []profile.BenchMetric{{Name: "elapsed", Unit: "s", Value: secs}}, nil
+}
+
+// layoutTree makes files empty files in dirs directories under root.
+func layoutTree(root string, files, dirs int) error {
+	for d := range dirs {
+		if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("d%04d", d)), 0o755); err != nil {
+			return err
+		}
+	}
+	for i := range files {
+		f, err := os.Create(filepath.Join(root, fmt.Sprintf("d%04d", i%dirs), fmt.Sprintf("f%06d", i)))
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// runWalk walks the tree laid out for w, as find DIR -type f -exec stat
+// does: each directory listed, each entry stat'ed.
+func runWalk(w Workload, env runEnv) ([]profile.BenchMetric, error) {
+	root := filepath.Join(env.dir, "bench-"+w.Name)
+	if err := env.drop(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	n := 0
+	for range w.Walk.Passes {
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if _, err := os.Lstat(p); err != nil {
+				return err
+			}
+			if !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if want := w.Walk.Files * w.Walk.Passes; n != want {
+		return nil, fmt.Errorf("walk found %d files, %d were laid out", n, want)
+	}
+	return []profile.BenchMetric{{Name: "walk", Unit: "files/s", Value: float64(n) / time.Since(start).Seconds(), HigherIsBetter: true}}, nil
+}
+
 // setupShell runs a shell workload's setup in dir, once per configuration.
 func setupShell(ctx context.Context, w Workload, dir string) error {
 	if w.Shell == nil || w.Shell.Setup == "" {
@@ -393,7 +621,7 @@ func runShell(w Workload, env runEnv) ([]profile.BenchMetric, error) {
 	if err := env.drop(); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(env.ctx, "sh", "-c", w.Shell.Run)
+	cmd := command(env.ctx, "sh", "-c", w.Shell.Run)
 	cmd.Dir = env.dir
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

@@ -179,6 +179,11 @@ func (s *RequestSource) watchDaemons() error {
 	return s.t.WatchDaemons(pids)
 }
 
+// WatchDaemons looks for daemons now rather than at the next second's
+// housekeeping: a driver that has just mounted a file system (bench) has
+// its requests split into stages from the first.
+func (s *RequestSource) WatchDaemons() error { return s.watchDaemons() }
+
 // Conns are the traced connections; none: every one.
 func (s *RequestSource) Conns() []uint32 { return s.conns }
 

@@ -114,7 +114,7 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 func lowPowerNotes(b *profile.BenchReport) []string {
 	for _, r := range b.Results {
 		if r.VsBaseline != nil && r.VsBaseline.Note != "" {
-			return []string{fmt.Sprintf("~: the rank test %s; run more repetitions.", r.VsBaseline.Note)}
+			return []string{fmt.Sprintf("~: %s, the rank test's limit with this few runs: run more repetitions.", r.VsBaseline.Note)}
 		}
 	}
 	return nil

@@ -186,6 +186,16 @@ workloads:
 func TestBenchInterrupted(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
+			if m := benchMounts(t); len(m) > 0 {
+				t.Fatalf("mounted before the bench: %v", m)
+			}
+			t.Cleanup(func() {
+				for _, line := range benchMounts(t) {
+					if f := strings.Fields(line); len(f) > 4 {
+						exec.Command("umount", "-l", f[4]).Run()
+					}
+				}
+			})
 			cmd := exec.Command(fusescopeBin, "bench", "--scratch", "tmp", "--no-trace", "-n", "50",
 				"--labfs", "lab=--preset default", "--shell", "nap=sleep 0.2")
 			var out strings.Builder
@@ -193,6 +203,8 @@ func TestBenchInterrupted(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			// The signal comes as the mount appears: while fs mount may
+			// still be running, before the bench knows of it.
 			waitFor(t, "the bench's mount", func() bool { return len(benchMounts(t)) > 0 })
 			cmd.Process.Signal(sig)
 			err := cmd.Wait()
@@ -203,5 +215,71 @@ func TestBenchInterrupted(t *testing.T) {
 				t.Errorf("left mounted after %v: %v", sig, m)
 			}
 		})
+	}
+}
+
+// A configuration with trace: false beside a traced twin: its runs carry
+// no trace, and the twin's carry the workload's requests (one CREATE per
+// file the shell command makes).
+func TestBenchUntracedTwin(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "twin.yaml")
+	os.WriteFile(spec, []byte(`repetitions: 2
+scratch: tmp
+configurations:
+  - {name: untraced, labfs: [--preset, default], trace: false}
+  - {name: traced, labfs: [--preset, default]}
+workloads:
+  - name: touch
+    shell: {run: "rm -rf t && mkdir t && touch t/a t/b t/c"}
+    requests: [CREATE]
+`), 0o644)
+	rec := filepath.Join(t.TempDir(), "b.json")
+	if out, err := exec.Command(fusescopeBin, "bench", spec, "-o", rec).CombinedOutput(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	b := loadRecord(t, rec).Bench
+	for _, run := range b.Runs {
+		switch {
+		case run.Error != "":
+			t.Errorf("run %+v failed", run)
+		case run.Configuration == "untraced" && run.Requests != nil:
+			t.Errorf("an untraced run has a trace: %+v", run)
+		case run.Configuration == "traced" && (run.Requests == nil || len(run.Metrics) != 2 || run.Metrics[1].Name != "CREATE" || run.Metrics[1].Value != 3):
+			t.Errorf("a traced run: %+v, want a trace with 3 CREATEs", run.Metrics)
+		}
+	}
+}
+
+// A bench killed with SIGKILL leaves its mounts; the next bench finds them
+// (the dead bench's PID beside its scratch directory), cleans them up and
+// says so.
+func TestBenchCleansUpAKilledBench(t *testing.T) {
+	t.Cleanup(func() {
+		for _, line := range benchMounts(t) {
+			if f := strings.Fields(line); len(f) > 4 {
+				exec.Command("umount", "-l", f[4]).Run()
+			}
+		}
+	})
+	cmd := exec.Command(fusescopeBin, "bench", "--no-trace", "-n", "50", "--labfs", "lab=--preset default", "--shell", "nap=sleep 0.2")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Its scratch ext4 and the lab file system on it.
+	waitFor(t, "the bench's mounts", func() bool { return len(benchMounts(t)) >= 2 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	if len(benchMounts(t)) < 2 {
+		t.Fatal("the killed bench left nothing to clean up")
+	}
+	out, err := exec.Command(fusescopeBin, "bench", "--scratch", "tmp", "--no-trace", "-n", "1", "--native", "--shell", "t=true").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cleaned up after a bench that was killed") {
+		t.Errorf("the next bench: %v\n%s", err, out)
+	}
+	if m := benchMounts(t); len(m) > 0 {
+		t.Errorf("left mounted: %v", m)
+	}
+	if left, _ := filepath.Glob("/var/tmp/fusescope-bench-*"); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
