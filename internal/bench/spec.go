@@ -299,15 +299,22 @@ func (s *Spec) check() error {
 		return errors.New("give at least one configuration and one workload")
 	}
 	seen := map[string]bool{}
+	// named checks the name of the i-th configuration or workload.
+	named := func(kind string, i int, name string) error {
+		switch {
+		case name == "":
+			return fmt.Errorf("%s %d has no name", kind, i+1)
+		case seen[kind+" "+name]:
+			return fmt.Errorf("%s %q is named twice", kind, name)
+		}
+		seen[kind+" "+name] = true
+		return nil
+	}
 	for i := range s.Configurations {
 		c := &s.Configurations[i]
-		if c.Name == "" {
-			return fmt.Errorf("configuration %d has no name", i+1)
+		if err := named("configuration", i, c.Name); err != nil {
+			return err
 		}
-		if seen["c "+c.Name] {
-			return fmt.Errorf("configuration %q is named twice", c.Name)
-		}
-		seen["c "+c.Name] = true
 		kinds := 0
 		if c.Native {
 			kinds++
@@ -327,24 +334,20 @@ func (s *Spec) check() error {
 	}
 	if s.Baseline == "" {
 		s.Baseline = s.Configurations[0].Name
-	} else if !seen["c "+s.Baseline] {
+	} else if !seen["configuration "+s.Baseline] {
 		return fmt.Errorf("baseline %q is not a configuration", s.Baseline)
 	}
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
-		if w.Name == "" {
-			return fmt.Errorf("workload %d has no name", i+1)
+		if err := named("workload", i, w.Name); err != nil {
+			return err
 		}
-		if seen["w "+w.Name] {
-			return fmt.Errorf("workload %q is named twice", w.Name)
-		}
-		seen["w "+w.Name] = true
 		if err := w.check(); err != nil {
 			return fmt.Errorf("workload %q: %w", w.Name, err)
 		}
 	}
 	for _, p := range s.Published {
-		if !seen["w "+p.Workload] || !seen["c "+p.Configuration] {
+		if !seen["workload "+p.Workload] || !seen["configuration "+p.Configuration] {
 			return fmt.Errorf("published figure for %s on %s: no such workload or configuration", p.Configuration, p.Workload)
 		}
 	}

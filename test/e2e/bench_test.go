@@ -283,3 +283,55 @@ func TestBenchCleansUpAKilledBench(t *testing.T) {
 		t.Errorf("left behind: %v", left)
 	}
 }
+
+// The built-in workloads on a mount that caches nothing, against the
+// requests they must make: each small file read opens it once (OPEN), the
+// tarball's extraction creates each file once (CREATE), git status finds
+// the generated repository clean, and the walk finds every file.
+func TestBenchBuiltInWorkloads(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "builtin.yaml")
+	os.WriteFile(spec, []byte(`repetitions: 2
+scratch: tmp
+configurations:
+  - {name: native, native: true}
+  - {name: nocache, labfs: [--preset, nocache]}
+workloads:
+  - {name: small, smallfiles: {files: 60, dirs: 6, size: 3k}, requests: [OPEN]}
+  - {name: untar, untar: {files: 60, dirs: 6, size: 3k}, requests: [CREATE, MKDIR]}
+  - {name: git, git_status: {files: 60, dirs: 6, size: 1k}}
+  - {name: walk, walk: {files: 60, dirs: 6, passes: 2}}
+`), 0o644)
+	rec := filepath.Join(t.TempDir(), "b.json")
+	if out, err := exec.Command(fusescopeBin, "bench", spec, "-o", rec).CombinedOutput(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	b := loadRecord(t, rec).Bench
+	if len(b.Runs) != 2*2*4 {
+		t.Fatalf("%d runs, want 16", len(b.Runs))
+	}
+	for _, run := range b.Runs {
+		if run.Error != "" || len(run.Metrics) == 0 {
+			t.Errorf("%s on %s: %q", run.Workload, run.Configuration, run.Error)
+			continue
+		}
+		if run.Configuration != "nocache" {
+			continue
+		}
+		fig := map[string]float64{}
+		for _, m := range run.Metrics {
+			fig[m.Name] = m.Value
+		}
+		switch run.Workload {
+		case "small":
+			if fig["OPEN"] != 60 {
+				t.Errorf("smallfiles: %v OPENs, want 60", fig["OPEN"])
+			}
+		case "untar":
+			// Six directories, and tar's mkdir of the archive's "."
+			// (EEXIST: the destination exists).
+			if fig["CREATE"] != 60 || fig["MKDIR"] != 7 {
+				t.Errorf("untar: %v CREATEs and %v MKDIRs, want 60 and 6 + 1", fig["CREATE"], fig["MKDIR"])
+			}
+		}
+	}
+}
