@@ -23,16 +23,16 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		preset, printPreset, recordTo, order, scratch string
-		reps, warmup                                  int
-		scale                                         float64
-		seed                                          uint64
-		budget                                        time.Duration
-		remount, noDrop, noTrace, listPresets         bool
-		configs, workloads                            []string
-		native                                        bool
-		labfs, mounts, fios, shells                   []string
-		asJSON, asCSV                                 bool
+		preset, printPreset, recordTo, order, scratch   string
+		reps, warmup                                    int
+		scale                                           float64
+		seed                                            uint64
+		budget                                          time.Duration
+		remount, noDrop, noTrace, noStages, listPresets bool
+		configs, workloads                              []string
+		native                                          bool
+		labfs, mounts, fios, shells                     []string
+		asJSON, asCSV                                   bool
 	)
 	c := &cobra.Command{
 		Use:   "bench [FILE.yaml]",
@@ -112,6 +112,9 @@ the seeds' experiments beside its published figures; flags make a quick one:
 			if noTrace {
 				spec.Trace = new(bool)
 			}
+			if noStages {
+				spec.Stages = new(bool)
+			}
 			if f.Changed("scale") {
 				if err := spec.Scale(scale); err != nil {
 					return err
@@ -167,6 +170,7 @@ the seeds' experiments beside its published figures; flags make a quick one:
 	f.BoolVar(&remount, "remount", false, "mount each configuration anew before each run (cold runs)")
 	f.BoolVar(&noDrop, "no-drop-caches", false, "keep the kernel's caches between runs")
 	f.BoolVar(&noTrace, "no-trace", false, "do not record the FUSE requests of each run")
+	f.BoolVar(&noStages, "no-stages", false, "record each run's requests without their stages (the trace then costs FUSE-heavy workloads less)")
 	f.StringSliceVar(&configs, "config", nil, "run only these configurations (and the baseline)")
 	f.StringSliceVar(&workloads, "workload", nil, "run only these workloads")
 	f.BoolVar(&native, "native", false, "quick bench: the source directory itself as a configuration (the baseline)")

@@ -33,9 +33,9 @@ type Tracer interface {
 // Options are how a bench is run, beside its Spec.
 type Options struct {
 	Self string // the fusescope binary (for the lab file system)
-	// Trace opens the request tracer; nil or an error: runs have no
-	// trace, and a note says why.
-	Trace func() (Tracer, func(), error)
+	// Trace opens the request tracer, with stages or without; nil or an
+	// error: runs have no trace, and a note says why.
+	Trace func(stages, calls bool) (Tracer, func(), error)
 	// Progress receives progress: a bar with ETA on a terminal, lines
 	// otherwise (Progress.Plain).
 	Progress Progress
@@ -95,28 +95,36 @@ func Run(ctx context.Context, spec *Spec, opt Options) (*profile.BenchReport, er
 	b := &bencher{spec: spec, opt: opt, rep: rep, src: src, base: base, drop: drop,
 		mounts: map[string]*mounted{}, broken: map[string]string{}}
 	defer b.closeTracer()
-	if spec.Trace == nil || *spec.Trace {
-		if opt.Trace == nil {
-			rep.Notes = append(rep.Notes, "runs are not traced: no tracer")
-		} else if err := b.openTracer(); err != nil {
+	modes := map[string]bool{}
+	for _, c := range spec.Configurations {
+		if !c.Native {
+			modes[spec.traceMode(c)] = true
+		}
+	}
+	calls := slices.ContainsFunc(spec.Workloads, func(w Workload) bool { return w.Calls })
+	switch {
+	case len(modes) == 0 || (len(modes) == 1 && modes["off"]):
+	case opt.Trace == nil:
+		rep.Notes = append(rep.Notes, "runs are not traced: no tracer")
+	case len(modes) == 1 && !calls:
+		// One way for all: the tracer stays attached for the whole bench.
+		if err := b.openTracer(modes["stages"], false); err != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("runs are not traced: %v", err))
 		} else {
 			rep.Traced = true
-			// Untraced configurations beside traced ones (trace: false)
-			// run with the programs detached: they are attached for
-			// each traced run.
-			if slices.ContainsFunc(spec.Configurations, func(c Configuration) bool { return c.Trace != nil && !*c.Trace }) {
-				b.perRun = true
-				b.closeTracer()
-			}
 		}
+	default:
+		// Configurations traced differently (or not at all) beside each
+		// other, or workloads whose calls are traced beside others: the
+		// tracer is attached for each traced run only, as that run needs.
+		b.perRun, rep.Traced = true, true
 	}
 	defer b.unmountAll()
 	return rep, b.run(ctx)
 }
 
-func (b *bencher) openTracer() error {
-	t, closeTracer, err := b.opt.Trace()
+func (b *bencher) openTracer(stages, calls bool) error {
+	t, closeTracer, err := b.opt.Trace(stages, calls)
 	if err != nil {
 		return err
 	}
@@ -230,7 +238,11 @@ func (b *bencher) run(ctx context.Context) error {
 		case c.LabFS != nil:
 			kind, detail = "labfs", strings.Join(c.LabFS, " ")
 		}
-		rep.Configs = append(rep.Configs, profile.BenchConfiguration{Name: c.Name, Kind: kind, Detail: detail})
+		trace := ""
+		if !c.Native {
+			trace = spec.traceMode(c)
+		}
+		rep.Configs = append(rep.Configs, profile.BenchConfiguration{Name: c.Name, Kind: kind, Detail: detail, Trace: trace})
 	}
 	rng := rand.New(rand.NewPCG(rep.Seed, rep.Seed^0x9e3779b97f4a7c15))
 	nC, nW := len(spec.Configurations), len(spec.Workloads)
@@ -316,9 +328,10 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 		return run
 	}
 	var before *profile.Record
-	traced := b.rep.Traced && m.conn != 0 && (c.Trace == nil || *c.Trace)
+	mode := b.spec.traceMode(c)
+	traced := b.rep.Traced && m.conn != 0 && mode != "off"
 	if traced && b.perRun {
-		if err := b.openTracer(); err != nil {
+		if err := b.openTracer(mode == "stages", w.Calls); err != nil {
 			b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("run %d is not traced: %v", run.Seq, err))
 		}
 		defer b.closeTracer()
@@ -346,6 +359,9 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 				d.SortByTime()
 				run.Requests = &d
 				run.Metrics = append(run.Metrics, requestFigures(w, &d)...)
+				if w.Calls {
+					run.Calls = profile.SubCalls(after.Calls, before.Calls)
+				}
 			}
 		}
 	}
@@ -405,7 +421,11 @@ func summarise(rep *profile.BenchReport, spec *Spec) {
 			}
 		}
 	}
+	headline := map[string]string{} // each workload's first figure, the one the seeds report
 	for _, wm := range order {
+		if _, ok := headline[wm[0]]; !ok {
+			headline[wm[0]] = wm[1]
+		}
 		mt := meta[wm]
 		bk := key{wm[0], wm[1], spec.Baseline}
 		for _, c := range spec.Configurations {
@@ -432,7 +452,7 @@ func summarise(rep *profile.BenchReport, spec *Spec) {
 				cmp := stats.Compare(bs, xs, paired)
 				res.VsBaseline = &cmp
 			}
-			if res.Summary.N >= 3 && res.Summary.CV > profile.NoisyCV {
+			if res.Summary.N >= 3 && res.Summary.CV > profile.NoisyCV && headline[wm[0]] == wm[1] {
 				res.Noisy = noisyCause(rep, wm[0], c.Name, res)
 			}
 			rep.Results = append(rep.Results, res)

@@ -47,8 +47,12 @@ type Spec struct {
 	// directory under /var/tmp; ScratchSize is the ext4 image's size.
 	Scratch     string `yaml:"scratch"`
 	ScratchSize string `yaml:"scratch_size"`
-	// Trace records the FUSE requests of each run (default on).
-	Trace *bool `yaml:"trace"`
+	// Trace records the FUSE requests of each run (default on), and
+	// Stages splits them into queue, daemon and reply (default on; the
+	// syscall tracepoints it needs cost FUSE-heavy workloads more than
+	// the plain trace: docs/bench.md).
+	Trace  *bool `yaml:"trace"`
+	Stages *bool `yaml:"stages"`
 	// Baseline names the configuration the others are compared with
 	// (default: the first).
 	Baseline       string          `yaml:"baseline"`
@@ -75,9 +79,10 @@ type Configuration struct {
 	MountTimeout Duration `yaml:"mount_timeout"`
 	// Needs are commands that must be installed for this configuration.
 	Needs []string `yaml:"needs"`
-	// Trace: false runs this configuration with the tracer detached (to
-	// measure what tracing costs, beside a traced twin).
-	Trace *bool `yaml:"trace"`
+	// Trace overrides the bench's tracing for this configuration: false
+	// (the tracer detached for its runs: what tracing costs, beside a
+	// traced twin), plain (requests without their stages) or stages.
+	Trace string `yaml:"trace"`
 }
 
 // Workload is one thing to run in each configuration; exactly one kind is
@@ -98,6 +103,12 @@ type Workload struct {
 	// Requests adds figures from each run's trace: the number of
 	// requests of each opcode named (LOOKUP, GETATTR...), per run.
 	Requests []string `yaml:"requests"`
+	// Calls records the workload's file calls on the mount, each joined
+	// to the FUSE requests it sent (trace --calls; the bench's process and
+	// its children are the application): which calls the kernel's caches
+	// served alone. Its programs run at every system call of the machine,
+	// so only these runs carry them.
+	Calls bool `yaml:"calls"`
 }
 
 // FilesWorkload is a generated tree: Files files of Size bytes in Dirs
@@ -331,6 +342,11 @@ func (s *Spec) check() error {
 		if kinds != 1 {
 			return fmt.Errorf("configuration %q: give exactly one of native: true, labfs: [options] or mount: TEMPLATE", c.Name)
 		}
+		switch c.Trace {
+		case "", "false", "true", "off", "plain", "stages":
+		default:
+			return fmt.Errorf("configuration %q: trace %q: give false, plain or stages", c.Name, c.Trace)
+		}
 	}
 	if s.Baseline == "" {
 		s.Baseline = s.Configurations[0].Name
@@ -482,6 +498,26 @@ func (s *Spec) Only(configs, workloads []string) error {
 		s.Workloads = slices.DeleteFunc(s.Workloads, func(w Workload) bool { return !slices.Contains(workloads, w.Name) })
 	}
 	return nil
+}
+
+// traceMode is how a configuration's runs are traced: "off", "plain" or
+// "stages".
+func (s *Spec) traceMode(c Configuration) string {
+	switch c.Trace {
+	case "false", "off":
+		return "off"
+	case "plain":
+		return "plain"
+	case "true", "stages":
+		return "stages"
+	}
+	if s.Trace != nil && !*s.Trace {
+		return "off"
+	}
+	if s.Stages != nil && !*s.Stages {
+		return "plain"
+	}
+	return "stages"
 }
 
 // Check fills in the defaults and checks a bench made or changed in code

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"io"
+	"os"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -9,12 +10,18 @@ import (
 )
 
 // OpenTracer traces every FUSE connection's requests for the bench, with
-// their stages where the kernel allows it; a run's requests are the
-// difference of two snapshots, kept for its configuration's connection.
-func OpenTracer() (Tracer, func(), error) {
-	cfg := ktrace.RequestConfig{Options: ktrace.Options{ReapAge: ktrace.DefaultReapAge, Attach: ktrace.AttachAuto, Stages: true}}
+// their stages (where the kernel allows it) if asked; a run's requests are
+// the difference of two snapshots, kept for its configuration's
+// connection.
+// With calls, the bench's own process and its children are the
+// application whose file calls are joined to their requests.
+func OpenTracer(stages, calls bool) (Tracer, func(), error) {
+	cfg := ktrace.RequestConfig{Options: ktrace.Options{ReapAge: ktrace.DefaultReapAge, Attach: ktrace.AttachAuto, Stages: stages, Calls: calls}}
+	if calls {
+		cfg.CommandPID = os.Getpid()
+	}
 	s, err := ktrace.OpenRequests(cfg)
-	if err != nil {
+	if err != nil && stages {
 		cfg.Stages = false
 		if s, err = ktrace.OpenRequests(cfg); err != nil {
 			return nil, nil, err

@@ -327,7 +327,7 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 		return nil, nil, err
 	}
 	whole.Calls = calls
-	interval.Calls = subCalls(calls, s.prevCalls)
+	interval.Calls = profile.SubCalls(calls, s.prevCalls)
 	s.prevCalls = calls
 	return interval, whole, nil
 }
@@ -544,34 +544,6 @@ func subNodes(cur, prev map[NodeKey]NodeStats) map[NodeKey]NodeStats {
 	for k, c := range cur {
 		p := prev[k]
 		out[k] = NodeStats{Count: c.Count - p.Count, Errors: c.Errors - p.Errors, Sum: c.Sum - p.Sum, Max: c.Max}
-	}
-	return out
-}
-
-// subCalls is what the calls did since prev, cumulative snapshots.
-func subCalls(cur, prev []profile.CallStats) []profile.CallStats {
-	if cur == nil {
-		return nil
-	}
-	old := map[string]profile.CallStats{}
-	for _, c := range prev {
-		old[c.Syscall] = c
-	}
-	out := []profile.CallStats{}
-	for _, c := range cur {
-		o, ok := old[c.Syscall]
-		if ok {
-			lat, err := c.Latency.Sub(&o.Latency)
-			if err != nil {
-				continue
-			}
-			c.Latency = lat
-			c.Count, c.Errors = c.Count-o.Count, c.Errors-o.Errors
-			c.WithRequests, c.Requests, c.FuseNs = c.WithRequests-o.WithRequests, c.Requests-o.Requests, c.FuseNs-o.FuseNs
-		}
-		if c.Count > 0 {
-			out = append(out, c)
-		}
 	}
 	return out
 }

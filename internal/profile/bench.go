@@ -40,6 +40,9 @@ type BenchConfiguration struct {
 	Detail string `json:"detail,omitempty"`
 	// Conn is its FUSE connection, as traced (0: native, or not traced).
 	Conn uint32 `json:"conn,omitempty"`
+	// Trace is how its runs were traced: off, plain or stages (empty for
+	// native).
+	Trace string `json:"trace,omitempty"`
 }
 
 // BenchMetric is one figure of a run.
@@ -63,6 +66,9 @@ type BenchRun struct {
 	// Requests are the FUSE requests of the run, on its configuration's
 	// connection.
 	Requests *Profile `json:"requests,omitempty"`
+	// Calls are the workload's file calls on the traced mounts, each
+	// joined to the requests it sent (a workload with calls: true).
+	Calls []CallStats `json:"calls,omitempty"`
 }
 
 // BenchResult is a configuration's figures for one metric of a workload.
@@ -78,7 +84,9 @@ type BenchResult struct {
 	// baseline itself).
 	VsBaseline *stats.Comparison `json:"vs_baseline,omitempty"`
 	// Noisy says why the runs spread more than the bench trusts (a
-	// coefficient of variation above NoisyCV), with what the traces show.
+	// coefficient of variation above NoisyCV), with what the traces show;
+	// for each workload's first figure only (fio's bandwidth, cat's read,
+	// tree's create...), which the others follow.
 	Noisy string `json:"noisy,omitempty"`
 }
 

@@ -126,6 +126,34 @@ type CallStats struct {
 	Latency hist.Hist `json:"latency"` // the calls', entry to exit, ns
 }
 
+// SubCalls is what the calls did since prev, cumulative snapshots.
+func SubCalls(cur, prev []CallStats) []CallStats {
+	if cur == nil {
+		return nil
+	}
+	old := map[string]CallStats{}
+	for _, c := range prev {
+		old[c.Syscall] = c
+	}
+	out := []CallStats{}
+	for _, c := range cur {
+		o, ok := old[c.Syscall]
+		if ok {
+			lat, err := c.Latency.Sub(&o.Latency)
+			if err != nil {
+				continue
+			}
+			c.Latency = lat
+			c.Count, c.Errors = c.Count-o.Count, c.Errors-o.Errors
+			c.WithRequests, c.Requests, c.FuseNs = c.WithRequests-o.WithRequests, c.Requests-o.Requests, c.FuseNs-o.FuseNs
+		}
+		if c.Count > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // PageCache is one FUSE mount's page cache over a record's window, in pages
 // (trace --page-cache: the filemap and readahead tracepoints).
 type PageCache struct {

@@ -55,7 +55,9 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 				}
 				s := r.Summary
 				ratio, delta, p := "-", "", ""
-				if c := r.VsBaseline; c != nil {
+				if c := r.VsBaseline; c != nil && c.Ratio == 0 {
+					delta, p = c.Delta(), fmt.Sprintf("p=%.3f", c.P)
+				} else if c != nil {
 					ratio = fmt.Sprintf("%.3gx", c.Ratio)
 					if c.Paired {
 						ratio += fmt.Sprintf(" [%.3g, %.3g]", c.CILow, c.CIHigh)
@@ -75,6 +77,7 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 			tw.Flush()
 		}
 	}
+	writeBenchCalls(w, b)
 	if notes := lowPowerNotes(b); len(notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range notes {
@@ -109,11 +112,71 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 	return nil
 }
 
+// writeBenchCalls prints, for workloads whose calls were traced, each
+// configuration's file calls per run (means over the runs): how many the
+// kernel's caches served alone and the requests the others sent.
+func writeBenchCalls(w io.Writer, b *profile.BenchReport) {
+	type key struct{ wl, conf string }
+	type sums struct {
+		runs  int
+		calls map[string]*profile.CallStats
+	}
+	var order []key
+	by := map[key]*sums{}
+	for _, run := range b.Runs {
+		if run.Calls == nil {
+			continue
+		}
+		k := key{run.Workload, run.Configuration}
+		if by[k] == nil {
+			by[k] = &sums{calls: map[string]*profile.CallStats{}}
+			order = append(order, k)
+		}
+		by[k].runs++
+		for _, c := range run.Calls {
+			t := by[k].calls[c.Syscall]
+			if t == nil {
+				t = &profile.CallStats{Syscall: c.Syscall}
+				by[k].calls[c.Syscall] = t
+			}
+			t.Count += c.Count
+			t.WithRequests += c.WithRequests
+			t.Requests += c.Requests
+			t.FuseNs += c.FuseNs
+			t.Latency.Sum += c.Latency.Sum
+		}
+	}
+	if len(order) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nThe workloads' file calls per run (trace --calls: the kernel's caches alone answered the CACHED share):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tconfiguration\tcall\tcalls/run\tCACHED\tREQS/CALL\tIN_FUSE\t")
+	for _, k := range order {
+		s := by[k]
+		names := make([]string, 0, len(s.calls))
+		for n := range s.calls {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool { return s.calls[names[i]].Count > s.calls[names[j]].Count })
+		for _, n := range names[:min(5, len(names))] {
+			c := s.calls[n]
+			in := 0.0
+			if c.Latency.Sum > 0 {
+				in = float64(c.FuseNs) / float64(c.Latency.Sum)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f%%\t%.2f\t%.0f%%\t\n", k.wl, k.conf, n, float64(c.Count)/float64(s.runs),
+				100*float64(c.Count-c.WithRequests)/float64(max(c.Count, 1)), float64(c.Requests)/float64(max(c.Count, 1)), 100*in)
+		}
+	}
+	tw.Flush()
+}
+
 // lowPowerNotes says, once, when the rank test cannot reach its level at
 // all with this many rounds.
 func lowPowerNotes(b *profile.BenchReport) []string {
 	for _, r := range b.Results {
-		if r.VsBaseline != nil && r.VsBaseline.Note != "" {
+		if r.VsBaseline != nil && strings.HasPrefix(r.VsBaseline.Note, "need ") {
 			return []string{fmt.Sprintf("~: %s, the rank test's limit with this few runs: run more repetitions.", r.VsBaseline.Note)}
 		}
 	}

@@ -30,6 +30,9 @@ func benchSample() *profile.BenchReport {
 			run.Requests = &profile.Profile{Ops: []profile.OpStats{
 				{Conn: 40, Opcode: uint32(fuseproto.Read), Count: 512, Latency: hist.Hist{Count: 512, Sum: 512 * 90000}},
 				{Conn: 40, Opcode: uint32(fuseproto.Open), Count: 1, Latency: hist.Hist{Count: 1, Sum: 30000}}}}
+			run.Calls = []profile.CallStats{
+				{Syscall: "read", Count: 129, WithRequests: 128, Requests: 128, FuseNs: 11520000, Latency: hist.Hist{Count: 129, Sum: 12800000}},
+				{Syscall: "openat", Count: 1, WithRequests: 1, Requests: 2, FuseNs: 60000, Latency: hist.Hist{Count: 1, Sum: 70000}}}
 		} else {
 			run.Error = "reading: input/output error"
 		}

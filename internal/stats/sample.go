@@ -90,6 +90,8 @@ func Compare(base, x []float64, paired bool) Comparison {
 	if !c.Paired {
 		if b := Describe(base).Mean; b != 0 {
 			c.Ratio = Describe(x).Mean / b
+		} else {
+			c.Note = "the baseline's figure is 0: no ratio"
 		}
 	}
 	th := benchmath.DefaultThresholds
@@ -98,7 +100,9 @@ func Compare(base, x []float64, paired bool) Comparison {
 	c.P = cmp.P
 	c.Significant = cmp.P < cmp.Alpha
 	for _, w := range cmp.Warnings {
-		c.Note = w.Error()
+		if c.Note == "" {
+			c.Note = w.Error()
+		}
 	}
 	return c
 }
@@ -106,5 +110,8 @@ func Compare(base, x []float64, paired bool) Comparison {
 // Delta is the comparison as benchstat prints it: "~" where the spread
 // cannot support a difference, else the change in per cent.
 func (c Comparison) Delta() string {
+	if c.Ratio == 0 && c.Significant {
+		return "from 0" // a baseline of 0: no ratio to give
+	}
 	return benchmath.Comparison{P: c.P, Alpha: Alpha}.FormatDelta(1, c.Ratio)
 }

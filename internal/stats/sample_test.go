@@ -54,6 +54,9 @@ func TestCompare(t *testing.T) {
 	if c := Compare(base, fast[:4], false); c.Paired || !near(c.Ratio, 812.0/4/100, 1e-9) {
 		t.Errorf("unpaired: %+v, want the ratio of the means", c)
 	}
+	if c := Compare([]float64{0, 0, 0, 0, 0}, []float64{401, 401, 401, 401, 401}, true); c.Ratio != 0 || c.Delta() != "from 0" || c.Note == "" {
+		t.Errorf("a baseline of 0: %+v, delta %q: want no ratio, and why", c, c.Delta())
+	}
 }
 
 // The p-values and "~" agree with benchstat's own on the same numbers,

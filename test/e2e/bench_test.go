@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // benchMounts lists what is mounted under the bench's scratch directories.
@@ -299,7 +300,7 @@ workloads:
   - {name: small, smallfiles: {files: 60, dirs: 6, size: 3k}, requests: [OPEN]}
   - {name: untar, untar: {files: 60, dirs: 6, size: 3k}, requests: [CREATE, MKDIR]}
   - {name: git, git_status: {files: 60, dirs: 6, size: 1k}}
-  - {name: walk, walk: {files: 60, dirs: 6, passes: 2}}
+  - {name: walk, walk: {files: 60, dirs: 6, passes: 2}, calls: true}
 `), 0o644)
 	rec := filepath.Join(t.TempDir(), "b.json")
 	if out, err := exec.Command(fusescopeBin, "bench", spec, "-o", rec).CombinedOutput(); err != nil {
@@ -325,6 +326,20 @@ workloads:
 		case "small":
 			if fig["OPEN"] != 60 {
 				t.Errorf("smallfiles: %v OPENs, want 60", fig["OPEN"])
+			}
+		case "walk":
+			// Every lstat (newfstatat) of the walk, each sending a
+			// request where nothing is cached: 2 passes of 60 files, 6
+			// directories and the root, which WalkDir stats once more
+			// before it starts.
+			var stat *profile.CallStats
+			for i := range run.Calls {
+				if run.Calls[i].Syscall == "newfstatat" {
+					stat = &run.Calls[i]
+				}
+			}
+			if stat == nil || stat.Count != 2*(60+6+2) || stat.WithRequests != stat.Count {
+				t.Errorf("walk's calls: %+v, want 136 newfstatat, each with a request", run.Calls)
 			}
 		case "untar":
 			// Six directories, and tar's mkdir of the archive's "."
