@@ -93,7 +93,7 @@ func Run(ctx context.Context, spec *Spec, opt Options) (*profile.BenchReport, er
 		drop = dropCaches
 	}
 	b := &bencher{spec: spec, opt: opt, rep: rep, src: src, base: base, drop: drop,
-		mounts: map[string]*mounted{}, broken: map[string]string{}}
+		mounts: map[string]*mounted{}, broken: map[string]string{}, mountings: map[string]int{}}
 	defer b.closeTracer()
 	modes := map[string]bool{}
 	for _, c := range spec.Configurations {
@@ -152,9 +152,11 @@ type bencher struct {
 	perRun  bool
 	drop    func() error
 	mounts  map[string]*mounted
-	// broken names the configurations that did not mount, and why.
-	broken map[string]string
-	seq    int
+	// broken names the configurations that did not mount, and why;
+	// mountings counts each one's mounts.
+	broken    map[string]string
+	mountings map[string]int
+	seq       int
 }
 
 func (b *bencher) mnt(c Configuration) string {
@@ -189,6 +191,7 @@ func (b *bencher) mount(ctx context.Context, c Configuration) (*mounted, error) 
 		return nil, err
 	}
 	b.mounts[c.Name] = m
+	b.mountings[c.Name]++
 	for i := range b.rep.Configs {
 		if b.rep.Configs[i].Name == c.Name {
 			b.rep.Configs[i].Conn = m.conn
@@ -327,6 +330,7 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 		run.Error = err.Error()
 		return run
 	}
+	run.Conn, run.Mount = m.conn, b.mountings[c.Name]
 	var before *profile.Record
 	mode := b.spec.traceMode(c)
 	traced := b.rep.Traced && m.conn != 0 && mode != "off"

@@ -59,6 +59,8 @@ type BenchRun struct {
 	Seq           int           `json:"seq"`   // its place in the whole bench
 	Configuration string        `json:"configuration"`
 	Workload      string        `json:"workload"`
+	Conn          uint32        `json:"conn,omitempty"`  // the FUSE connection it ran on
+	Mount         int           `json:"mount,omitempty"` // which mount of its configuration (1, 2...: a new one each run under remount)
 	Start         time.Time     `json:"start"`
 	Elapsed       float64       `json:"elapsed_seconds"`
 	Metrics       []BenchMetric `json:"metrics,omitempty"`

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -348,5 +349,41 @@ workloads:
 				t.Errorf("untar: %v CREATEs and %v MKDIRs, want 60 and 6 + 1", fig["CREATE"], fig["MKDIR"])
 			}
 		}
+	}
+}
+
+// remount mounts each configuration anew before each run (a connection of
+// its own per run), and a time budget stops the bench after the round that
+// passes it, saying so.
+func TestBenchRemountAndBudget(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "cold.yaml")
+	os.WriteFile(spec, []byte(`repetitions: 3
+scratch: tmp
+remount: true
+trace: false
+configurations:
+  - {name: lab, labfs: [--preset, default]}
+workloads:
+  - {name: ls, shell: {run: "ls -la >/dev/null"}}
+`), 0o644)
+	rec := filepath.Join(t.TempDir(), "b.json")
+	if out, err := exec.Command(fusescopeBin, "bench", spec, "-o", rec).CombinedOutput(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	b := loadRecord(t, rec).Bench
+	// Each run on a mount of its own.
+	var mounts []int
+	for _, run := range b.Runs {
+		mounts = append(mounts, run.Mount)
+	}
+	if !b.Remount || fmt.Sprint(mounts) != "[1 2 3]" {
+		t.Errorf("remount: the runs were on mounts %v, want [1 2 3]", mounts)
+	}
+	out, err := exec.Command(fusescopeBin, "bench", spec, "--budget", "1ns", "-o", rec).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench --budget: %v\n%s", err, out)
+	}
+	if b := loadRecord(t, rec).Bench; b.Rounds != 1 || !strings.Contains(string(out), "the time budget of 1ns ran out after 1 of 3 rounds") {
+		t.Errorf("--budget 1ns: %d rounds\n%s", b.Rounds, out)
 	}
 }
