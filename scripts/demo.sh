@@ -91,6 +91,6 @@ echo "== The run was saved as a record; render it again with:"
 echo "   $bin show $rec"
 echo
 echo "== Comparing configurations (fusescope bench --preset quick): the native directory against the lab"
-echo "   file system with the kernel's caches on and off, 3 rounds in a shuffled order, caches dropped before each run"
+echo "   file system with the kernel's caches on and off, 4 rounds in a shuffled order, caches dropped before each run"
 echo
 "$bin" bench --preset quick

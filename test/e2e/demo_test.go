@@ -88,7 +88,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("%s: kernel %q, daemon %q: the two views saw different requests", op, kernel[op], daemon[op])
 		}
 	}
-	for _, want := range []string{"files found: 1000", "op = READ", "/usr/bin/grep", "fusescope show ", "bench quick: 3 configurations, 3 of 3 rounds", "vs native [95% CI]"} {
+	for _, want := range []string{"files found: 1000", "op = READ", "/usr/bin/grep", "fusescope show ", "bench quick: 3 configurations, 4 of 4 rounds", "vs native [95% CI]"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the demo's output:\n%s", want, out)
 		}
