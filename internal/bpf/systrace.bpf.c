@@ -62,9 +62,19 @@ struct {
 	__type(value, struct task_state);
 } tasks SEC(".maps");
 
+/* The counters below are per CPU, but plain arrays with a stripe per CPU
+ * (key + cpu * stripe; user space sets max_entries to nr_cpus stripes)
+ * rather than per-CPU arrays: the kernel allocates a per-CPU array's
+ * elements one by one, which took 210 of the 250 ms that loading took,
+ * a plain array in one piece (docs/performance.md, "Live set-up"). A
+ * program runs on one CPU from start to end, so a stripe has one writer
+ * at a time, as a per-CPU array's copy has. */
+#define STRIPE(key, n) ((key) + bpf_get_smp_processor_id() * (n))
+
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_TSLOTS * MAX_NR);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TSLOTS * MAX_NR); /* times nr_cpus, set at load */
+	__uint(map_flags, BPF_F_MMAPABLE);        /* read at the end in one copy */
 	__type(key, __u32);
 	__type(value, struct sys_stats);
 } sysstats SEC(".maps");
@@ -80,8 +90,9 @@ struct {
 } fdstats SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_BINS * CATEGORIES);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_BINS * CATEGORIES); /* times nr_cpus */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct bin_stats);
 } bins SEC(".maps");
@@ -89,8 +100,9 @@ struct {
 /* Failed calls by system call and errno, of every traced thread: key nr *
  * ERRNO_SLOTS + errno_slot(errno). Only failures touch it. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_NR * ERRNO_SLOTS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_NR * ERRNO_SLOTS); /* times nr_cpus */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u64);
 } errnos SEC(".maps");
@@ -123,7 +135,7 @@ static __always_inline void count_errno(__u32 nr, __s64 err)
 		slot = err;
 	else if (err >= 512 && err < 528)
 		slot = 144 + (err - 512);
-	__u32 key = nr * ERRNO_SLOTS + slot;
+	__u32 key = STRIPE(nr * ERRNO_SLOTS + slot, MAX_NR * ERRNO_SLOTS);
 	__u64 *n = bpf_map_lookup_elem(&errnos, &key);
 	if (n)
 		(*n)++;
@@ -477,7 +489,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	} else {
 		if (k)
 			drop(SDROP_FD_RANGE);
-		__u32 key = s->tslot * MAX_NR + nr;
+		__u32 key = STRIPE(s->tslot * MAX_NR + nr, MAX_TSLOTS * MAX_NR);
 		struct sys_stats *st = bpf_map_lookup_elem(&sysstats, &key);
 		if (st) {
 			if (st->calls++ == 0) {
@@ -497,7 +509,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			drop(SDROP_BINS);
 			b = MAX_BINS - 1;
 		}
-		__u32 key = b * CATEGORIES + (category[nr] & (CATEGORIES - 1));
+		__u32 key = STRIPE(b * CATEGORIES + (category[nr] & (CATEGORIES - 1)), MAX_BINS * CATEGORIES);
 		struct bin_stats *bs = bpf_map_lookup_elem(&bins, &key);
 		if (bs) {
 			bs->calls++;
@@ -579,7 +591,8 @@ struct handover {
 static long sum_cpu(__u64 cpu, void *data)
 {
 	struct handover *h = data;
-	struct sys_stats *st = bpf_map_lookup_percpu_elem(&sysstats, &h->key, cpu);
+	__u32 key = h->key + cpu * (MAX_TSLOTS * MAX_NR);
+	struct sys_stats *st = bpf_map_lookup_elem(&sysstats, &key);
 	if (!st)
 		return 1;
 	h->sum.calls += st->calls;

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/fusescope/fusescope/internal/kernel"
 )
 
@@ -18,36 +21,163 @@ func load(spec *ebpf.CollectionSpec, consts map[string]any, objs any, what strin
 		}
 	}
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("the kernel's verifier rejected the %s: %v", what, strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
-		}
-		return fmt.Errorf("loading the %s into kernel %s: %w", what, kernel.Release(), err)
+		return loadError(err, what)
 	}
 	return nil
 }
 
-// eachPerCPU calls fn with every key of a per-CPU array and its values on
-// all CPUs, reading the map in batches.
-func eachPerCPU[V any](m *ebpf.Map, fn func(key uint32, perCPU []V)) error {
-	ncpu, err := ebpf.PossibleCPU()
+func loadError(err error, what string) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("the kernel's verifier rejected the %s: %v", what, strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
+	}
+	return fmt.Errorf("loading the %s into kernel %s: %w", what, kernel.Release(), err)
+}
+
+// loadParallel is load for a short run's set-up (the live system-call
+// source): the maps are created while another goroutine decodes the
+// kernel's BTF (~10 ms each on this machine), then each group of programs
+// is verified in its own goroutine, so that the verifier runs on every
+// CPU. One LoadAndAssign does all of it one after another.
+func loadParallel(spec *ebpf.CollectionSpec, consts map[string]any, objs any, groups [][]string, what string) error {
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	cache := btf.NewCache()
+	kernelBTF := make(chan error, 1)
+	go func() {
+		_, err := cache.Kernel()
+		kernelBTF <- err
+	}()
+	mapsOnly := spec.Copy()
+	mapsOnly.Programs = nil
+	maps, err := ebpf.NewCollectionWithOptions(mapsOnly, ebpf.CollectionOptions{Cache: cache})
+	if err != nil {
+		<-kernelBTF
+		return loadError(err, what)
+	}
+	defer maps.Close()
+	if err := <-kernelBTF; err != nil {
+		return loadError(err, what)
+	}
+	progs := make([]*ebpf.Collection, len(groups))
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, group := range groups {
+		one := spec.Copy()
+		one.Programs = map[string]*ebpf.ProgramSpec{}
+		for _, name := range group {
+			if one.Programs[name] = spec.Programs[name]; one.Programs[name] == nil {
+				return fmt.Errorf("internal error: no program %s", name)
+			}
+		}
+		wg.Go(func() {
+			progs[i], errs[i] = ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: maps.Maps, Cache: cache})
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range progs {
+			if c != nil {
+				c.Close() // the maps' clones; the programs were assigned
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		return loadError(err, what)
+	}
+	all := &ebpf.Collection{Maps: maps.Maps, Variables: maps.Variables, Programs: map[string]*ebpf.Program{}}
+	for _, c := range progs {
+		for name, p := range c.Programs {
+			all.Programs[name] = p
+		}
+	}
+	if err := all.Assign(objs); err != nil {
+		return fmt.Errorf("internal error: %w", err)
+	}
+	for _, c := range progs {
+		for name := range c.Programs {
+			if _, kept := all.Programs[name]; !kept {
+				delete(c.Programs, name) // assigned: closing c must not close it
+			}
+		}
+	}
+	return nil // the deferred Closes free what was not assigned
+}
+
+// eachStriped calls fn with every key of an array striped by CPU (key +
+// cpu * stripe, the BPF side's STRIPE) that holds a value on some CPU, and
+// its values on all CPUs. The array is read in one copy of its memory: a
+// lookup of 4,096 keys at a time took 140 ms for the call counters.
+func eachStriped[V comparable](m *ebpf.Map, stripe, ncpu int, fn func(key uint32, perCPU []V)) error {
+	mem, err := m.Memory()
 	if err != nil {
 		return err
 	}
-	const chunk = 4096
-	keys := make([]uint32, chunk)
-	vals := make([]V, chunk*ncpu)
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := m.BatchLookup(&cursor, keys, vals, nil)
-		for i := 0; i < n; i++ {
-			fn(keys[i], vals[i*ncpu:(i+1)*ncpu])
+	var zero V
+	size := int(unsafe.Sizeof(zero))
+	if int(mem.Size()) < stripe*ncpu*size {
+		return fmt.Errorf("internal error: %s holds %d bytes, not %d stripes of %d", m, mem.Size(), ncpu, stripe)
+	}
+	buf := make([]V, stripe*ncpu)
+	if _, err := mem.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*size), 0); err != nil {
+		return err
+	}
+	perCPU := make([]V, ncpu)
+	for k := 0; k < stripe; k++ {
+		any := false
+		for c := range perCPU {
+			perCPU[c] = buf[c*stripe+k]
+			any = any || perCPU[c] != zero
 		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return nil
+		if any {
+			fn(uint32(k), perCPU)
 		}
-		if err != nil {
+	}
+	return nil
+}
+
+// readStriped reads key's values on every CPU (len(perCPU)) from an array
+// striped by CPU.
+func readStriped[V any](m *ebpf.Map, stripe, key int, perCPU []V) error {
+	mem, err := m.Memory()
+	if err != nil {
+		return err
+	}
+	size := int(unsafe.Sizeof(perCPU[0]))
+	for c := range perCPU {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&perCPU[c])), size)
+		if _, err := mem.ReadAt(b, int64((c*stripe+key)*size)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// readWords reads an array of n words (a bitmap) in one batch.
+func readWords(m *ebpf.Map, n int) ([]uint64, error) {
+	keys, words := make([]uint32, n), make([]uint64, n)
+	var cursor ebpf.MapBatchCursor
+	got, err := m.BatchLookup(&cursor, keys, words, nil)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil, err
+	}
+	if got != n {
+		return nil, fmt.Errorf("read %d of %d words", got, n)
+	}
+	return words, nil
+}
+
+// stripeCPUs sizes the arrays spec stripes by CPU (names) for ncpu CPUs.
+func stripeCPUs(spec *ebpf.CollectionSpec, ncpu int, names ...string) error {
+	for _, name := range names {
+		m := spec.Maps[name]
+		if m == nil {
+			return fmt.Errorf("internal error: no map %s to stripe", name)
+		}
+		m.MaxEntries *= uint32(ncpu)
+	}
+	return nil
 }

@@ -109,10 +109,9 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 		}
 		if len(l.Command) > 0 && l.CommandS > 0 {
 			// The command's own run, from exec to exit; loading and
-			// attaching the probes before it and reading out after it
-			// apart.
-			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced (set-up and read-out %.3f s more)", what,
-				plural(len(r.Processes), "process", "processes"), l.CommandS, max(0, l.WallS-l.CommandS))
+			// attaching the probes before it apart.
+			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced (set-up %.3f s before it)", what,
+				plural(len(r.Processes), "process", "processes"), l.CommandS, l.SetupS)
 		} else {
 			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced", what, plural(len(r.Processes), "process", "processes"), l.WallS)
 		}

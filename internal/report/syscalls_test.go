@@ -211,11 +211,11 @@ func TestWriteTextProcessTreeTop(t *testing.T) {
 // read-out are said apart.
 func TestWriteTextLiveCommandTime(t *testing.T) {
 	var b bytes.Buffer
-	r := &profile.SyscallReport{Live: &profile.LiveInfo{Command: []string{"git", "status"}, WallS: 0.55, CommandS: 0.006}}
+	r := &profile.SyscallReport{Live: &profile.LiveInfo{Command: []string{"git", "status"}, WallS: 0.55, CommandS: 0.006, SetupS: 0.041}}
 	if err := WriteSyscallsText(&b, r, 10); err != nil {
 		t.Fatal(err)
 	}
-	if line, _, _ := strings.Cut(b.String(), "\n"); line != `live trace of "git status": 0 processes, 0.006 s traced (set-up and read-out 0.544 s more)` {
+	if line, _, _ := strings.Cut(b.String(), "\n"); line != `live trace of "git status": 0 processes, 0.006 s traced (set-up 0.041 s before it)` {
 		t.Errorf("first line %q", line)
 	}
 }

@@ -120,3 +120,107 @@ func TestBenchSyscallsLive(t *testing.T) {
 	fmt.Println()
 	fmt.Println("Commands:", strings.Join([]string{"make bench (TestBenchSyscallsLive)"}, ""))
 }
+
+// runWhole times a whole process, from fork to its exit.
+func runWhole(t *testing.T, argv []string, dir string) float64 {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	start := time.Now()
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", argv, err, msg)
+	}
+	return time.Since(start).Seconds()
+}
+
+// TestBenchSyscallsLiveShort measures short commands end to end (the whole
+// traced process, set-up and read-out included, as a user waits for it):
+// untraced, under fusescope syscalls, strace -f and bpftrace counting the
+// command's calls, interleaved in random order; and the live source's own
+// set-up (setup_s: loading and attaching its programs).
+func TestBenchSyscallsLiveShort(t *testing.T) {
+	setup(t)
+	bin, _ := filepath.Abs("../../bin/fusescope")
+	reps := 15
+	if os.Getenv("FUSESCOPE_BENCH_QUICK") != "" {
+		reps = 3
+	}
+	// A repository of 300 committed files for git status.
+	repo := t.TempDir()
+	for i := 0; i < 300; i++ {
+		if err := os.WriteFile(filepath.Join(repo, fmt.Sprintf("f%03d.c", i)), []byte("int x;\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range [][]string{{"git", "init", "-q"}, {"git", "add", "."}, {"git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "x"}} {
+		runWhole(t, c, repo)
+	}
+	// A script file, not sh -c: bpftrace -c splits its command at spaces.
+	script := filepath.Join(repo, "ls8.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8; do ls /usr/bin >/dev/null; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	commands := []struct {
+		name string
+		argv []string
+	}{
+		{"true", []string{"true"}},
+		{"git status (300 files)", []string{"git", "status"}},
+		{"python3 -c pass", []string{"/usr/bin/python3", "-c", "pass"}},
+		{"sh script: ls /usr/bin x8", []string{"/bin/sh", script}},
+	}
+	tools := []struct {
+		name string
+		wrap func(argv []string) []string
+	}{
+		{"untraced", func(a []string) []string { return a }},
+		{"fusescope syscalls", func(a []string) []string {
+			return append([]string{bin, "syscalls", "-o", "/dev/null", "--"}, a...)
+		}},
+		{"strace -f", func(a []string) []string { return append([]string{"strace", "-f", "-o", "/dev/null"}, a...) }},
+		{"bpftrace (count)", func(a []string) []string {
+			path, err := exec.LookPath(a[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []string{"bpftrace", "-q", "-e", "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @calls = count(); }", "-c", strings.Join(append([]string{path}, a[1:]...), " ")}
+		}},
+	}
+	fmt.Printf("\nShort commands end to end (fork to exit of the whole traced process), %d interleaved repetitions in random order; median seconds and ratio to the untraced median [min-max ratio].\n\n", reps)
+	fmt.Printf("| command | untraced (s) |")
+	for _, tool := range tools[1:] {
+		fmt.Printf(" %s |", tool.name)
+	}
+	fmt.Printf("\n|---|---|%s\n", strings.Repeat("---|", len(tools)-1))
+	var setups []float64
+	for _, c := range commands {
+		times := make([][]float64, len(tools))
+		runWhole(t, c.argv, repo) // warm the caches
+		for i := 0; i < reps; i++ {
+			for _, k := range rand.Perm(len(tools)) {
+				times[k] = append(times[k], runWhole(t, tools[k].wrap(c.argv), repo))
+			}
+		}
+		base := stats.Median(times[0])
+		fmt.Printf("| %s | %.4f |", c.name, base)
+		for k := range tools[1:] {
+			x := times[k+1]
+			fmt.Printf(" %.4f s, %.1fx [%.1f-%.1f] |", stats.Median(x), stats.Median(x)/base, slices.Min(x)/base, slices.Max(x)/base)
+		}
+		fmt.Println()
+		out := filepath.Join(t.TempDir(), "r.json")
+		for i := 0; i < 3; i++ {
+			runWhole(t, append([]string{bin, "syscalls", "--json", "-o", out, "--"}, c.argv...), repo)
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := profile.Parse(data)
+			if err != nil || rec.Syscalls == nil || rec.Syscalls.Live == nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			setups = append(setups, rec.Syscalls.Live.SetupS)
+		}
+	}
+	fmt.Printf("\nThe live source's set-up (setup_s, loading and attaching its programs), %d runs: median %.1f ms, min %.1f, max %.1f.\n",
+		len(setups), 1000*stats.Median(setups), 1000*slices.Min(setups), 1000*slices.Max(setups))
+}
