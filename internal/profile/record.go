@@ -70,15 +70,23 @@ func (r *Record) HasRequests() bool {
 }
 
 // MarshalJSON leaves out the request statistics of a record that has none.
-func (r Record) MarshalJSON() ([]byte, error) {
-	type plain Record // without this method
-	if r.HasRequests() {
-		return json.Marshal(plain(r))
+func (r Record) MarshalJSON() ([]byte, error) { return json.Marshal(r.jsonView()) }
+
+// jsonView is what a record's JSON holds: r without its request
+// statistics when it has none, the system-call report's lists never null.
+func (r *Record) jsonView() any {
+	type plain Record // without the MarshalJSON method
+	c := plain(*r)
+	if c.Syscalls != nil {
+		c.Syscalls = c.Syscalls.withLists()
 	}
-	return json.Marshal(struct {
-		plain
+	if r.HasRequests() {
+		return &c
+	}
+	return &struct {
+		*plain
 		Profile *Profile `json:"profile,omitempty"` // shadows plain's
-	}{plain: plain(r)})
+	}{plain: &c}
 }
 
 // MaxSlow is the most slow requests one record holds.
@@ -339,7 +347,7 @@ func (r *Record) Mount(conn uint32) *Mount {
 func (r *Record) Write(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(r.jsonView())
 }
 
 // Load reads a record and checks it; the error says what is wrong.

@@ -6,7 +6,6 @@
 package systrace
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strconv"
@@ -215,14 +214,20 @@ func NewParser() *Parser { return &Parser{pending: map[int]*Event{}} }
 // what must outlive it.
 func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 	p.tracees, p.cut = newTracees(), ""
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	lines := newLineReader(r)
 	inSummary := false
 	line := 0
-	for sc.Scan() {
+	for {
+		text, lineErr, ok := lines.next()
+		if !ok {
+			break
+		}
 		line++
 		p.Lines++
-		text := sc.Text()
+		if lineErr != nil {
+			p.malformed(line, text, lineErr)
+			continue
+		}
 		// strace -C and -c append a summary table: not events, not errors.
 		if inSummary || strings.HasPrefix(text, "% time ") {
 			inSummary = !strings.HasSuffix(strings.TrimSpace(text), " total")
@@ -273,7 +278,7 @@ func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 		p.cut = ""
 	}
 	p.releaseHeld(emit)
-	return sc.Err()
+	return lines.Err()
 }
 
 // malformed counts a line the parser could not read, and keeps the first.

@@ -72,7 +72,7 @@ func eachLogLine(t *testing.T, log string, fn func(line string)) {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
+	sc.Buffer(nil, 64<<20) // TestSyscallsLongLines reads lines of 16 MiB and more
 	for sc.Scan() {
 		fn(sc.Text())
 	}
@@ -639,4 +639,32 @@ for _ in range(3):
 	if children != 3 {
 		t.Errorf("%d children running true, want 3: %+v", children, r.Processes)
 	}
+}
+
+// strace -s 10000000 of dd bs=8M writes lines of 16 MiB and more (each
+// byte of data printed as an escape): they parse, and the counts still
+// equal strace -c's of the same run.
+func TestSyscallsLongLines(t *testing.T) {
+	need(t, "strace", "dd")
+	dir := t.TempDir()
+	log := filepath.Join(dir, "dd.log")
+	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-s", "10000000", "-o", log,
+		"dd", "if=/dev/urandom", "of="+filepath.Join(dir, "out"), "bs=8M", "count=2", "status=none")
+	longest := 0
+	eachLogLine(t, log, func(line string) { longest = max(longest, len(line)) })
+	if longest < 16<<20 {
+		t.Fatalf("the longest line of the log is %d bytes: the test needs one of 16 MiB", longest)
+	}
+	r := logReport(t, log)
+	if r.Malformed != 0 {
+		t.Errorf("%d malformed lines: %+v", r.Malformed, r.FirstBad)
+	}
+	files := map[string]profile.FileStat{}
+	for _, f := range r.Files {
+		files[f.Target] = f
+	}
+	if f := files[filepath.Join(dir, "out")]; f.BytesWritten != 2*8<<20 || f.Writes != 2 {
+		t.Errorf("out: %+v, want 2 writes of 8 MiB", f)
+	}
+	assertCallsEqual(t, r, log)
 }
