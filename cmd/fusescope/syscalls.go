@@ -104,7 +104,7 @@ calls that create, name or close fds and processes, and calls of at least
 				src := systrace.LiveConfig{
 					SyscallOptions: ktrace.SyscallOptions{PID: pid, MinWait: minWait, TimelineS: timeline,
 						EmptyPrograms: os.Getenv(emptyProgramsEnv) != ""},
-					Filter: filter, Analysis: systrace.Options{MaxWaits: view.top, TimelineS: timeline},
+					Filter: filter, Analysis: systrace.Options{MaxWaits: view.top, TimelineS: timeline, WaitMinS: minWait.Seconds()},
 					Command: os.Args, Tool: version, Traced: command,
 				}
 				run := session.Config{Command: command, PID: pid, Output: output, Save: view.write,
@@ -132,8 +132,8 @@ calls that create, name or close fds and processes, and calls of at least
 			if len(logs) == 0 {
 				return fmt.Errorf("give strace logs to analyse, -- CMD ARGS to trace a command, or -p PID to trace a process (see fusescope syscalls --help)")
 			}
-			if minWait != 0 {
-				return fmt.Errorf("--min-wait applies to live tracing: a log keeps every call")
+			if minWait < 0 {
+				return fmt.Errorf("--min-wait %v: give a positive duration, such as 1ms", minWait)
 			}
 			if err := checkLogs(logs); err != nil {
 				return err
@@ -149,7 +149,7 @@ calls that create, name or close fds and processes, and calls of at least
 			for _, pid := range pids {
 				filter.PIDs[pid] = true
 			}
-			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: view.top, TimelineS: timeline})
+			r, err := systrace.Analyze(filter.Wrap(events), p, systrace.Options{MaxWaits: view.top, TimelineS: timeline, WaitMinS: minWait.Seconds()})
 			if err == nil && r.Events == 0 {
 				switch {
 				case p.Parsed > 0:
@@ -178,13 +178,14 @@ calls that create, name or close fds and processes, and calls of at least
 	f.IntVar(&view.top, "top", 10, "rows in each list and processes in the tree (0: all)")
 	f.IntSliceVarP(&pids, "pid", "p", nil, "with logs: keep only these processes (repeatable); without: trace this running process live")
 	f.StringVarP(&output, "output", "o", "", "write the report to `FILE` instead of standard output (a traced command keeps the terminal)")
-	f.DurationVar(&minWait, "min-wait", 0, "live: keep calls at least this long one by one, for the waits list (default 1ms)")
+	f.DurationVar(&minWait, "min-wait", 0, "the shortest call counted as a wait (wait groups, critical path; live: kept one by one) (default 1ms)")
+	f.BoolVar(&view.summary, "summary", false, "print the calls table as strace -c does (% time, seconds, usecs/call, calls, errors, syscall)")
 	f.StringArrayVar(&filter.Files, "file", nil, "keep only calls on targets matching this `GLOB` (a pattern without / matches the base name; repeatable)")
 	f.StringVar(&filter.Category, "category", "", "keep only this category: file I/O, network, IPC, memory, process, sleep and timers, other")
 	f.Float64Var(&filter.From, "since", 0, "keep only calls from this many seconds after the log's first timestamp")
 	f.Float64Var(&filter.To, "until", 0, "keep only calls up to this many seconds after the log's first timestamp")
 	f.Float64Var(&timeline, "timeline", 0, "add a timeline: calls and time per category in bins of this many seconds")
-	exclusive(c, "json", "csv")
+	exclusive(c, "json", "csv", "summary")
 	return c
 }
 
@@ -220,6 +221,7 @@ func checkLogs(logs []string) error {
 // text with top rows per list, as JSON, or one table as CSV.
 type reportView struct {
 	json, csv bool
+	summary   bool
 	table     string
 	top       int
 }
@@ -243,6 +245,8 @@ func (v reportView) check() error {
 func (v reportView) write(w io.Writer, rec *profile.Record) error {
 	r := rec.Syscalls
 	switch {
+	case v.summary:
+		return report.WriteStraceSummary(w, r)
 	case v.json:
 		return rec.Write(w)
 	case v.csv && v.table != "":

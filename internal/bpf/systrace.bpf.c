@@ -16,10 +16,18 @@ struct pt_regs {
 	unsigned long di, si, dx, r10, r8, r9, orig_ax;
 } __attribute__((preserve_access_index));
 
+struct mm_struct {
+	unsigned long arg_start;
+	unsigned long arg_end;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	int exit_code;
+	struct mm_struct *mm;
+	__u64 utime; /* ns */
+	__u64 stime;
 } __attribute__((preserve_access_index));
 
 struct linux_binprm {
@@ -296,9 +304,11 @@ static __always_inline int has_counts(__s64 base)
  * duplicates an fd (find dups every directory it opens), not for the flag
  * reads and writes that make most of its calls; close only when its fd has
  * counters to hand over (find closes every directory it only listed). */
-static __always_inline int is_rare(struct pt_regs *regs, __u32 nr, __u32 pslot)
+static __always_inline int is_rare(struct pt_regs *regs, __u32 nr, __u32 pslot, long ret)
 {
 	__u8 r = rare[nr];
+	if (r == RARE_IF_MISSING)
+		return ret == -2; /* ENOENT */
 	if (r == RARE_IF_DUP) {
 		__u64 cmd = regs->si;
 		return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
@@ -465,7 +475,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		drop(SDROP_NR_RANGE);
 		return 0;
 	}
-	int r = is_rare(regs, nr, s->pslot);
+	int r = is_rare(regs, nr, s->pslot, ret);
 	if ((r || dur >= detail_ns) && send_call(regs, s, nr, start, dur, ret, r))
 		return 0;
 
@@ -572,6 +582,20 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, int old_pid, struct linu
 	e->child_tid = old_pid;
 	long n = bpf_probe_read_kernel_str(e->str, sizeof(e->str), bprm->filename);
 	e->str_len = n > 0 ? n : 0;
+	/* The new program's arguments, NUL-separated as the kernel laid them
+	 * out on its stack, in place of the fd counters an exec never carries
+	 * (flushed_mask 0): what make's cc lines or a shim's script need to be
+	 * told apart. args[0]: their length, cut at ARGV_LEN. */
+	struct mm_struct *mm = p->mm;
+	e->args[0] = 0;
+	if (mm) {
+		unsigned long start = mm->arg_start, end = mm->arg_end;
+		__u32 len = end > start ? end - start : 0;
+		if (len > ARGV_LEN)
+			len = ARGV_LEN;
+		if (bpf_probe_read_user(e->flushed, len & (2 * ARGV_LEN - 1), (void *)start) == 0)
+			e->args[0] = len;
+	}
 	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }
@@ -714,6 +738,8 @@ int BPF_PROG(sched_process_exit, struct task_struct *p, _Bool group_dead)
 	e->pslot = h.pslot;
 	e->exit_code = p->exit_code;
 	e->ret = group_dead;
+	e->args[0] = p->utime; /* the thread's CPU time, user and system */
+	e->args[1] = p->stime;
 	e->handed_over = handed;
 	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;

@@ -16,8 +16,10 @@
 #define ERRNO_SLOTS 160  /* failed calls by errno: 1-143 at themselves, the kernel's restart codes 512-527 (ERESTARTSYS...) at 144-159, any other at 0 */
 #define CATEGORIES 8
 #define STR_LEN 256
+#define ARGV_LEN 512 /* bytes of an exec's arguments sent, in place of flushed[] (IO_KINDS * 32 bytes) */
 #define RINGBUF_BYTES (16 << 20)
 #define RARE_IF_DUP 2    /* rare[nr]: sent whole only when its second argument is F_DUPFD or F_DUPFD_CLOEXEC (fcntl) */
+#define RARE_IF_MISSING 4 /* rare[nr]: sent whole, with its path, only when it failed with ENOENT (stat, access, readlink: a search path's probes) */
 #define RARE_IF_COUNTED 3 /* rare[nr]: sent whole only when the fd in its first argument has counters to move (close) */
 #define HANDED_TSLOT 1   /* sys_event.handed_over: the thread's per-call counters */
 #define HANDED_PSLOT 2   /* and its process's per-fd counters */

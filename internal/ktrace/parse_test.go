@@ -140,8 +140,8 @@ func TestSysTraceSizesMatchHeader(t *testing.T) {
 	want := map[string]int{
 		"MAX_NR": sysMaxNR, "MAX_TSLOTS": sysMaxTSlots, "MAX_PSLOTS": sysMaxPSlots, "MAX_FDS": sysMaxFDs,
 		"IO_KINDS": sysIOKinds, "MAX_BINS": sysMaxBins, "CATEGORIES": sysCats, "ERRNO_SLOTS": sysErrnoSlots, "RARE_IF_DUP": rareIfDup,
-		"RARE_IF_COUNTED": rareIfCounted,
-		"SEV_SYSCALL":     sevSyscall, "SEV_FORK": sevFork, "SEV_EXEC": sevExec, "SEV_EXIT": sevExit, "SEV_ADOPT": sevAdopt,
+		"RARE_IF_COUNTED": rareIfCounted, "RARE_IF_MISSING": rareIfMissing,
+		"SEV_SYSCALL": sevSyscall, "SEV_FORK": sevFork, "SEV_EXEC": sevExec, "SEV_EXIT": sevExit, "SEV_ADOPT": sevAdopt,
 		"SEV_FD_IO": sevFDIO, "SEV_CALLS": sevCalls, "HANDED_TSLOT": handedTSlot, "HANDED_PSLOT": handedPSlot,
 	}
 	got := map[string]int{}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -44,6 +45,7 @@ const (
 	sysErrnoSlots = 160
 	rareIfDup     = 2 // RARE_IF_DUP: fcntl, sent whole when it duplicates an fd
 	rareIfCounted = 3 // RARE_IF_COUNTED: close, sent whole when its fd has counters to move
+	rareIfMissing = 4 // RARE_IF_MISSING: a path lookup, sent whole when it failed with ENOENT
 )
 
 // Event kinds of enum sys_event_kind.
@@ -87,8 +89,13 @@ var rareCalls = union(fdCreators, strset("close", "dup2", "dup3", "socketpair", 
 
 // Where the BPF side finds a call's strings (1 + argument index).
 var (
-	pathArgs = map[string]uint8{"open": 1, "openat": 2, "openat2": 2, "creat": 1, "chdir": 1}
-	addrArgs = map[string]uint8{"connect": 2, "bind": 2, "accept": 2, "accept4": 2, "sendto": 5}
+	pathArgs = map[string]uint8{"open": 1, "openat": 2, "openat2": 2, "creat": 1, "chdir": 1,
+		"stat": 1, "lstat": 1, "newfstatat": 2, "statx": 2, "access": 1, "faccessat": 2, "faccessat2": 2,
+		"readlink": 1, "readlinkat": 2, "execve": 1, "execveat": 2}
+	// missingCalls look a path up: their failures with ENOENT are sent
+	// whole, with the path (a search path's probes).
+	missingCalls = strset("stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat")
+	addrArgs     = map[string]uint8{"connect": 2, "bind": 2, "accept": 2, "accept4": 2, "sendto": 5}
 	// 8 bytes behind a pointer: the two new fds of pipe and socketpair,
 	// the first struct pollfd of poll and ppoll (the fd it waits on).
 	word8Args = map[string]uint8{"pipe": 1, "pipe2": 1, "socketpair": 4, "poll": 1, "ppoll": 1}
@@ -217,6 +224,9 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 		}
 		if name == "close" {
 			rare[nr] = rareIfCounted
+		}
+		if missingCalls[name] {
+			rare[nr] = rareIfMissing
 		}
 	}
 	minWait := opts.MinWait
@@ -421,10 +431,12 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 		if ev.Pslot == 0 {
 			t.pslots[0] = ev.Pid
 		}
-		*e = sysevent.Event{Kind: sysevent.Exec, TID: int(ev.Tid), PID: int(ev.Pid), Str: cstring(ev.Str[:], ev.StrLen)}
+		*e = sysevent.Event{Kind: sysevent.Exec, TID: int(ev.Tid), PID: int(ev.Pid), Str: cstring(ev.Str[:], ev.StrLen),
+			Argv: execArgs(unsafe.Slice((*byte)(unsafe.Pointer(&ev.Flushed[0])), unsafe.Sizeof(ev.Flushed)), ev.Args[0])}
 		emit(e)
 	case sevExit:
-		*e = sysevent.Event{Kind: sysevent.Exit, TID: int(ev.Tid), PID: int(ev.Pid), Time: t.wall(ev.Ts), ExitCode: int(ev.ExitCode)}
+		*e = sysevent.Event{Kind: sysevent.Exit, TID: int(ev.Tid), PID: int(ev.Pid), Time: t.wall(ev.Ts), ExitCode: int(ev.ExitCode),
+			UserNs: ev.Args[0], SysNs: ev.Args[1]}
 		emit(e)
 		// The counters came before the exit, and the programs took the
 		// slots back for new tasks. When the ring buffer was full, they
@@ -444,6 +456,15 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 	case sevAdopt:
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
 	}
+}
+
+// execArgs splits an exec's arguments, NUL-separated in b's first n
+// bytes; a last one cut at the limit is kept as far as it went.
+func execArgs(b []byte, n uint64) []string {
+	if n == 0 || n > uint64(len(b)) {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b[:n]), "\x00"), "\x00")
 }
 
 // bind records that thread tid of process tgid counts its calls in tslot.

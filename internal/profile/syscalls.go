@@ -5,20 +5,31 @@ package profile
 
 // SyscallReport is what the analyzers found: plain data for every view.
 type SyscallReport struct {
-	Lines        int            `json:"lines"`
-	Events       int            `json:"events"`
-	Malformed    int            `json:"malformed"`
-	FirstBad     []Malformed    `json:"first_malformed,omitempty"`
-	Unfinished   int            `json:"unfinished"`             // calls never resumed (killed, or the log was cut)
-	Syscalls     []SyscallStat  `json:"syscalls"`               // by total time, then calls
-	Errnos       []ErrnoStat    `json:"errnos"`                 // failed calls by system call and errno, most first
-	Files        []FileStat     `json:"files"`                  // by total time
-	FollowedFDs  bool           `json:"fds_followed,omitempty"` // a log without -y: fds named from the calls that made them
-	Categories   []CategoryStat `json:"categories"`
-	Waits        []Wait         `json:"waits"` // longest first
-	Processes    []Process      `json:"processes"`
-	Timeline     []TimelineBin  `json:"timeline,omitempty"`
-	TimelineBinS float64        `json:"timeline_bin_s,omitempty"`
+	Lines       int            `json:"lines"`
+	Events      int            `json:"events"`
+	Malformed   int            `json:"malformed"`
+	FirstBad    []Malformed    `json:"first_malformed,omitempty"`
+	Unfinished  int            `json:"unfinished"`             // calls never resumed (killed, or the log was cut)
+	Syscalls    []SyscallStat  `json:"syscalls"`               // by total time, then calls
+	Errnos      []ErrnoStat    `json:"errnos"`                 // failed calls by system call and errno, most first
+	Files       []FileStat     `json:"files"`                  // by total time
+	FollowedFDs bool           `json:"fds_followed,omitempty"` // a log without -y: fds named from the calls that made them
+	Categories  []CategoryStat `json:"categories"`
+	Waits       []Wait         `json:"waits"` // longest first
+	// WaitGroups: the blocking calls of at least WaitMinS, by call and
+	// target, most time first.
+	WaitGroups []WaitGroup `json:"wait_groups"`
+	WaitMinS   float64     `json:"wait_min_s,omitempty"`
+	// CriticalPath explains the root process's run, from its start to its
+	// end: its programs one after another, the waits of WaitMinS or more
+	// of each, the children it waited for (explained the same way), and
+	// the time outside those waits. CriticalTop sums its waits by call
+	// and target: the top item is where a slow start went.
+	CriticalPath []PathStep    `json:"critical_path,omitempty"`
+	CriticalTop  []PathItem    `json:"critical_top,omitempty"`
+	Processes    []Process     `json:"processes"`
+	Timeline     []TimelineBin `json:"timeline,omitempty"`
+	TimelineBinS float64       `json:"timeline_bin_s,omitempty"`
 	// TimelineDropped counts calls that fell in no bin: a log spanning more
 	// than MaxTimelineBins bins.
 	TimelineDropped int       `json:"timeline_dropped_calls,omitempty"`
@@ -69,6 +80,9 @@ type FileStat struct {
 	BytesWritten int64   `json:"bytes_written"`
 	Calls        int     `json:"calls"`
 	TimeS        float64 `json:"time_s"`
+	// Missing: lookups of this path that failed with ENOENT (opens,
+	// stats, access, readlink, execve): a search path's probes.
+	Missing int `json:"missing,omitempty"`
 }
 
 // CategoryStat is the time spent in one category of system calls.
@@ -103,6 +117,78 @@ type Process struct {
 	// Threads: how many threads the process ran that were seen, itself
 	// included, when more than one. Their calls are the process's.
 	Threads int `json:"threads,omitempty"`
+	// Execs: every program it executed, in order, with its arguments (a
+	// shim's chain: bash, then python3).
+	Execs []ExecStep `json:"execs,omitempty"`
+	// SyscallS is the time its threads spent in system calls; OutsideS
+	// the rest of their lives (each thread's lifetime less its calls,
+	// summed): running in user space, or waiting to run. UserCPUS and
+	// SysCPUS are the kernel's own CPU times of its threads (live only).
+	SyscallS float64 `json:"syscall_s"`
+	OutsideS float64 `json:"outside_s"`
+	UserCPUS float64 `json:"user_cpu_s,omitempty"`
+	SysCPUS  float64 `json:"sys_cpu_s,omitempty"`
+	// Blocked: its main thread's calls of at least the report's
+	// WaitMinS, in order (the first MaxBlocked): the long waits a
+	// timeline draws and the critical path follows.
+	Blocked []Span `json:"blocked,omitempty"`
+}
+
+// ExecStep is one program a process executed.
+type ExecStep struct {
+	Start   float64  `json:"start"`
+	Program string   `json:"program"`
+	Args    []string `json:"args,omitempty"`
+}
+
+// Span is one long call of a process's main thread.
+type Span struct {
+	Start  float64 `json:"start"`
+	DurS   float64 `json:"dur_s"`
+	Name   string  `json:"name"`
+	Target string  `json:"target,omitempty"`
+	Child  int     `json:"child,omitempty"` // wait4, waitid: the child it reaped
+	Errno  string  `json:"errno,omitempty"`
+}
+
+// MaxBlocked bounds the long calls kept per process.
+const MaxBlocked = 10000
+
+// WaitGroup is the blocking calls of one system call on one target.
+type WaitGroup struct {
+	Name   string  `json:"name"`
+	Target string  `json:"target,omitempty"`
+	Calls  int     `json:"calls"`
+	TimeS  float64 `json:"time_s"`
+	MaxS   float64 `json:"max_s"`
+}
+
+// PathStep is one step of the critical path, Depth deep: a program run
+// (Kind "exec": PID, Program, Args), a wait of it ("wait": Name, Target;
+// a wait for a child is followed by the child's steps one deeper), or the
+// time between its waits ("outside": in user space or in shorter calls).
+type PathStep struct {
+	Depth   int      `json:"depth"`
+	Kind    string   `json:"kind"`
+	PID     int      `json:"pid"`
+	Program string   `json:"program,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	Name    string   `json:"name,omitempty"`
+	Target  string   `json:"target,omitempty"`
+	Start   float64  `json:"start"`
+	DurS    float64  `json:"dur_s"`
+}
+
+// PathItem sums the critical path's waits on one call and target (a
+// child's waits count for themselves, not in the wait for the child), and
+// the time outside them by program.
+type PathItem struct {
+	Kind    string  `json:"kind"` // wait, outside
+	Name    string  `json:"name,omitempty"`
+	Target  string  `json:"target,omitempty"`
+	Program string  `json:"program,omitempty"`
+	DurS    float64 `json:"dur_s"`
+	Share   float64 `json:"share"` // of the root's elapsed time
 }
 
 // TimelineBin is one interval of the timeline: calls and time per category.
@@ -132,6 +218,7 @@ func (r *SyscallReport) withLists() *SyscallReport {
 	c := *r
 	c.Syscalls, c.Files, c.Categories = nonNil(c.Syscalls), nonNil(c.Files), nonNil(c.Categories)
 	c.Waits, c.Processes, c.Errnos = nonNil(c.Waits), nonNil(c.Processes), nonNil(c.Errnos)
+	c.WaitGroups = nonNil(c.WaitGroups)
 	return &c
 }
 

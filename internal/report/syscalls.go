@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,14 +197,29 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 			b.WriteString(" (strace -y targets)")
 		}
 		b.WriteString("\n")
+		// MISSING: lookups that failed with ENOENT (a search path's
+		// probes), shown when there are any.
+		missing := false
+		for _, f := range r.Files {
+			missing = missing || f.Missing > 0
+		}
 		rows := [][]string{{"KIND", "OPENS", "READS", "BYTES_READ", "WRITES", "BYTES_WRITTEN", "TIME(s)", "TARGET"}}
+		align := "lrrrrrrl"
+		if missing {
+			rows[0] = slices.Insert(rows[0], 6, "MISSING")
+			align = "lrrrrrrrl"
+		}
 		for i, f := range r.Files {
 			if top > 0 && i >= top {
 				break
 			}
-			rows = append(rows, cells("%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, Name(f.Target)))
+			row := cells("%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%s", f.Kind, f.Opens, f.Reads, f.BytesRead, f.Writes, f.BytesWritten, f.TimeS, Name(f.Target))
+			if missing {
+				row = slices.Insert(row, 6, strconv.Itoa(f.Missing))
+			}
+			rows = append(rows, row)
 		}
-		Columns(&b, rows, "lrrrrrrl")
+		Columns(&b, rows, align)
 	}
 	if len(r.Waits) > 0 {
 		b.WriteString("\nLongest waits (blocking calls")
@@ -231,6 +247,8 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 		}
 		Columns(&b, rows, "rrlrll")
 	}
+	writeWaitGroups(&b, r, top)
+	writeCriticalPath(&b, r, top)
 	if len(r.Timeline) > 0 {
 		fmt.Fprintf(&b, "\nTimeline (%.3g s bins): calls per category\n", r.TimelineBinS)
 		cats := profile.SyscallCategories
@@ -298,7 +316,15 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 			if p.Threads > 1 {
 				threads = fmt.Sprintf(", %d threads", p.Threads)
 			}
-			fmt.Fprintf(&b, "%s%d %s (%d calls%s, %.3f s, %s)\n", strings.Repeat("  ", depth), p.PID, exec, p.Calls, threads, p.End-p.Start, status)
+			if len(p.Execs) > 0 {
+				chain := make([]string, len(p.Execs))
+				for i, x := range p.Execs {
+					chain[i] = commandLine(x)
+				}
+				exec = strings.Join(chain, " -> ")
+			}
+			fmt.Fprintf(&b, "%s%d %s (%d calls%s, %.3f s: %.3f s in calls, %.3f s outside%s, %s)\n", strings.Repeat("  ", depth), p.PID, exec,
+				p.Calls, threads, p.End-p.Start, p.SyscallS, p.OutsideS, cpuTimes(p), status)
 			for _, c := range children[p.PID] {
 				walk(c, depth+1)
 			}
@@ -314,6 +340,151 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 			fmt.Fprintf(&b, "... %d more %s (--top 0 shows all)\n", hidden, what)
 		}
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// commandLine is a program run as its arguments show it (the program's
+// path when it had none), each name quoted where it must be, cut at 100
+// characters.
+func commandLine(x profile.ExecStep) string {
+	args := x.Args
+	if len(args) == 0 {
+		args = []string{x.Program}
+	}
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = Name(a)
+	}
+	line := strings.Join(q, " ")
+	if len(line) > 100 {
+		line = line[:97] + "..."
+	}
+	return line
+}
+
+// cpuTimes is a live trace's CPU times of a process, from the kernel.
+func cpuTimes(p profile.Process) string {
+	if p.UserCPUS == 0 && p.SysCPUS == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", CPU %.3f s user %.3f s system", p.UserCPUS, p.SysCPUS)
+}
+
+// writeWaitGroups writes the blocking calls of at least the report's
+// threshold, by call and target.
+func writeWaitGroups(b *strings.Builder, r *profile.SyscallReport, top int) {
+	if len(r.WaitGroups) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nWaits of at least %v, by call and target\n", time.Duration(r.WaitMinS*1e9))
+	rows := [][]string{{"CALLS", "TIME(s)", "MAX(s)", "CALL", "TARGET"}}
+	for i, g := range r.WaitGroups {
+		if top > 0 && i >= top {
+			break
+		}
+		rows = append(rows, cells("%d\t%.6f\t%.6f\t%s\t%s", g.Calls, g.TimeS, g.MaxS, g.Name, Name(g.Target)))
+	}
+	Columns(b, rows, "rrrll")
+}
+
+// writeCriticalPath writes what the root process's run was made of: the
+// top items, then the path itself (its first --top x 5 steps).
+func writeCriticalPath(b *strings.Builder, r *profile.SyscallReport, top int) {
+	if len(r.CriticalPath) == 0 {
+		return
+	}
+	root := r.CriticalPath[0]
+	total := 0.0
+	for _, st := range r.CriticalPath {
+		if st.Depth == 0 {
+			total += st.DurS
+		}
+	}
+	fmt.Fprintf(b, "\nCritical path of %d (%.3f s): where the time went\n", root.PID, total)
+	rows := [][]string{{"TIME(s)", "SHARE", "WHAT"}}
+	for i, it := range r.CriticalTop {
+		if top > 0 && i >= top {
+			break
+		}
+		what := "outside waits in " + Name(it.Program)
+		if it.Program == "" && it.Kind == "outside" {
+			what = "outside waits (before an exec)"
+		}
+		if it.Kind == "wait" {
+			what = it.Name + " " + Name(it.Target)
+		}
+		rows = append(rows, cells("%.6f\t%.1f%%\t%s", it.DurS, 100*it.Share, what))
+	}
+	Columns(b, rows, "rrl")
+	b.WriteString("Steps (START: seconds after the root's start):\n")
+	rows = [][]string{{"START(s)", "TIME(s)", "STEP"}}
+	limit := 5 * top
+	for i, st := range r.CriticalPath {
+		if top > 0 && i >= limit {
+			break
+		}
+		var what string
+		switch st.Kind {
+		case "exec":
+			prog := commandLine(profile.ExecStep{Program: st.Program, Args: st.Args})
+			if st.Program == "" {
+				prog = "(forked, before its exec)"
+			}
+			what = fmt.Sprintf("%d %s", st.PID, prog)
+		case "wait":
+			what = st.Name + " " + Name(st.Target)
+		default:
+			what = "outside waits (in all)"
+		}
+		rows = append(rows, []string{fmt.Sprintf("%.6f", st.Start-root.Start), fmt.Sprintf("%.6f", st.DurS), strings.Repeat("  ", st.Depth) + what})
+	}
+	Columns(b, rows, "rrl")
+	if top > 0 && len(r.CriticalPath) > limit {
+		fmt.Fprintf(b, "... %d more steps (--top 0 shows all)\n", len(r.CriticalPath)-limit)
+	}
+}
+
+// WriteStraceSummary writes the per-call table as strace -c prints it
+// (strace 6.x): % time, seconds, usecs/call, calls, errors, syscall, most
+// time first, and the total.
+func WriteStraceSummary(w io.Writer, r *profile.SyscallReport) error {
+	var b strings.Builder
+	total, calls, errs := 0.0, 0, 0
+	for _, s := range r.Syscalls {
+		total += s.TimeS
+		calls += s.Calls
+		errs += s.Errors
+	}
+	rows := slices.Clone(r.Syscalls)
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].TimeS != rows[j].TimeS {
+			return rows[i].TimeS > rows[j].TimeS
+		}
+		return rows[i].Calls > rows[j].Calls
+	})
+	line := "------ ----------- ----------- --------- --------- ----------------\n"
+	b.WriteString("% time     seconds  usecs/call     calls    errors syscall\n" + line)
+	row := func(pct, secs float64, calls, errs int, name string) {
+		per := 0
+		if calls > 0 {
+			per = int(secs * 1e6 / float64(calls))
+		}
+		e := ""
+		if errs > 0 {
+			e = strconv.Itoa(errs)
+		}
+		fmt.Fprintf(&b, "%6.2f %11.6f %11d %9d %9s %s\n", pct, secs, per, calls, e, name)
+	}
+	for _, s := range rows {
+		pct := 0.0
+		if total > 0 {
+			pct = 100 * s.TimeS / total
+		}
+		row(pct, s.TimeS, s.Calls, s.Errors, s.Name)
+	}
+	b.WriteString(line)
+	row(100, total, calls, errs, "total")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

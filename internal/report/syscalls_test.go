@@ -191,9 +191,9 @@ func TestWriteTextProcessTreeTop(t *testing.T) {
 		return out[strings.Index(out, "Process tree"):]
 	}
 	want := "Process tree (the first 3 of 5 processes)\n" +
-		"1 /usr/bin/make (0 calls, 0.000 s, running at end of log)\n" +
-		"  2 /bin/sh (0 calls, 0.000 s, running at end of log)\n" +
-		"    3 /usr/bin/cc (0 calls, 0.000 s, running at end of log)\n" +
+		"1 /usr/bin/make (0 calls, 0.000 s: 0.000 s in calls, 0.000 s outside, running at end of log)\n" +
+		"  2 /bin/sh (0 calls, 0.000 s: 0.000 s in calls, 0.000 s outside, running at end of log)\n" +
+		"    3 /usr/bin/cc (0 calls, 0.000 s: 0.000 s in calls, 0.000 s outside, running at end of log)\n" +
 		"... 2 more processes (--top 0 shows all)\n"
 	if got := tree(3); got != want {
 		t.Errorf("--top 3:\n%s\nwant:\n%s", got, want)

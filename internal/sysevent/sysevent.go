@@ -38,8 +38,10 @@ type Event struct {
 	Dur                float64 // seconds
 	Ret                int64   // the call's return value; -errno for an error
 	Args               [6]uint64
-	Str                string // the call's path argument, or the program an exec ran
-	Raw                []byte // the call's struct sockaddr, or the 8 bytes behind a pointer argument
+	Str                string   // the call's path argument, or the program an exec ran
+	Argv               []string // Exec: the program's arguments (cut at 512 bytes)
+	UserNs, SysNs      uint64   // Exit: the thread's CPU time in user space and in the kernel
+	Raw                []byte   // the call's struct sockaddr, or the 8 bytes behind a pointer argument
 	ChildTID, ChildPID int
 	ExitCode           int // a wait status: exit status << 8, or the killing signal
 	FD                 int

@@ -20,6 +20,10 @@ type Options struct {
 	MinWaitS  float64        // shortest call the waits list keeps (the live source sees shorter ones only by chance)
 	Running   map[int]string // programs of processes that ran before the trace began (-p), by PID
 	TimelineS float64        // timeline bin width in seconds; 0: no timeline
+	// WaitMinS is the shortest call the wait groups, the processes' long
+	// calls and the critical path count; 0: DefaultWaitMinS. The live
+	// source sees shorter ones only when they name an fd.
+	WaitMinS float64
 	// Window gives a live trace's start and end (wall-clock seconds), known
 	// once its events have ended: a process still running at the end lived
 	// until then, and one running at the start (Running) from then on, not
@@ -27,11 +31,24 @@ type Options struct {
 	Window func() (start, end float64)
 }
 
+func (o Options) waitMin() float64 {
+	if o.WaitMinS > 0 {
+		return o.WaitMinS
+	}
+	return DefaultWaitMinS
+}
+
+// sortExecs orders a process's programs by when they ran.
+func sortExecs(x []profile.ExecStep) {
+	sort.SliceStable(x, func(i, j int) bool { return x[i].Start < x[j].Start })
+}
+
 // Analyze runs the analyzers over events and returns their report.
 func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*profile.SyscallReport, error) {
 	r := &profile.SyscallReport{}
 	as := []Analyzer{newSyscallCounter(), &fileIO{m: map[string]*profile.FileStat{}},
-		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{m: map[int]*profile.Process{}, leader: map[int]int{}, running: o.Running, window: o.Window}, &clock{r: r},
+		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{min: o.waitMin(), m: map[int]*profile.Process{}, leader: map[int]int{}, running: o.Running, window: o.Window},
+		&waitGroups{min: o.waitMin(), m: map[[2]string]*profile.WaitGroup{}}, &clock{r: r},
 		&timeline{width: o.TimelineS, bins: map[int]*profile.TimelineBin{}, maxBins: profile.MaxTimelineBins}}
 	err := events(func(e *Event) {
 		r.Events++
@@ -42,6 +59,7 @@ func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*profi
 	for _, a := range as {
 		a.Finish(r)
 	}
+	criticalPath(r, o.waitMin())
 	if p != nil {
 		r.Lines, r.Malformed, r.FirstBad = p.Lines, p.Bad, p.Malformed
 		r.FollowedFDs = p.FollowedFDs
@@ -182,10 +200,12 @@ type syscallCounter struct {
 	known  []*profile.SyscallStat
 	other  map[string]*profile.SyscallStat
 	errnos map[profile.ErrnoStat]int // keyed with Calls 0
+	cats   map[string]*profile.CategoryStat
 }
 
 func newSyscallCounter() *syscallCounter {
-	return &syscallCounter{known: make([]*profile.SyscallStat, knownCalls+1), other: map[string]*profile.SyscallStat{}, errnos: map[profile.ErrnoStat]int{}}
+	return &syscallCounter{known: make([]*profile.SyscallStat, knownCalls+1), other: map[string]*profile.SyscallStat{}, errnos: map[profile.ErrnoStat]int{},
+		cats: map[string]*profile.CategoryStat{}}
 }
 
 func (a *syscallCounter) Observe(e *Event) {
@@ -217,6 +237,16 @@ func (a *syscallCounter) Observe(e *Event) {
 	s.Errors += e.failures()
 	if e.Dur > 0 {
 		s.TimeS += e.Dur
+	}
+	cat := e.category()
+	cs := a.cats[cat]
+	if cs == nil {
+		cs = &profile.CategoryStat{Category: cat}
+		a.cats[cat] = cs
+	}
+	cs.Calls += e.N()
+	if e.Dur > 0 {
+		cs.TimeS += e.Dur
 	}
 }
 
@@ -253,19 +283,8 @@ func (a *syscallCounter) Finish(r *profile.SyscallReport) {
 		}
 		return a.Name < b.Name
 	})
-	// Summed in the sorted order: a float sum in map order differs in the
-	// last digit from run to run.
-	cats := map[string]*profile.CategoryStat{}
-	for _, s := range r.Syscalls {
-		c := cats[s.Category]
-		if c == nil {
-			c = &profile.CategoryStat{Category: s.Category}
-			cats[s.Category] = c
-		}
-		c.Calls += s.Calls
-		c.TimeS += s.TimeS
-	}
-	for _, c := range cats {
+	// Summed per call, in the events' order, by what each call worked on.
+	for _, c := range a.cats {
 		r.Categories = append(r.Categories, *c)
 	}
 	sort.Slice(r.Categories, func(i, j int) bool {
@@ -303,6 +322,15 @@ func (a *fileIO) Observe(e *Event) {
 	switch e.Kind {
 	case Syscall:
 		c := e.info()
+		if path := e.missingPath(); path != "" {
+			f := a.row(path)
+			f.Missing++
+			f.Calls++
+			if e.Dur > 0 {
+				f.TimeS += e.Dur
+			}
+			return
+		}
 		a.count(e.fileTarget(), e, c.open, c.read, c.write)
 		if c.peerArg > 0 {
 			a.count(e.Peer(), e, false, c.write, c.read)
@@ -319,11 +347,7 @@ func (a *fileIO) count(target string, e *Event, open, read, write bool) {
 	if target == "" {
 		return
 	}
-	f := a.m[target]
-	if f == nil {
-		f = &profile.FileStat{Target: target, Kind: targetKind(target)}
-		a.m[target] = f
-	}
+	f := a.row(target)
 	n := e.N()
 	f.Calls += n
 	if e.Dur > 0 {
@@ -341,8 +365,21 @@ func (a *fileIO) count(target string, e *Event, open, read, write bool) {
 	}
 }
 
+// row is target's row in the files table.
+func (a *fileIO) row(target string) *profile.FileStat {
+	f := a.m[target]
+	if f == nil {
+		f = &profile.FileStat{Target: target, Kind: targetKind(target)}
+		a.m[target] = f
+	}
+	return f
+}
+
 func (a *fileIO) Finish(r *profile.SyscallReport) {
 	for _, f := range a.m {
+		if f.Missing == f.Calls {
+			f.Kind = "missing" // only ever looked for
+		}
 		r.Files = append(r.Files, *f)
 	}
 	sort.Slice(r.Files, func(i, j int) bool {
@@ -514,6 +551,7 @@ func (a *waits) Finish(r *profile.SyscallReport) {
 // the end, since a thread's first calls may come before the clone that made
 // it.
 type procTree struct {
+	min     float64 // the shortest call kept in Blocked
 	m       map[int]*profile.Process
 	leader  map[int]int    // thread id -> the thread that made it with CLONE_THREAD, or its process
 	running map[int]string // Options.Running
@@ -542,12 +580,24 @@ func (a *procTree) Observe(e *Event) {
 	if e.Time > 0 && (p.Start == 0 || e.Time < p.Start) {
 		p.Start = e.Time
 	}
-	if e.Time > p.End {
-		p.End = e.Time
+	if end := e.Time + max(e.Dur, 0); e.Time > 0 && end > p.End {
+		p.End = end // a call's end, not its start: a 5 s poll is in its process's life
 	}
 	switch e.Kind {
 	case Syscall:
 		p.Calls += e.N()
+		if e.Dur > 0 {
+			p.SyscallS += e.Dur
+		}
+		if e.Calls == 0 && e.Dur >= a.min && e.Dur > 0 && len(p.Blocked) < profile.MaxBlocked {
+			s := profile.Span{Start: e.Time, DurS: e.Dur, Name: e.Name, Target: e.fileTarget(), Errno: e.Errno}
+			if e.Name == "wait4" || e.Name == "waitid" {
+				if id, ok := e.RetInt(); ok && id > 0 {
+					s.Child = int(id)
+				}
+			}
+			p.Blocked = append(p.Blocked, s)
+		}
 		if child := e.Child(); child > 0 {
 			if strings.Contains(e.Args, "CLONE_THREAD") {
 				a.leader[child] = e.PID
@@ -562,15 +612,20 @@ func (a *procTree) Observe(e *Event) {
 				c.Exec = p.Exec
 			}
 		} else if (e.Name == "execve" || e.Name == "execveat") && e.Errno == "" {
-			if path, err := strconv.Unquote(firstArg(e.Args)); err == nil {
+			if path, ok := quoted(firstArg(e.Args)); ok {
 				p.Exec = path
+				p.Execs = append(p.Execs, profile.ExecStep{Start: e.Time, Program: path, Args: execArgv(e)})
 			}
 		}
 	case Exit:
 		st := e.Status
 		p.Exit = &st
+		p.UserCPUS += e.UserS
+		p.SysCPUS += e.SysS
 	case Killed:
 		p.Killed = e.Name
+		p.UserCPUS += e.UserS
+		p.SysCPUS += e.SysS
 	}
 }
 
@@ -587,6 +642,10 @@ func (a *procTree) process(tid int) int {
 }
 
 func (a *procTree) Finish(r *profile.SyscallReport) {
+	own := map[int]float64{} // each process's main thread's time in calls
+	for pid, p := range a.m {
+		own[pid] = p.SyscallS
+	}
 	for tid, t := range a.m {
 		pid := a.process(tid)
 		if pid == tid {
@@ -594,6 +653,12 @@ func (a *procTree) Finish(r *profile.SyscallReport) {
 		}
 		p := a.get(pid)
 		p.Calls += t.Calls
+		p.SyscallS += t.SyscallS
+		p.OutsideS += max(0, t.End-t.Start-t.SyscallS)
+		p.UserCPUS += t.UserCPUS
+		p.SysCPUS += t.SysCPUS
+		p.Execs = append(p.Execs, t.Execs...) // an exec by a thread: it became the process's leader
+		sortExecs(p.Execs)
 		if t.Start > 0 && (p.Start == 0 || t.Start < p.Start) {
 			p.Start = t.Start
 		}
@@ -623,6 +688,9 @@ func (a *procTree) Finish(r *profile.SyscallReport) {
 		}
 		if p.Parent != 0 {
 			p.Parent = a.process(p.Parent) // a process started by a thread is its process's child
+		}
+		if p.PID != Unattributed && p.End > p.Start {
+			p.OutsideS += max(0, p.End-p.Start-own[p.PID])
 		}
 		r.Processes = append(r.Processes, *p)
 	}

@@ -68,11 +68,11 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 				return
 			}
 			if e.Kind == Syscall || e.Kind == PeerIO || e.Kind == Failed {
-				if f.Category != "" && e.info().category != f.Category {
+				if f.Category != "" && e.category() != f.Category {
 					return
 				}
 				// A transfer call is kept when either of its fds matches.
-				if len(f.Files) > 0 && !f.matchFile(e.fileTarget()) && !f.matchFile(e.Peer()) {
+				if len(f.Files) > 0 && !f.matchFile(e.fileTarget()) && !f.matchFile(e.Peer()) && !f.matchFile(e.missingPath()) {
 					return
 				}
 			} else if e.Kind == Sample {

@@ -23,6 +23,7 @@ type Live struct {
 	proc  Proc
 	procs map[int]*liveProc // by process id
 	execs map[int]string    // thread id -> program of its last exec
+	argv  map[int][]string  // thread id -> the arguments of its last exec
 	pairs int               // pipes and socket pairs numbered, /proc having lost them
 	root  int
 	ev    Event
@@ -44,7 +45,7 @@ type liveProc struct {
 // NewLive starts an interpretation that asks proc what the events do not
 // say.
 func NewLive(proc Proc) *Live {
-	return &Live{proc: proc, procs: map[int]*liveProc{}, execs: map[int]string{}}
+	return &Live{proc: proc, procs: map[int]*liveProc{}, execs: map[int]string{}, argv: map[int][]string{}}
 }
 
 // Begin learns what the traced process holds already: its inherited fds
@@ -139,6 +140,7 @@ func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
 		}
 	case sysevent.Exec:
 		l.execs[ev.TID] = ev.Str
+		l.argv[ev.TID] = ev.Argv
 		// Exec closed the close-on-exec fds: keep what /proc still shows,
 		// or everything if the process is already gone.
 		p := l.get(ev.PID)
@@ -150,7 +152,7 @@ func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
 		}
 	case sysevent.Exit:
 		e := &l.ev
-		*e = Event{Kind: Exit, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: -1}
+		*e = Event{Kind: Exit, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: -1, UserS: float64(ev.UserNs) / 1e9, SysS: float64(ev.SysNs) / 1e9}
 		if sig := ev.ExitCode & 0x7f; sig != 0 {
 			e.Kind, e.Name = Killed, unix.SignalName(syscall.Signal(sig))
 		} else {
@@ -224,7 +226,12 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 			p.name(int(ret), target)
 		}
 		e.Args = strconv.Quote(str)
+		e.Path = p.resolveAt(dirfd, str)
 		e.SetTarget(target)
+	case "stat", "lstat", "access", "readlink":
+		e.Args, e.Path = strconv.Quote(str), p.resolveAt(unix.AT_FDCWD, str)
+	case "newfstatat", "statx", "faccessat", "faccessat2", "readlinkat":
+		e.Args, e.Path = strconv.Quote(str), p.resolveAt(fd, str)
 	case "close":
 		e.SetTarget(p.pastTarget(fd))
 		delete(p.fds, fd)
@@ -311,7 +318,11 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 			p.cwd = dir
 		}
 	case "execve", "execveat":
-		e.Args = strconv.Quote(l.execs[ev.TID])
+		if ret == 0 {
+			e.Args, e.Argv = strconv.Quote(l.execs[ev.TID]), l.argv[ev.TID]
+		} else { // a failed one (a search of PATH): the path it tried
+			e.Args, e.Path = strconv.Quote(str), p.resolveAt(unix.AT_FDCWD, str)
+		}
 	default:
 		if sysevent.FDCreators[name] && ret >= 0 {
 			delete(p.fds, int(ret))

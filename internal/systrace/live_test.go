@@ -3,6 +3,7 @@ package systrace
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,7 +80,9 @@ func TestLiveReplaysARecordedTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, section := range []string{"Files, sockets and pipes by time", "Failed calls by errno"} {
-		if got, want := sectionOf(text.String(), section), sectionOf(string(b), section); got != want {
+		// The recording predates the rows of paths looked up in vain
+		// (kind missing) and their column: left out of the comparison.
+		if got, want := withoutMissing(sectionOf(text.String(), section)), withoutMissing(sectionOf(string(b), section)); got != want {
 			t.Errorf("%s, replayed:\n%s\nwant (the live run's):\n%s", section, got, want)
 		}
 	}
@@ -146,6 +149,27 @@ func (p *fakeProc) Cwd(pid int) (string, error) { return p.cwd[pid], nil }
 func (p *fakeProc) HasFD(pid, fd int) (has, alive bool) { return !p.gone[[2]int{pid, fd}], true }
 
 // sectionOf is a text report's section: its title's line to the blank line.
+// withoutMissing drops a files table's missing rows and MISSING column,
+// and its alignment.
+func withoutMissing(section string) string {
+	var out []string
+	col := -1
+	for _, line := range strings.Split(section, "\n") {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "MISSING"); i >= 0 {
+			col = i
+		}
+		if len(f) > 0 && f[0] == "missing" {
+			continue
+		}
+		if col >= 0 && col < len(f) {
+			f = slices.Delete(f, col, col+1)
+		}
+		out = append(out, strings.Join(f, " "))
+	}
+	return strings.Join(out, "\n")
+}
+
 func sectionOf(text, title string) string {
 	i := strings.Index(text, title+"\n")
 	if i < 0 {

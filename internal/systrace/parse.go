@@ -60,6 +60,12 @@ type Event struct {
 	Calls  int
 	Errors int
 	Bytes  int64
+	// Live source: Argv of an execve (the arguments the kernel laid out);
+	// UserS and SysS of an Exit (the thread's CPU time); Path, the path a
+	// lookup was given, made absolute (a log's is read from Args).
+	Argv        []string
+	UserS, SysS float64
+	Path        string
 
 	polled     string // poll, ppoll in a log: the first fd waited on, named (fdNamer)
 	target     string // memo of Target

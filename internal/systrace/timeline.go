@@ -47,7 +47,7 @@ func (a *timeline) Observe(e *Event) {
 		b = a.newBin(i)
 		a.bins[i] = b
 	}
-	c := e.info().category
+	c := e.category()
 	if e.Kind == Sample {
 		c = e.Name
 	}

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// The slow-startup hunt of seed 002, on a log and live: the questions a
+// performance engineer asks of a slow start, with answers known in advance.
+
+// bothSources runs argv under strace -f (the log's report) and under
+// fusescope syscalls (the live report), in dir, with env added.
+func bothSources(t *testing.T, dir string, env []string, argv ...string) map[string]*profile.SyscallReport {
+	t.Helper()
+	log := filepath.Join(dir, "trace.log")
+	cmd := exec.Command("strace", append([]string{"-f", "-tt", "-T", "-y", "-o", log}, argv...)...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	cmd.Run() // the command's own status (getent's 2) is not the test's
+	out := filepath.Join(dir, "live.json")
+	cmd = exec.Command(fusescopeBin, append([]string{"syscalls", "--json", "--top", "0", "-o", out, "--"}, argv...)...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		if _, exited := err.(*exec.ExitError); !exited || !strings.Contains(out, "json") {
+			t.Fatalf("%v: %v\n%s", cmd.Args, err, msg)
+		}
+	}
+	return map[string]*profile.SyscallReport{"log": logReport(t, log), "live": decodeReport(t, out)}
+}
+
+// A shim chain (three scripts, each sleeping 100 ms, then exec'ing the
+// next, as a pyenv shim execs bash then python): the critical path is
+// three programs of ~100 ms one after another in the root process, each
+// with its arguments, and its waits are the sleeps it waited for.
+func TestSyscallsShimChain(t *testing.T) {
+	need(t, "strace", "sleep")
+	dir := t.TempDir()
+	for i := 1; i <= 3; i++ {
+		next := fmt.Sprintf("exec %s/shim%d --from-shim%d\n", dir, i+1, i)
+		if i == 3 {
+			next = ""
+		}
+		script := fmt.Sprintf("#!/bin/sh\nsleep 0.1\n%s", next)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("shim%d", i)), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for source, r := range bothSources(t, dir, nil, filepath.Join(dir, "shim1")) {
+		var steps []profile.PathStep
+		for _, st := range r.CriticalPath {
+			if st.Depth == 0 {
+				steps = append(steps, st)
+			}
+		}
+		if len(steps) != 3 {
+			t.Errorf("%s: %d programs on the critical path, want 3: %+v", source, len(steps), r.CriticalPath)
+			continue
+		}
+		for i, st := range steps {
+			want := filepath.Join(dir, fmt.Sprintf("shim%d", i+1))
+			if st.Program != want || st.DurS < 0.095 || st.DurS > 0.4 {
+				t.Errorf("%s: step %d is %s for %.3f s, want %s for ~0.1 s", source, i+1, st.Program, st.DurS, want)
+			}
+			if i > 0 && !strings.Contains(strings.Join(st.Args, " "), fmt.Sprintf("--from-shim%d", i)) {
+				t.Errorf("%s: step %d's arguments %q lack --from-shim%d", source, i+1, st.Args, i)
+			}
+		}
+		// Each program's time is the sleep it waited for: a wait for a
+		// child that ran sleep.
+		waits := 0
+		for _, st := range r.CriticalPath {
+			if st.Kind == "exec" && st.Depth == 2 && strings.HasSuffix(st.Program, "sleep") && st.DurS >= 0.09 {
+				waits++
+			}
+		}
+		if waits != 3 {
+			t.Errorf("%s: %d sleeps of ~0.1 s on the critical path, want 3: %+v", source, waits, r.CriticalPath)
+		}
+		var root profile.Process
+		for _, p := range r.Processes {
+			if p.PID == steps[0].PID {
+				root = p
+			}
+		}
+		if len(root.Execs) != 3 {
+			t.Errorf("%s: the root's exec chain is %+v, want the three shims", source, root.Execs)
+		}
+	}
+}
+
+// A search path probed in vain: env finds its program by trying each
+// directory of PATH with execve, and each failure is a row of the files
+// table with its exact count.
+func TestSyscallsMissingProbes(t *testing.T) {
+	need(t, "strace", "env")
+	dir := t.TempDir()
+	const runs = 7
+	search := []string{filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")}
+	script := fmt.Sprintf("#!/bin/sh\nfor i in $(seq %d); do /usr/bin/env PATH=%s:/usr/bin:/bin true; done\n", runs, strings.Join(search, ":"))
+	if err := os.WriteFile(filepath.Join(dir, "probe.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for source, r := range bothSources(t, dir, nil, filepath.Join(dir, "probe.sh")) {
+		files := map[string]profile.FileStat{}
+		for _, f := range r.Files {
+			files[f.Target] = f
+		}
+		for _, d := range search {
+			f := files[filepath.Join(d, "true")]
+			if f.Missing != runs || f.Kind != "missing" {
+				t.Errorf("%s: %s: %d lookups that failed with ENOENT (kind %q), want %d", source, filepath.Join(d, "true"), f.Missing, f.Kind, runs)
+			}
+		}
+	}
+	// --file keeps them.
+	out := mustRead(t, fusescopeBin, "syscalls", "--file", filepath.Join(dir, "b", "*"), "--csv", "--table", "files", filepath.Join(dir, "trace.log"))
+	if !strings.Contains(string(out), filepath.Join(dir, "b", "true")) {
+		t.Errorf("--file %s/b/* lost the missing path:\n%s", dir, out)
+	}
+}
+
+// Seed 002's DNS case: a resolver that never answers (a UDP socket on
+// 127.0.0.1:53 that reads and says nothing, in a private network and mount
+// namespace with its own resolv.conf: timeout 1 s, one attempt). The top
+// item of the critical path is the wait on that socket.
+func TestSyscallsDNSTimeoutCriticalPath(t *testing.T) {
+	need(t, "strace", "unshare", "ip", "getent", "python3")
+	dir := t.TempDir()
+	resolv := filepath.Join(dir, "resolv.conf")
+	os.WriteFile(resolv, []byte("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"), 0o644)
+	silent := filepath.Join(dir, "silent.py")
+	os.WriteFile(silent, []byte("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('127.0.0.1', 53))\nopen('"+dir+"/ready', 'w').close()\nwhile True:\n    s.recvfrom(512)\n"), 0o644)
+	inner := filepath.Join(dir, "inner.sh")
+	os.WriteFile(inner, []byte(fmt.Sprintf(`#!/bin/sh
+ip link set lo up
+mount --bind %[1]s/resolv.conf /etc/resolv.conf
+python3 %[1]s/silent.py >/dev/null 2>&1 &
+silent=$!
+while [ ! -e %[1]s/ready ]; do sleep 0.01; done
+strace -f -tt -T -y -o %[1]s/trace.log getent hosts nohost.fusescope.invalid
+%[2]s syscalls --json --top 0 -o %[1]s/live.json -- getent hosts nohost.fusescope.invalid
+kill $silent
+exit 0
+`, dir, fusescopeBin)), 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if msg, err := exec.CommandContext(ctx, "unshare", "--net", "--mount", inner).CombinedOutput(); err != nil {
+		t.Fatalf("unshare: %v\n%s", err, msg)
+	}
+	for source, r := range map[string]*profile.SyscallReport{"log": logReport(t, filepath.Join(dir, "trace.log")), "live": decodeReport(t, filepath.Join(dir, "live.json"))} {
+		if len(r.CriticalTop) == 0 {
+			t.Errorf("%s: no critical path", source)
+			continue
+		}
+		top := r.CriticalTop[0]
+		if top.Kind != "wait" || !strings.Contains(top.Target, "127.0.0.1:53") || top.DurS < 0.9 || top.Share < 0.8 {
+			t.Errorf("%s: the top of the critical path is %+v, want the wait on the resolver's socket (~1 s)", source, top)
+		}
+		found := false
+		for _, g := range r.WaitGroups {
+			found = found || strings.Contains(g.Target, "127.0.0.1:53") && g.TimeS >= 0.9
+		}
+		if !found {
+			t.Errorf("%s: no wait group on the resolver's socket: %+v", source, r.WaitGroups)
+		}
+		for _, c := range r.Categories {
+			if c.Category == "network" && c.TimeS < 0.9 {
+				t.Errorf("%s: network time %.3f s: the poll on the resolver's socket is network", source, c.TimeS)
+			}
+		}
+	}
+}
+
+// --summary prints strace -c's table, with strace -c's counts.
+func TestSyscallsSummaryLikeStraceC(t *testing.T) {
+	need(t, "strace")
+	dir := t.TempDir()
+	log := filepath.Join(dir, "trace.log")
+	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, "sh", "-c", "ls /usr/share >/dev/null; ls /nonexistent 2>/dev/null; true")
+	out := string(mustRead(t, fusescopeBin, "syscalls", "--summary", log))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "% time     seconds  usecs/call     calls    errors syscall" || !strings.HasPrefix(lines[1], "------ ") || !strings.HasSuffix(lines[len(lines)-1], " total") {
+		t.Fatalf("not strace -c's table:\n%s", out)
+	}
+	calls, errors := straceTable(t, log)
+	for _, l := range lines[2 : len(lines)-2] {
+		f := strings.Fields(l)
+		name := f[len(f)-1]
+		n := f[3]
+		e := "0"
+		if len(f) == 6 {
+			e = f[4]
+		}
+		if n != fmt.Sprint(calls[name]) || e != fmt.Sprint(errors[name]) {
+			t.Errorf("%s: %s calls, %s errors; strace -c: %d, %d", name, n, e, calls[name], errors[name])
+		}
+	}
+}
