@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -249,6 +250,7 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 	}
 	writeWaitGroups(&b, r, top)
 	writeCriticalPath(&b, r, top)
+	writeLanes(&b, r, top)
 	if len(r.Timeline) > 0 {
 		fmt.Fprintf(&b, "\nTimeline (%.3g s bins): calls per category\n", r.TimelineBinS)
 		cats := profile.SyscallCategories
@@ -442,6 +444,66 @@ func writeCriticalPath(b *strings.Builder, r *profile.SyscallReport, top int) {
 	Columns(b, rows, "rrl")
 	if top > 0 && len(r.CriticalPath) > limit {
 		fmt.Fprintf(b, "... %d more steps (--top 0 shows all)\n", len(r.CriticalPath)-limit)
+	}
+}
+
+// laneWidth is the columns of the process timeline's lanes.
+const laneWidth = 60
+
+// writeLanes draws each process's life on one lane, in the order it
+// started (the first --top): = running, ~ in a call of at least the wait
+// threshold, | an exec, x its exit.
+func writeLanes(b *strings.Builder, r *profile.SyscallReport, top int) {
+	var procs []profile.Process
+	start, end := 0.0, 0.0
+	for _, p := range r.Processes {
+		if p.PID == -1 || p.End <= p.Start {
+			continue
+		}
+		if len(procs) == 0 || p.Start < start {
+			start = p.Start
+		}
+		end = max(end, p.End)
+		procs = append(procs, p)
+	}
+	if len(procs) < 1 || end <= start {
+		return
+	}
+	sort.SliceStable(procs, func(i, j int) bool { return procs[i].Start < procs[j].Start })
+	col := func(t float64) int {
+		return min(laneWidth-1, max(0, int((t-start)/(end-start)*laneWidth+1e-9))) // 0.1/0.6*60 is 9.999...
+	}
+	fmt.Fprintf(b, "\nProcess timeline (%.3f s, %.3g ms a column; = running, ~ a call of at least %v, | exec, x exit)\n",
+		end-start, 1000*(end-start)/laneWidth, time.Duration(r.WaitMinS*1e9))
+	rows := [][]string{{"PID", "PROGRAM", "LANE"}}
+	for i, p := range procs {
+		if top > 0 && i >= top {
+			break
+		}
+		lane := []byte(strings.Repeat(" ", laneWidth))
+		for c := col(p.Start); c <= col(p.End); c++ {
+			lane[c] = '='
+		}
+		for _, s := range p.Blocked {
+			for c := col(s.Start); c <= col(s.Start+s.DurS); c++ {
+				lane[c] = '~'
+			}
+		}
+		for _, x := range p.Execs {
+			lane[col(x.Start)] = '|'
+		}
+		if p.Exit != nil || p.Killed != "" {
+			lane[col(p.End)] = 'x'
+		}
+		name := path.Base(p.Exec)
+		if p.Exec == "" {
+			name = "?"
+		}
+		rows = append(rows, []string{strconv.Itoa(p.PID), Name(name), "[" + string(lane) + "]"})
+	}
+	Columns(b, rows, "rll")
+	if top > 0 && len(procs) > top {
+		fmt.Fprintf(b, "... %d more processes (--top 0 shows all)\n", len(procs)-top)
 	}
 }
 

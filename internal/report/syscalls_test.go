@@ -236,3 +236,41 @@ func readSyscalls(b []byte) (*profile.SyscallReport, error) {
 	}
 	return rec.Syscalls, nil
 }
+
+// The process timeline: a shell that waits for a child, drawn on lanes
+// over the run (exec, running, waiting, exit).
+func TestWriteTextProcessLanes(t *testing.T) {
+	zero := 0
+	r := &profile.SyscallReport{WaitMinS: 0.001, Processes: []profile.Process{
+		{PID: 100, Exec: "/bin/sh", Start: 10, End: 10.6, Exit: &zero,
+			Execs:   []profile.ExecStep{{Start: 10, Program: "/bin/sh"}},
+			Blocked: []profile.Span{{Start: 10.1, DurS: 0.3, Name: "wait4", Child: 101}}},
+		{PID: 101, Parent: 100, Exec: "/usr/bin/sleep", Start: 10.1, End: 10.4, Exit: &zero,
+			Execs: []profile.ExecStep{{Start: 10.1, Program: "/usr/bin/sleep"}}},
+	}}
+	var b strings.Builder
+	if err := WriteSyscallsText(&b, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	want := "Process timeline (0.600 s, 10 ms a column; = running, ~ a call of at least 1ms, | exec, x exit)\n" +
+		"PID  PROGRAM  LANE\n" +
+		"100  sh       [|=========~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~==================x]\n" +
+		"101  sleep    [          |=============================x                   ]\n"
+	if got := sectionOf(b.String(), "Process timeline"); got != strings.TrimSuffix(want, "\n") && got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// sectionOf is the section of text whose title line starts with title, up
+// to the blank line after it.
+func sectionOf(text, title string) string {
+	i := strings.Index(text, "\n"+title)
+	if i < 0 {
+		return ""
+	}
+	s := text[i+1:]
+	if j := strings.Index(s, "\n\n"); j >= 0 {
+		s = s[:j+1]
+	}
+	return s
+}
