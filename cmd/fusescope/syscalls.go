@@ -88,8 +88,8 @@ calls that create, name or close fds and processes, and calls of at least
 				if len(pids) > 1 {
 					return fmt.Errorf("-p takes one process when tracing live (it follows the processes it starts)")
 				}
-				if filter.From != 0 || filter.To != 0 {
-					return fmt.Errorf("--since and --until select a window of a log; a live trace counts its calls over the whole run: use --timeline to see them over time")
+				if len(filter.Comms) > 0 && timeline > 0 {
+					return fmt.Errorf("--timeline counts every traced process in the kernel, live: it cannot be combined with --comm (drop one of them)")
 				}
 				pid := 0
 				if len(pids) == 1 {
@@ -103,6 +103,7 @@ calls that create, name or close fds and processes, and calls of at least
 				}
 				src := systrace.LiveConfig{
 					SyscallOptions: ktrace.SyscallOptions{PID: pid, MinWait: minWait, TimelineS: timeline,
+						Since: seconds(filter.From), Until: seconds(filter.To),
 						EmptyPrograms: os.Getenv(emptyProgramsEnv) != ""},
 					Filter: filter, Analysis: systrace.Options{MaxWaits: view.top, TimelineS: timeline, WaitMinS: minWait.Seconds()},
 					Command: os.Args, Tool: version, Traced: command,
@@ -145,6 +146,9 @@ calls that create, name or close fds and processes, and calls of at least
 			args = logs
 			p := systrace.NewParser()
 			events := systrace.Logs(args, p)
+			if len(pids) > 0 && len(filter.Comms) > 0 {
+				return fmt.Errorf("give -p PID or --comm NAME to choose processes, not both")
+			}
 			filter.PIDs = map[int]bool{}
 			for _, pid := range pids {
 				filter.PIDs[pid] = true
@@ -164,6 +168,7 @@ calls that create, name or close fds and processes, and calls of at least
 				out.Finish(nil)
 				return err
 			}
+			r.Filter = filter.Record()
 			rec := syscallsRecord(r, "strace log: "+strings.Join(logs, ", "))
 			if out == nil {
 				return view.write(os.Stdout, rec)
@@ -182,8 +187,9 @@ calls that create, name or close fds and processes, and calls of at least
 	f.BoolVar(&view.summary, "summary", false, "print the calls table as strace -c does (% time, seconds, usecs/call, calls, errors, syscall)")
 	f.StringArrayVar(&filter.Files, "file", nil, "keep only calls on targets matching this `GLOB` (a pattern without / matches the base name; repeatable)")
 	f.StringVar(&filter.Category, "category", "", "keep only this category: file I/O, network, IPC, memory, process, sleep and timers, other")
-	f.Float64Var(&filter.From, "since", 0, "keep only calls from this many seconds after the log's first timestamp")
-	f.Float64Var(&filter.To, "until", 0, "keep only calls up to this many seconds after the log's first timestamp")
+	f.Float64Var(&filter.From, "since", 0, "keep only calls from this many seconds after the log's first timestamp (live: after tracing began)")
+	f.Float64Var(&filter.To, "until", 0, "keep only calls up to this many seconds after the log's first timestamp (live: after tracing began)")
+	f.StringArrayVar(&filter.Comms, "comm", nil, "keep only the processes that executed a program whose base name matches `NAME` (a glob; repeatable), from that exec on")
 	f.Float64Var(&timeline, "timeline", 0, "add a timeline: calls and time per category in bins of this many seconds")
 	exclusive(c, "json", "csv", "summary")
 	return c
@@ -265,3 +271,6 @@ func syscallsRecord(r *profile.SyscallReport, source string) *profile.Record {
 // emptyProgramsEnv, set by make bench only, attaches programs that do
 // nothing: the floor the live source's slowdown is compared with.
 const emptyProgramsEnv = "FUSESCOPE_BENCH_EMPTY_PROGRAMS"
+
+// seconds converts a flag's seconds to a duration (validated before).
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -40,6 +40,10 @@ volatile const __u32 gate_pid = 0;    /* -- CMD: traced from its exec on */
 volatile const __u64 detail_ns = 1000000;
 volatile const __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
 volatile const __u64 t0_ns = 0;
+/* --since/--until: only calls that entered in [from_ns, to_ns] (CLOCK_MONOTONIC)
+ * are counted; 0: no bound. Calls sent whole are kept or dropped in user space. */
+volatile const __u64 from_ns = 0;
+volatile const __u64 to_ns = 0;
 volatile const __u8 empty_programs = 0; /* benchmarks: the cost of attaching alone */
 volatile const __u32 nr_cpus = 1;       /* possible CPUs: the per-CPU counters an exit sums */
 volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole; RARE_IF_DUP, RARE_IF_COUNTED: see is_rare */
@@ -477,6 +481,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	int r = is_rare(regs, nr, s->pslot, ret);
 	if ((r || dur >= detail_ns) && send_call(regs, s, nr, start, dur, ret, r))
+		return 0;
+	if ((from_ns && start < from_ns) || (to_ns && start > to_ns))
 		return 0;
 
 	if (ret < 0 && ret > -4096)

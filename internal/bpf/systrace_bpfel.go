@@ -105,6 +105,7 @@ const (
 	SysTraceVarEmptyPrograms     = "empty_programs"
 	SysTraceVarFlushArg          = "flush_arg"
 	SysTraceVarFollowTgid        = "follow_tgid"
+	SysTraceVarFromNs            = "from_ns"
 	SysTraceVarGatePid           = "gate_pid"
 	SysTraceVarIoKind            = "io_kind"
 	SysTraceVarNextPslot         = "next_pslot"
@@ -115,6 +116,7 @@ const (
 	SysTraceVarRare              = "rare"
 	SysTraceVarStrArg            = "str_arg"
 	SysTraceVarT0Ns              = "t0_ns"
+	SysTraceVarToNs              = "to_ns"
 	SysTraceVarUnusedSysCalls    = "unused_sys_calls"
 	SysTraceVarUnusedSysEvent    = "unused_sys_event"
 	SysTraceVarWord8Arg          = "word8_arg"
@@ -197,6 +199,7 @@ type SysTraceVariableSpecs struct {
 	EmptyPrograms  *ebpf.VariableSpec `ebpf:"empty_programs"`
 	FlushArg       *ebpf.VariableSpec `ebpf:"flush_arg"`
 	FollowTgid     *ebpf.VariableSpec `ebpf:"follow_tgid"`
+	FromNs         *ebpf.VariableSpec `ebpf:"from_ns"`
 	GatePid        *ebpf.VariableSpec `ebpf:"gate_pid"`
 	IoKind         *ebpf.VariableSpec `ebpf:"io_kind"`
 	NextPslot      *ebpf.VariableSpec `ebpf:"next_pslot"`
@@ -207,6 +210,7 @@ type SysTraceVariableSpecs struct {
 	Rare           *ebpf.VariableSpec `ebpf:"rare"`
 	StrArg         *ebpf.VariableSpec `ebpf:"str_arg"`
 	T0Ns           *ebpf.VariableSpec `ebpf:"t0_ns"`
+	ToNs           *ebpf.VariableSpec `ebpf:"to_ns"`
 	UnusedSysCalls *ebpf.VariableSpec `ebpf:"unused_sys_calls"`
 	UnusedSysEvent *ebpf.VariableSpec `ebpf:"unused_sys_event"`
 	Word8Arg       *ebpf.VariableSpec `ebpf:"word8_arg"`
@@ -272,6 +276,7 @@ type SysTraceVariables struct {
 	EmptyPrograms  *ebpf.Variable `ebpf:"empty_programs"`
 	FlushArg       *ebpf.Variable `ebpf:"flush_arg"`
 	FollowTgid     *ebpf.Variable `ebpf:"follow_tgid"`
+	FromNs         *ebpf.Variable `ebpf:"from_ns"`
 	GatePid        *ebpf.Variable `ebpf:"gate_pid"`
 	IoKind         *ebpf.Variable `ebpf:"io_kind"`
 	NextPslot      *ebpf.Variable `ebpf:"next_pslot"`
@@ -282,6 +287,7 @@ type SysTraceVariables struct {
 	Rare           *ebpf.Variable `ebpf:"rare"`
 	StrArg         *ebpf.Variable `ebpf:"str_arg"`
 	T0Ns           *ebpf.Variable `ebpf:"t0_ns"`
+	ToNs           *ebpf.Variable `ebpf:"to_ns"`
 	UnusedSysCalls *ebpf.Variable `ebpf:"unused_sys_calls"`
 	UnusedSysEvent *ebpf.Variable `ebpf:"unused_sys_event"`
 	Word8Arg       *ebpf.Variable `ebpf:"word8_arg"`

@@ -136,6 +136,10 @@ type SyscallOptions struct {
 	MinWait time.Duration
 	// TimelineS is the timeline's bin width in seconds; 0: no timeline.
 	TimelineS float64
+	// Since and Until bound, after the load, the entry of the calls the
+	// kernel counts (0: no bound); calls sent whole come all the same,
+	// for the fd tables, and the caller keeps those in the window.
+	Since, Until time.Duration
 	// EmptyPrograms attaches programs that return at once: benchmarks
 	// measure what attaching alone costs with it.
 	EmptyPrograms bool
@@ -252,6 +256,12 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	}
 	if opts.TimelineS > 0 {
 		consts["bin_ns"] = uint64(opts.TimelineS * 1e9)
+	}
+	if opts.Since > 0 {
+		consts["from_ns"] = t.t0 + uint64(opts.Since)
+	}
+	if opts.Until > 0 {
+		consts["to_ns"] = t.t0 + uint64(opts.Until)
 	}
 	if err := stripeCPUs(spec, ncpu, "sysstats", "bins", "errnos"); err != nil {
 		return nil, err

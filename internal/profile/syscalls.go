@@ -3,8 +3,51 @@ package profile
 // The system-call section of a record: what fusescope syscalls found in
 // strace logs or live (docs/syscalls.md).
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SyscallFilter records the filters a report was made with (the flags'
+// values; seconds count from a log's first timestamp, or live from the
+// trace's start).
+type SyscallFilter struct {
+	PIDs     []int    `json:"pids,omitempty"`
+	Comms    []string `json:"comms,omitempty"`
+	Files    []string `json:"files,omitempty"`
+	Category string   `json:"category,omitempty"`
+	SinceS   float64  `json:"since_s,omitempty"`
+	UntilS   float64  `json:"until_s,omitempty"`
+}
+
+// Flags writes the filter as the flags that make it.
+func (f *SyscallFilter) Flags() string {
+	var out []string
+	for _, p := range f.PIDs {
+		out = append(out, fmt.Sprintf("-p %d", p))
+	}
+	for _, c := range f.Comms {
+		out = append(out, "--comm "+strconv.Quote(c))
+	}
+	for _, g := range f.Files {
+		out = append(out, "--file "+strconv.Quote(g))
+	}
+	if f.Category != "" {
+		out = append(out, "--category "+strconv.Quote(f.Category))
+	}
+	if f.SinceS != 0 {
+		out = append(out, fmt.Sprintf("--since %g", f.SinceS))
+	}
+	if f.UntilS != 0 {
+		out = append(out, fmt.Sprintf("--until %g", f.UntilS))
+	}
+	return strings.Join(out, " ")
+}
+
 // SyscallReport is what the analyzers found: plain data for every view.
 type SyscallReport struct {
+	Filter      *SyscallFilter `json:"filter,omitempty"` // what was kept; nil: everything
 	Lines       int            `json:"lines"`
 	Events      int            `json:"events"`
 	Malformed   int            `json:"malformed"`

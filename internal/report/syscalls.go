@@ -133,6 +133,9 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 		fmt.Fprintf(&b, ", %.3f s in system calls", r.TotalTime)
 	}
 	b.WriteString("\n")
+	if r.Filter != nil {
+		fmt.Fprintf(&b, "Kept only: %s\n", r.Filter.Flags())
+	}
 	if r.Malformed > 0 && len(r.FirstBad) > 0 {
 		first := r.FirstBad[0]
 		where := "line " + strconv.Itoa(first.Line)
@@ -152,7 +155,11 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 	if r.Live != nil && len(r.Syscalls) == 0 && len(r.Files) == 0 && len(r.Waits) == 0 {
 		// A -p process blocked in one call for the whole trace: a call in
 		// progress at attach is not seen, nor are children started before.
-		b.WriteString("No system call was traced: the process made none that started and ended while traced, and its children started before tracing are not followed (trace them with -p too).\n")
+		if r.Filter != nil {
+			b.WriteString("No system call that was traced matches the filters.\n")
+		} else {
+			b.WriteString("No system call was traced: the process made none that started and ended while traced, and its children started before tracing are not followed (trace them with -p too).\n")
+		}
 		_, err := io.WriteString(w, b.String())
 		return err
 	}

@@ -14,7 +14,14 @@ type Filter struct {
 	PIDs     map[int]bool // processes to keep; empty: all
 	Files    []string     // path.Match patterns on the fd target; empty: all
 	Category string       // keep only system calls of this category
-	From, To float64      // seconds after the log's first timestamp; To 0: the end
+	From, To float64      // seconds after Origin; To 0: the end
+	// Origin is the time From and To count from (live: the trace's
+	// start); 0: the first event's.
+	Origin float64
+	// Comms keeps the processes that executed a program whose base name
+	// matches one of these path.Match patterns, from that exec on, and
+	// their threads; empty: all.
+	Comms []string
 }
 
 // Validate checks the filter's patterns and category.
@@ -22,6 +29,11 @@ func (f *Filter) Validate() error {
 	for _, p := range f.Files {
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("--file %q: %w", p, err)
+		}
+	}
+	for _, p := range f.Comms {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.Contains(p, "/") {
+			return fmt.Errorf("--comm %q: give a program's base name or a glob of one, such as cc1 or 'python*'", p)
 		}
 	}
 	if f.Category != "" && !slices.Contains(profile.SyscallCategories, f.Category) {
@@ -32,7 +44,7 @@ func (f *Filter) Validate() error {
 		v    float64
 	}{{"since", f.From}, {"until", f.To}} {
 		if !(t.v >= 0 && t.v < 1e12) { // also NaN
-			return fmt.Errorf("--%s %v: give a number of seconds after the log's first timestamp", t.flag, t.v)
+			return fmt.Errorf("--%s %v: give a number of seconds after the start (a log's first timestamp, or when live tracing began)", t.flag, t.v)
 		}
 	}
 	if f.To != 0 && f.To < f.From {
@@ -41,15 +53,28 @@ func (f *Filter) Validate() error {
 	return nil
 }
 
+// Record is the filter as a report records it; nil when it keeps all.
+func (f *Filter) Record() *profile.SyscallFilter {
+	r := &profile.SyscallFilter{Comms: f.Comms, Files: f.Files, Category: f.Category, SinceS: f.From, UntilS: f.To}
+	for pid := range f.PIDs {
+		r.PIDs = append(r.PIDs, pid)
+	}
+	slices.Sort(r.PIDs)
+	if len(r.PIDs) == 0 && len(r.Comms) == 0 && len(r.Files) == 0 && r.Category == "" && r.SinceS == 0 && r.UntilS == 0 {
+		return nil
+	}
+	return r
+}
+
 // Wrap returns an event source that passes only the filter's events on.
 // Process events (exits, signals) are kept for the processes kept, so the
 // process tree stays whole.
 func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Event)) error {
-	if len(f.PIDs) == 0 && len(f.Files) == 0 && f.Category == "" && f.From == 0 && f.To == 0 {
+	if len(f.PIDs) == 0 && len(f.Comms) == 0 && len(f.Files) == 0 && f.Category == "" && f.From == 0 && f.To == 0 {
 		return events
 	}
 	return func(emit func(*Event)) error {
-		first, seen := 0.0, false
+		first, seen := f.Origin, f.Origin != 0
 		kept := make(map[int]bool, len(f.PIDs))
 		for pid := range f.PIDs {
 			kept[pid] = true
@@ -88,9 +113,15 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 			if e.Time > 0 && !seen {
 				first, seen = e.Time, true
 			}
-			if len(kept) == 0 {
+			if len(f.PIDs) == 0 && len(f.Comms) == 0 {
 				pass(e)
 				return
+			}
+			if len(f.Comms) > 0 && f.execMatches(e) {
+				kept[e.PID] = true
+				if e.TGID > 0 {
+					kept[e.TGID] = true
+				}
 			}
 			child := e.Child()
 			if !kept[e.PID] && !kept[e.TGID] {
@@ -133,6 +164,24 @@ const (
 	maxEarlyLines   = 64
 	maxEarlyThreads = 256
 )
+
+// execMatches says whether e is an exec, which succeeded, of a program
+// --comm names.
+func (f *Filter) execMatches(e *Event) bool {
+	if e.Kind != Syscall || (e.Name != "execve" && e.Name != "execveat") || e.Errno != "" {
+		return false
+	}
+	program, ok := quoted(firstArg(e.Args))
+	if !ok {
+		return false
+	}
+	for _, p := range f.Comms {
+		if ok, _ := path.Match(p, path.Base(program)); ok {
+			return true
+		}
+	}
+	return false
+}
 
 func (f *Filter) matchFile(target string) bool {
 	if target == "" {

@@ -1,6 +1,7 @@
 package systrace
 
 import (
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -53,7 +54,12 @@ func TestFilters(t *testing.T) {
 	if got := calls(analyzeFiltered(t, Filter{From: 0.9, To: 2.05}, Options{})); got["connect"] != 1 || got["read"] != 1 || len(got) != 2 {
 		t.Errorf("--since 0.9 --until 2.05: %v", got)
 	}
-	for _, bad := range []Filter{{Files: []string{"["}}, {Category: "disk"}, {From: 5, To: 1}} {
+	// Origin: the window counts from the trace's start, not the first event.
+	start := 10*3600 + 0.5
+	if got := calls(analyzeFiltered(t, Filter{From: 0.4, To: 1.55, Origin: start}, Options{})); got["connect"] != 1 || got["read"] != 1 || len(got) != 2 {
+		t.Errorf("--since 0.4 --until 1.55 from 10:00:00.5: %v", got)
+	}
+	for _, bad := range []Filter{{Files: []string{"["}}, {Category: "disk"}, {From: 5, To: 1}, {Comms: []string{"/bin/sh"}}, {Comms: []string{""}}, {Comms: []string{"["}}} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v accepted", bad)
 		}
@@ -207,5 +213,59 @@ func TestPollCountsForItsFD(t *testing.T) {
 	}
 	if len(r.Files) != 1 || r.Files[0].Calls != 2 || r.Files[0].TimeS < 5 {
 		t.Errorf("files %+v, want the UDP socket's row with 2 calls and the poll's 5 s", r.Files)
+	}
+}
+
+// A log of sh running cat twice and ls once, with a thread in one cat.
+const commLog = `1 10:00:00.000 execve("/bin/sh", ["sh", "x"], 0x1 /* 3 vars */) = 0 <0.000100>
+1 10:00:00.010 clone(child_stack=NULL, flags=SIGCHLD) = 2 <0.000050>
+2 10:00:00.020 execve("/usr/bin/cat", ["cat", "a"], 0x1 /* 3 vars */) = 0 <0.000100>
+2 10:00:00.030 clone(child_stack=0x1, flags=CLONE_VM|CLONE_THREAD|CLONE_SIGHAND) = 5 <0.000010>
+5 10:00:00.031 read(3</a>, "", 10) = 10 <0.000010>
+2 10:00:00.040 read(3</a>, "", 10) = 10 <0.000010>
+2 10:00:00.050 +++ exited with 0 +++
+1 10:00:00.060 clone(child_stack=NULL, flags=SIGCHLD) = 3 <0.000050>
+3 10:00:00.061 execve("/usr/bin/nocat", ["nocat"], 0x1 /* 3 vars */) = -1 ENOENT (No such file or directory) <0.000010>
+3 10:00:00.062 read(3</b>, "", 10) = 10 <0.000010>
+3 10:00:00.070 execve("/usr/bin/ls", ["ls"], 0x1 /* 3 vars */) = 0 <0.000100>
+3 10:00:00.080 getdents64(3</>, 0x1, 10) = 0 <0.000010>
+3 10:00:00.090 +++ exited with 0 +++
+1 10:00:00.100 clone(child_stack=NULL, flags=SIGCHLD) = 4 <0.000050>
+4 10:00:00.101 read(3</c>, "", 10) = 10 <0.000010>
+4 10:00:00.110 execve("/usr/bin/cat", ["cat", "c"], 0x1 /* 3 vars */) = 0 <0.000100>
+4 10:00:00.120 read(3</c>, "", 10) = 10 <0.000010>
+4 10:00:00.130 +++ exited with 0 +++
+1 10:00:00.140 +++ exited with 0 +++
+`
+
+func TestFilterComm(t *testing.T) {
+	for _, c := range []struct {
+		comms []string
+		want  map[string]int
+		procs int
+	}{
+		// Both cats from their exec on, and the first one's thread; not
+		// the read the second made before it became cat.
+		{[]string{"cat"}, map[string]int{"execve": 2, "clone": 1, "read": 3}, 2},
+		{[]string{"l?"}, map[string]int{"execve": 1, "getdents64": 1}, 1},
+		{[]string{"ls", "c*"}, map[string]int{"execve": 3, "clone": 1, "read": 3, "getdents64": 1}, 3},
+		// A failed exec selects nothing.
+		{[]string{"nocat"}, map[string]int{}, 0},
+	} {
+		f := Filter{Comms: c.comms}
+		if err := f.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		p := NewParser()
+		r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(commLog), emit) }), p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := calls(r); !maps.Equal(got, c.want) {
+			t.Errorf("--comm %v: calls %v, want %v", c.comms, got, c.want)
+		}
+		if len(r.Processes) != c.procs {
+			t.Errorf("--comm %v: %d processes, want %d: %+v", c.comms, len(r.Processes), c.procs, r.Processes)
+		}
 	}
 }

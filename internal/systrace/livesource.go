@@ -87,7 +87,9 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 	}
 	go func() {
 		defer close(s.done)
-		s.report, s.err = Analyze(cfg.Filter.Wrap(events), nil, o)
+		filter := cfg.Filter
+		filter.Origin, _ = tr.Window() // the kernel's window counts from there too
+		s.report, s.err = Analyze(filter.Wrap(events), nil, o)
 		if rec != nil {
 			rec.close()
 		}
@@ -113,6 +115,7 @@ func (s *LiveSource) Finish(command *session.Exit) (*profile.Record, error) {
 		live.ExitStatus, live.KilledBy, live.CommandS = command.Status, command.KilledBy, command.Ran.Seconds()
 	}
 	s.report.Live = &live
+	s.report.Filter = s.cfg.Filter.Record()
 	return &profile.Record{Schema: profile.Schema, Syscalls: s.report, Meta: profile.Meta{
 		Tool: s.cfg.Tool, Source: SourceLive, Kernel: kernel.Release(), Host: kernel.Hostname(), Command: s.cfg.Command,
 		Start: s.tr.Began(), End: s.tr.Ended()}}, nil

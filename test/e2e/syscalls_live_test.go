@@ -552,7 +552,7 @@ func TestSyscallsLiveBadInput(t *testing.T) {
 		{"syscalls", "--", "/nonexistent/command"},
 		{"syscalls", "--", "/etc/passwd"}, // not executable
 		{"syscalls", "--", "/tmp"},
-		{"syscalls", "--since", "1", "--", "true"},
+		{"syscalls", "--comm", "true", "--timeline", "1", "--", "true"},
 		{"syscalls", "-p", "1", "--", "true"},
 		{"syscalls", "--min-wait", "-1ms", "--", "true"},
 		{"syscalls"},

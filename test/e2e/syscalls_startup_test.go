@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,6 +201,87 @@ func TestSyscallsSummaryLikeStraceC(t *testing.T) {
 		}
 		if n != fmt.Sprint(calls[name]) || e != fmt.Sprint(errors[name]) {
 			t.Errorf("%s: %s calls, %s errors; strace -c: %d, %d", name, n, e, calls[name], errors[name])
+		}
+	}
+}
+
+// TestSyscallsFiltersLiveAsInLogs: --comm and --since/--until select the
+// same calls live as in a log of the same workload. The script opens one
+// file three times with cat, sleeps a second, then opens another four
+// times with head and once with cat; the window is in the second between.
+func TestSyscallsFiltersLiveAsInLogs(t *testing.T) {
+	need(t, "strace", "cat", "head", "sleep")
+	dir := t.TempDir()
+	early, late := filepath.Join(dir, "early"), filepath.Join(dir, "late")
+	for _, f := range []string{early, late} {
+		if err := os.WriteFile(f, []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(dir, "work.sh")
+	body := fmt.Sprintf("#!/bin/sh\nfor i in 1 2 3; do cat %s >/dev/null; done\nsleep 1\nfor i in 1 2 3 4; do head -c 1 %s >/dev/null; done\ncat %s >/dev/null\nsleep 1\n", early, late, late)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "trace.log")
+	if msg, err := exec.Command("strace", "-f", "-tt", "-T", "-y", "-o", log, script).CombinedOutput(); err != nil {
+		t.Fatalf("strace: %v\n%s", err, msg)
+	}
+	// Opens are sent whole and kept or dropped in user space; bytes
+	// read are counted in the kernel, which applies the window itself.
+	opens := func(r *profile.SyscallReport) (map[string]int, map[string]int64) {
+		m, b := map[string]int{}, map[string]int64{}
+		for _, f := range r.Files {
+			if f.Target == early || f.Target == late {
+				m[filepath.Base(f.Target)], b[filepath.Base(f.Target)] = f.Opens, f.BytesRead
+			}
+		}
+		return m, b
+	}
+	calls := func(r *profile.SyscallReport, name string) int {
+		for _, s := range r.Syscalls {
+			if s.Name == name {
+				return s.Calls
+			}
+		}
+		return 0
+	}
+	for _, c := range []struct {
+		flags  []string
+		opens  map[string]int
+		bytes  map[string]int64 // "data\n" by cat, one byte by head -c 1
+		execs  int              // successful or not: the shell's PATH lookups fail first
+		procs  int
+		reason string
+	}{
+		{[]string{"--comm", "cat"}, map[string]int{"early": 3, "late": 1}, map[string]int64{"early": 15, "late": 5}, 4, 4, "the four cats, from their exec on"},
+		{[]string{"--comm", "he?d", "--file", late}, map[string]int{"late": 4}, map[string]int64{"late": 4}, 0, 4, "the four heads' opens of late"},
+		{[]string{"--since", "0.6", "--until", "1.8"}, map[string]int{"late": 5}, map[string]int64{"late": 9}, -1, -1, "the second after the first sleep"},
+	} {
+		for source, r := range map[string]*profile.SyscallReport{
+			"log":  logReport(t, append(c.flags, log)...),
+			"live": liveReport(t, append(c.flags, "--", script)...),
+		} {
+			if got, bytes := opens(r); !maps.Equal(got, c.opens) || !maps.Equal(bytes, c.bytes) {
+				t.Errorf("%s %v (%s): opens %v and bytes read %v, want %v and %v", source, c.flags, c.reason, got, bytes, c.opens, c.bytes)
+			}
+			if c.execs >= 0 && calls(r, "execve") != c.execs {
+				t.Errorf("%s %v (%s): %d execve, want %d", source, c.flags, c.reason, calls(r, "execve"), c.execs)
+			}
+			if c.procs >= 0 && len(r.Processes) != c.procs {
+				t.Errorf("%s %v (%s): %d processes, want %d", source, c.flags, c.reason, len(r.Processes), c.procs)
+			}
+		}
+	}
+	// Combinations the kernel side cannot honour are refused in one line.
+	for _, args := range [][]string{
+		{"syscalls", "--comm", "cat", "--timeline", "1", "--", "true"},
+		{"syscalls", "--comm", "cat", "-p", "1", log},
+		{"syscalls", "--comm", "a/b", log},
+	} {
+		out, err := exec.Command(fusescopeBin, args...).CombinedOutput()
+		if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("%v: want one line and a failure, got %v:\n%s", args, err, out)
 		}
 	}
 }
