@@ -136,7 +136,9 @@ func runWhole(t *testing.T, argv []string, dir string) float64 {
 // traced process, set-up and read-out included, as a user waits for it):
 // untraced, under fusescope syscalls, strace -f and bpftrace counting the
 // command's calls, interleaved in random order; and the live source's own
-// set-up (setup_s: loading and attaching its programs).
+// set-up (setup_s: loading and attaching its programs). Two floors run
+// with them: a Go process that runs the command, and one that loads and
+// attaches a program that does nothing first (tracefloor).
 func TestBenchSyscallsLiveShort(t *testing.T) {
 	setup(t)
 	bin, _ := filepath.Abs("../../bin/fusescope")
@@ -168,11 +170,19 @@ func TestBenchSyscallsLiveShort(t *testing.T) {
 		{"python3 -c pass", []string{"/usr/bin/python3", "-c", "pass"}},
 		{"sh script: ls /usr/bin x8", []string{"/bin/sh", script}},
 	}
+	floor := filepath.Join(t.TempDir(), "tracefloor")
+	if out, err := exec.Command("go", "build", "-o", floor, "./tracefloor").CombinedOutput(); err != nil {
+		t.Fatalf("building the floor: %v %s", err, out)
+	}
 	tools := []struct {
 		name string
 		wrap func(argv []string) []string
 	}{
 		{"untraced", func(a []string) []string { return a }},
+		// The floors: a Go process that runs the command, and one that
+		// first loads and attaches one empty tp_btf program.
+		{"floor: Go runner", func(a []string) []string { return append([]string{floor, "run"}, a...) }},
+		{"floor: one empty eBPF program", func(a []string) []string { return append([]string{floor, "bpf"}, a...) }},
 		{"fusescope syscalls", func(a []string) []string {
 			return append([]string{bin, "syscalls", "-o", "/dev/null", "--"}, a...)
 		}},
