@@ -55,6 +55,8 @@ func newRootCmd() *cobra.Command {
             switch, with an emulated slow backend and its own histograms
   syscalls  system-call analysis of strace logs, or live with eBPF (-- CMD, -p PID)
   show      render a saved record or syscalls report exactly as the live view did
+  diff      compare two records of one kind, B against A (docs/views.md)
+  bench     compare file system configurations with repeated, interleaved runs
 
 Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		Version:       version,
@@ -68,7 +70,7 @@ Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		}
 		return checkExclusive(c)
 	}
-	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd())
+	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd())
 	for _, c := range allCommands(root) {
 		if c.Args != nil {
 			c.Args = withUsage(c.Args)

@@ -39,22 +39,9 @@ reports did.`,
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var b []byte
-			var err error
-			if args[0] == "-" {
-				b, err = io.ReadAll(os.Stdin)
-			} else {
-				b, err = os.ReadFile(args[0])
-			}
+			recs, err := readRecords(args[0])
 			if err != nil {
-				return fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", args[0], session.WithoutPath(err))
-			}
-			if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
-				return fmt.Errorf("%s is not JSON: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json); fusescope syscalls reads strace logs", args[0])
-			}
-			recs, err := profile.ParseAll(b)
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
+				return err
 			}
 			if !recs[0].HasRequests() {
 				for _, name := range []string{"milliseconds", "microseconds", "ns", "counts", "no-hist", "timestamp"} {
@@ -114,4 +101,27 @@ reports did.`,
 	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
 	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default) or slow (trace --slower's requests); for syscalls reports "+strings.Join(report.SyscallsCSVTables, ", ")+" (default syscalls)")
 	return c
+}
+
+// readRecords reads the records of a file ("-": standard input), with an
+// error that names the file and what to give instead.
+func readRecords(path string) ([]*profile.Record, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json)", path, session.WithoutPath(err))
+	}
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
+		return nil, fmt.Errorf("%s is not JSON: give a record (fusescope trace -o, fs stats --json) or a syscalls report (syscalls --json); fusescope syscalls reads strace logs", path)
+	}
+	recs, err := profile.ParseAll(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return recs, nil
 }

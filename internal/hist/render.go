@@ -85,3 +85,53 @@ func starBar(val, valMax uint64, width int) string {
 	}
 	return s
 }
+
+// WriteLog2Pair renders two histograms side by side in the layout of
+// WriteLog2, over the buckets either holds, each bar scaled to its own
+// largest count (two runs of different lengths keep their shapes).
+func WriteLog2Pair(w io.Writer, a, b *Hist, u Unit) error {
+	var none Hist
+	if a == nil {
+		a = &none
+	}
+	if b == nil {
+		b = &none
+	}
+	va, vb := a.Rebin(u), b.Rebin(u)
+	idxMax := -1
+	var maxA, maxB uint64
+	for i := range va {
+		if va[i] > 0 || vb[i] > 0 {
+			idxMax = i
+		}
+		maxA, maxB = max(maxA, va[i]), max(maxB, vb[i])
+	}
+	if idxMax < 0 {
+		return nil
+	}
+	pad, typeWidth, stars, width := 5, 19, 30, 10
+	if idxMax > 32 {
+		pad, typeWidth, stars, width = 15, 29, 20, 20
+	}
+	bar := func(v, m uint64) string {
+		if m == 0 {
+			return strings.Repeat(" ", stars)
+		}
+		return starBar(v, m, stars)
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "%*s%-*s : %-8s %-*s   %-8s distribution B\n", pad, "", typeWidth, u.Name, "A", stars+2, "distribution A", "B")
+	for i := 0; i <= idxMax; i++ {
+		low := (uint64(1) << uint(i+1)) >> 1
+		high := (uint64(1) << uint(i+1)) - 1
+		if i == 63 {
+			high = ^uint64(0)
+		}
+		if low == high {
+			low--
+		}
+		fmt.Fprintf(&s, "%*d -> %-*d : %-8d |%s| : %-8d |%s|\n", width, low, width, high, va[i], bar(va[i], maxA), vb[i], bar(vb[i], maxB))
+	}
+	_, err := io.WriteString(w, s.String())
+	return err
+}

@@ -20,7 +20,7 @@ func Columns(w io.Writer, rows [][]string, align string) {
 			if i == len(widths) {
 				widths = append(widths, 0)
 			}
-			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+			widths[i] = max(widths[i], visibleWidth(cell))
 		}
 	}
 	right := func(i int) bool {
@@ -36,7 +36,7 @@ func Columns(w io.Writer, rows [][]string, align string) {
 			if i > 0 {
 				line.WriteString("  ")
 			}
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			pad := strings.Repeat(" ", widths[i]-visibleWidth(cell))
 			if right(i) {
 				line.WriteString(pad + cell)
 			} else {
@@ -47,6 +47,28 @@ func Columns(w io.Writer, rows [][]string, align string) {
 		b.WriteString("\n")
 	}
 	io.WriteString(w, b.String())
+}
+
+// visibleWidth counts a cell's characters less the colours' escape
+// sequences (ESC [ ... m), which take no room on a terminal. Names from a
+// trace never hold an ESC: Name quotes them.
+func visibleWidth(s string) int {
+	if !strings.Contains(s, "\x1b[") {
+		return utf8.RuneCountInString(s)
+	}
+	n := 0
+	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], "\x1b[") {
+			if j := strings.IndexByte(s[i:], 'm'); j >= 0 {
+				i += j + 1
+				continue
+			}
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		n++
+	}
+	return n
 }
 
 // Name returns a name that came from a trace (a path, a socket, a program)
