@@ -49,5 +49,9 @@ for pkg in "${missing[@]}"; do
   if [[ $pkg == openssh-server ]] && command -v systemctl >/dev/null; then
     systemctl disable ssh.service ssh.socket >/dev/null 2>&1 || true
   fi
+  # The tests start their own Prometheus, on 127.0.0.1 and a port of their own.
+  if [[ $pkg == prometheus ]] && command -v systemctl >/dev/null; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 done
 echo "deps: installed ${missing[*]}" >&2

@@ -33,6 +33,7 @@ func newFSMountCmd() *cobra.Command {
 	var (
 		preset     string
 		background bool
+		metrics    string
 		latency    string
 		bandwidth  string
 		cfg        labfs.Config
@@ -66,6 +67,7 @@ once, forced if busy, after the write-behind queues are written.
 		Example: `  fusescope fs mount /data /mnt/lab --background
   fusescope fs mount /data /mnt/lab --preset nocache --latency 'lookup=1ms,read=2ms+-0.5ms,*=100us'
   fusescope fs mount /data /mnt/lab --preset writeback --bandwidth 100MiB/s --background
+  fusescope fs mount /data /mnt/lab --metrics 127.0.0.1:9641 --background   # the daemon's side, for Prometheus
   fusescope fs stats /mnt/lab
   fusescope fs umount /mnt/lab`,
 		Args: cobra.ExactArgs(2),
@@ -84,7 +86,7 @@ once, forced if busy, after the write-behind queues are written.
 			if err := base.Validate(); err != nil {
 				return err
 			}
-			return mountConfigured(args[0], args[1], base, background)
+			return mountConfigured(args[0], args[1], base, background, labfs.DaemonOptions{Metrics: metrics})
 		},
 	}
 	f := c.Flags()
@@ -94,6 +96,7 @@ once, forced if busy, after the write-behind queues are written.
 	def := labfs.Config{}
 	f.StringVar(&preset, "preset", "default", "start from this preset: "+strings.Join(labfs.PresetNames(), ", "))
 	f.BoolVar(&background, "background", false, "detach, and return once the file system is mounted")
+	f.StringVar(&metrics, "metrics", "", "serve the daemon's own statistics as Prometheus metrics on `HOST:PORT` (fusescope export's names, side=\"daemon\")")
 	f.Var(timeoutFlag{&cfg.EntryTimeout}, "entry-timeout", "how long the kernel may cache name lookups")
 	f.Var(timeoutFlag{&cfg.AttrTimeout}, "attr-timeout", "how long the kernel may cache attributes")
 	f.DurationVar(&cfg.NegativeTimeout, "negative-timeout", def.NegativeTimeout, "how long the kernel may cache failed lookups")
@@ -126,7 +129,7 @@ once, forced if busy, after the write-behind queues are written.
 
 // mountConfigured mounts SRC at MNT once the flags are resolved; the tests
 // replace it to see the configuration the flags gave.
-var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool) error {
+var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool, opts labfs.DaemonOptions) error {
 	if background {
 		// The same command again, detached, without --background.
 		var args []string
@@ -137,7 +140,7 @@ var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool) e
 		}
 		return labfs.ServeInBackground(mnt, args, os.Stderr)
 	}
-	return labfs.Serve(src, mnt, cfg, os.Stderr)
+	return labfs.ServeWith(src, mnt, cfg, os.Stderr, opts)
 }
 
 func newFSUmountCmd() *cobra.Command {

@@ -119,6 +119,7 @@ func (b *Book) Mounts(p profile.Profile) []profile.Mount {
 		if !ok {
 			m = profile.Mount{Conn: c}
 		}
+		m.Gone = !b.present[c]
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Conn < out[j].Conn })

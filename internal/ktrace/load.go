@@ -181,3 +181,30 @@ func stripeCPUs(spec *ebpf.CollectionSpec, ncpu int, names ...string) error {
 	}
 	return nil
 }
+
+// eachPerCPU calls fn with every key of the per-CPU array m and its
+// values on each CPU, read in batches: a few system calls for the whole
+// array, where an iterator makes two per key (4,096 keys of stats_fast:
+// ~20 ms a snapshot).
+func eachPerCPU[V any](m *ebpf.Map, fn func(key uint32, perCPU []V)) error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	const chunk = 256
+	keys := make([]uint32, chunk)
+	vals := make([]V, chunk*ncpu)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			fn(keys[i], vals[i*ncpu:(i+1)*ncpu])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -2,8 +2,12 @@ package ktrace
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
@@ -35,6 +39,10 @@ type RequestConfig struct {
 	// CommandPID is the -- CMD command's process (session.Target): with
 	// Options.Calls, the application.
 	CommandPID int
+	// ProgramCost has the kernel account the programs' run time while the
+	// source is open (BPF_ENABLE_STATS: two clock reads per run) and
+	// records it (profile.Record.Programs).
+	ProgramCost bool
 }
 
 // slowPoll is how often the slow requests are read; housekeeping (the
@@ -68,6 +76,8 @@ type RequestSource struct {
 	// --page-cache, --calls: the counters at the previous interval.
 	prevPages map[uint32]profile.PageCache
 	prevCalls []profile.CallStats
+	// ProgramCost: the kernel's accounting, on while this is open.
+	costStats io.Closer
 }
 
 // OpenRequests checks the connections to trace, loads the programs and
@@ -100,6 +110,12 @@ func OpenRequests(cfg RequestConfig) (*RequestSource, error) {
 	if err := s.countPageCaches(); err != nil {
 		t.Close()
 		return nil, err
+	}
+	if cfg.ProgramCost {
+		if s.costStats, err = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("turning on the kernel's accounting of BPF run time: %w", err)
+		}
 	}
 	for _, pid := range []int{cfg.PID, cfg.CommandPID} {
 		if pid > 0 {
@@ -192,7 +208,12 @@ func (s *RequestSource) Conns() []uint32 { return s.conns }
 func (s *RequestSource) Attach() (string, error) { return s.t.Attach(), s.t.Fallback() }
 
 // Close detaches the probes.
-func (s *RequestSource) Close() error { return s.t.Close() }
+func (s *RequestSource) Close() error {
+	if s.costStats != nil {
+		s.costStats.Close()
+	}
+	return s.t.Close()
+}
 
 // PollEvery is how often Poll is wanted.
 func (s *RequestSource) PollEvery() time.Duration {
@@ -354,6 +375,13 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 	}
 	for _, op := range s.cfg.Ops {
 		r.Meta.Filters.Ops = append(r.Meta.Filters.Ops, op.String())
+	}
+	if s.costStats != nil {
+		if progs, err := s.t.ProgramStats(); err == nil {
+			for _, p := range progs {
+				r.Programs = append(r.Programs, profile.ProgramCost{Program: p.Program, Runtime: p.Runtime, Runs: p.Runs})
+			}
+		}
 	}
 	return r
 }

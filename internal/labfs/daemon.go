@@ -2,9 +2,11 @@ package labfs
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/exporter"
 	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/profile"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +34,19 @@ const readyEnv = "FUSESCOPE_FS_READY_FD"
 // log. Started by ServeInBackground, it tells its parent how the mount went
 // and ignores SIGHUP.
 func Serve(src, mnt string, cfg Config, log io.Writer) error {
+	return ServeWith(src, mnt, cfg, log, DaemonOptions{})
+}
+
+// DaemonOptions are the daemon's own settings, apart from the file
+// system's configuration.
+type DaemonOptions struct {
+	// Metrics serves the daemon's statistics as Prometheus metrics on
+	// this HOST:PORT (the exporter's names, side="daemon"); "": none.
+	Metrics string
+}
+
+// ServeWith is Serve with the daemon's own settings.
+func ServeWith(src, mnt string, cfg Config, log io.Writer, opts DaemonOptions) error {
 	ready := os.Getenv(readyEnv)
 	// Caught from before the mount: a signal that came as soon as the
 	// mount showed up killed the daemon and left the mount behind.
@@ -41,7 +58,26 @@ func Serve(src, mnt string, cfg Config, log io.Writer) error {
 		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	}
 	defer signal.Stop(sigs)
-	fsys, err := Mount(src, mnt, cfg)
+	var metrics net.Listener
+	var err error
+	if opts.Metrics != "" {
+		// Before the mount: a port in use fails the mount, not later.
+		metrics, err = exporter.Listen("--metrics", opts.Metrics)
+	}
+	var fsys *FS
+	if err == nil {
+		fsys, err = Mount(src, mnt, cfg)
+	}
+	if metrics != nil {
+		if err != nil {
+			metrics.Close()
+		} else {
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			col := exporter.New(func() (*profile.Record, error) { return fsys.Record(), nil }, "daemon")
+			go exporter.Serve(ctx, metrics, exporter.Handler(col))
+		}
+	}
 	if ready != "" {
 		fd, _ := strconv.Atoi(ready)
 		pipe := os.NewFile(uintptr(fd), "ready")

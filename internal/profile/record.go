@@ -60,6 +60,17 @@ type Record struct {
 	Syscalls *SyscallReport `json:"syscalls,omitempty"`
 	// Bench is a bench run (fusescope bench).
 	Bench *BenchReport `json:"bench,omitempty"`
+	// Programs are the tracer's own BPF programs' cost so far, as the
+	// kernel accounts it (kernel.bpf_stats_enabled; export turns it on).
+	Programs []ProgramCost `json:"programs,omitempty"`
+}
+
+// ProgramCost is the time the kernel spent in one of the tracer's BPF
+// programs, and how many times it ran.
+type ProgramCost struct {
+	Program string        `json:"program"`
+	Runtime time.Duration `json:"runtime_ns"`
+	Runs    uint64        `json:"runs"`
 }
 
 // HasRequests tells whether the record holds FUSE request statistics (a
@@ -303,6 +314,10 @@ type Mount struct {
 	// go to the backing file in the kernel, no FUSE request, and appear in
 	// no statistics.
 	PassthroughOpens uint64 `json:"passthrough_opens,omitempty"`
+	// Gone: the connection was no longer there when the record was made
+	// (unmounted, or its daemon died); its statistics stay, its series
+	// leave the exporter's output.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // Daemon is a process serving a FUSE connection.
@@ -363,7 +378,6 @@ func Load(path string) (*Record, error) {
 	return r, nil
 }
 
-// Parse decodes and validates a record.
 // ParseAll loads one record, or the records of an interval trace's --json
 // output (one per line, or any JSON whitespace between them), in order.
 func ParseAll(b []byte) ([]*Record, error) {
@@ -398,6 +412,7 @@ func ParseAll(b []byte) ([]*Record, error) {
 	return recs, nil
 }
 
+// Parse decodes and validates a record.
 func Parse(b []byte) (*Record, error) {
 	var head struct {
 		Schema string `json:"schema"`
