@@ -57,6 +57,7 @@ func newRootCmd() *cobra.Command {
   show      render a saved record or syscalls report exactly as the live view did
   diff      compare two records of one kind, B against A (docs/views.md)
   export    serve a running trace's FUSE metrics to Prometheus
+  report    one self-contained HTML page of records
   bench     compare file system configurations with repeated, interleaved runs
 
 Records are versioned JSON (docs/record.md); every view renders them the same.`,
@@ -71,7 +72,7 @@ Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		}
 		return checkExclusive(c)
 	}
-	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd())
+	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd(), newReportCmd())
 	for _, c := range allCommands(root) {
 		if c.Args != nil {
 			c.Args = withUsage(c.Args)
