@@ -13,7 +13,7 @@ DEPS_GENERATE := clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libb
 	/usr/include/x86_64-linux-gnu/asm/types.h:linux-libc-dev
 DEPS_RUN := bindfs:bindfs fusermount3:fuse3 python3:python3 pkill:procps
 DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpriv:util-linux strace:strace setfacl:acl rsync:rsync sqlite3:sqlite3 \
-	gcc:gcc sshfs:sshfs /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus promtool:prometheus chromium:chromium
+	gcc:gcc sshfs:sshfs /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus promtool:prometheus chromium:chromium tmux:tmux
 DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
 
 .PHONY: all build generate check-generated lint test unit e2e test-kernels bench demo deps clean peers

@@ -58,6 +58,7 @@ func newRootCmd() *cobra.Command {
   diff      compare two records of one kind, B against A (docs/views.md)
   export    serve a running trace's FUSE metrics to Prometheus
   report    one self-contained HTML page of records
+  top       a live terminal view of FUSE requests per mount and opcode
   bench     compare file system configurations with repeated, interleaved runs
 
 Records are versioned JSON (docs/record.md); every view renders them the same.`,
@@ -72,7 +73,7 @@ Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		}
 		return checkExclusive(c)
 	}
-	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd(), newReportCmd())
+	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd(), newReportCmd(), newTopCmd())
 	for _, c := range allCommands(root) {
 		if c.Args != nil {
 			c.Args = withUsage(c.Args)

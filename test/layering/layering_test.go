@@ -50,6 +50,7 @@ func TestPackageLayering(t *testing.T) {
 		"internal/profile":  {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/report", "internal/fuseconn"},
 		"internal/report":   {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
 		"internal/exporter": {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
+		"internal/top":      {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
 		// The run loop knows no source.
 		"internal/session": {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/report", "internal/exporter"},
 	}

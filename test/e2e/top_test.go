@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseproto"
+)
+
+// tmuxPane is a tmux session of its own (a private server socket) with
+// one pane of a fixed size.
+type tmuxPane struct {
+	t      *testing.T
+	socket string
+}
+
+func newTmux(t *testing.T, width, height int, command string) *tmuxPane {
+	t.Helper()
+	p := &tmuxPane{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock")}
+	p.run("new-session", "-d", "-s", "top", "-x", strconv.Itoa(width), "-y", strconv.Itoa(height), command)
+	t.Cleanup(func() { exec.Command("tmux", "-S", p.socket, "kill-server").Run() })
+	return p
+}
+
+func (p *tmuxPane) run(args ...string) string {
+	p.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", p.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (p *tmuxPane) capture() string { return p.run("capture-pane", "-p", "-t", "top") }
+
+func (p *tmuxPane) keys(keys ...string) {
+	p.run(append([]string{"send-keys", "-t", "top"}, keys...)...)
+}
+
+// waitFor polls the pane until cond holds.
+func (p *tmuxPane) waitFor(what string, cond func(screen string) bool) string {
+	p.t.Helper()
+	var screen string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if screen = p.capture(); cond(screen) {
+			return screen
+		}
+	}
+	p.t.Fatalf("the pane never showed %s:\n%s", what, screen)
+	return ""
+}
+
+// topRows reads the opcode table: op -> REQ/s, in screen order.
+func topRows(screen string) (ops []string, rates map[string]float64) {
+	rates = map[string]float64{}
+	in := false
+	for _, line := range strings.Split(screen, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "MOUNT" && f[1] == "OP" {
+			in = true
+			continue
+		}
+		if in {
+			if len(f) < 7 {
+				break
+			}
+			v, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				break
+			}
+			ops = append(ops, f[1])
+			rates[f[1]] = v
+		}
+	}
+	return ops, rates
+}
+
+// TestTopUnderTmux runs fusescope top in a tmux pane while a workload
+// stats files at a known pace: the screen shows the workload's opcodes at
+// about its rate; s sorts by rate, m picks the mount, p pauses; q leaves
+// the shell's screen as it was, with no probe left.
+func TestTopUnderTmux(t *testing.T) {
+	need(t, "tmux")
+	mnt, cfs := mountLab(t, 50, 1, 0)
+	pane := newTmux(t, 130, 40, "sh")
+	pane.keys("echo MARKER-BEFORE-TOP", "Enter")
+	pane.keys(fmt.Sprintf("%s top --mount %s --interval 500ms", fusescopeBin, mnt), "Enter")
+	pane.waitFor("top's first screen", func(s string) bool { return strings.Contains(s, "fusescope top") })
+
+	// 50 stats every 50 ms, for as long as the test looks.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for i := 0; i < 50; i++ {
+				os.Stat(filepath.Join(mnt, "files", fmt.Sprintf("f%03d", i)))
+			}
+		}
+	}()
+	pane.waitFor("LOOKUP", func(s string) bool { _, rates := topRows(s); return rates["LOOKUP"] > 0 })
+	// The rate on the screen against the daemon's own count over the
+	// same seconds: within what one interval's jitter allows.
+	before, start := cfs.snapshot()[fuseproto.Lookup], time.Now()
+	time.Sleep(3 * time.Second)
+	daemonRate := float64(cfs.snapshot()[fuseproto.Lookup]-before) / time.Since(start).Seconds()
+	screen := pane.capture()
+	if _, rates := topRows(screen); rates["LOOKUP"] < 0.6*daemonRate || rates["LOOKUP"] > 1.5*daemonRate {
+		t.Errorf("LOOKUP at %.0f/s on the screen, the daemon served %.0f/s:\n%s", rates["LOOKUP"], daemonRate, screen)
+	}
+	if !strings.Contains(screen, "GETATTR") {
+		t.Errorf("the workload's GETATTRs are missing:\n%s", screen)
+	}
+	// s: sorted by rate, highest first.
+	pane.keys("s")
+	screen = pane.waitFor("sort: rate", func(s string) bool { ops, _ := topRows(s); return strings.Contains(s, "sort: rate") && len(ops) > 1 })
+	ops, rates := topRows(screen)
+	for i := 1; i < len(ops); i++ {
+		if rates[ops[i]] > rates[ops[i-1]] {
+			t.Errorf("sort: rate, but %s (%.1f/s) is below %s (%.1f/s):\n%s", ops[i-1], rates[ops[i-1]], ops[i], rates[ops[i]], screen)
+		}
+	}
+	// m: the one mount, by name.
+	pane.keys("m")
+	pane.waitFor("mount: "+mnt, func(s string) bool { return strings.Contains(s, "mount: "+mnt) })
+	// p: paused, the screen stays as it is across intervals.
+	pane.keys("p")
+	paused := pane.waitFor("[paused]", func(s string) bool { return strings.Contains(s, "[paused]") })
+	time.Sleep(1200 * time.Millisecond)
+	if again := pane.capture(); again != paused {
+		t.Errorf("the paused screen changed:\n%s\n---\n%s", paused, again)
+	}
+	// q: back to the shell's screen.
+	pane.keys("q")
+	screen = pane.waitFor("the shell again", func(s string) bool { return strings.Contains(s, "MARKER-BEFORE-TOP") })
+	if strings.Contains(screen, "fusescope top ") && strings.Contains(screen, "REQ/s") {
+		t.Errorf("q left top's screen behind:\n%s", screen)
+	}
+	pane.waitFor("the prompt", func(s string) bool {
+		lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
+		return strings.TrimSpace(lines[len(lines)-1]) == "#" && strings.Contains(lines[len(lines)-2], " top --mount ")
+	})
+	pane.keys("echo rc=$?", "Enter")
+	pane.waitFor("exit status 0", func(s string) bool { return regexp.MustCompile(`(?m)^rc=0$`).MatchString(s) })
+	assertNoProbesLeft(t)
+
+	// A terminal too small: one line, a failure.
+	small := newTmux(t, 60, 10, "sh")
+	small.keys(fusescopeBin+" top; echo rc=$?", "Enter")
+	screen = small.waitFor("the refusal", func(s string) bool { return regexp.MustCompile(`(?m)^rc=\d+$`).MatchString(s) })
+	if !strings.Contains(strings.ReplaceAll(screen, "\n", ""), "the terminal is 60x10: fusescope top needs at least 80x12") || strings.Contains(screen, "rc=0") {
+		t.Errorf("a 60x10 terminal:\n%s", screen)
+	}
+}
