@@ -3,9 +3,9 @@
  * tp_btf/fuse_request_end learns each node's parent and name from the
  * replies that make an entry (LOOKUP, CREATE, MKDIR, MKNOD, SYMLINK, LINK):
  * the request's arguments hold the name, its reply's fuse_entry_out the new
- * node id. A pair is sent to user space once (an LRU map remembers what was
- * sent), so a lookup repeated with entry_timeout 0 costs a map lookup, not
- * an event. With --files, the same program sums each node's requests. */
+ * node id. A pair is sent to user space once (an LRU map remembers a
+ * signature of what was sent), so a lookup repeated with entry_timeout 0
+ * costs reading the name and a map lookup, not an event. With --files, the same program sums each node's requests. */
 
 struct fuse_in_arg___names {
 	unsigned int size;
@@ -47,7 +47,7 @@ struct {
 	__uint(max_entries, 1 << 20);
 } node_names SEC(".maps");
 
-/* What was sent: (conn, node) -> parent. */
+/* What was sent: (conn, node) -> name_sig(name, parent). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
@@ -67,6 +67,19 @@ const struct node_name *unused_node_name __attribute__((unused));
 
 static const struct node_stats zero_node_stats;
 
+/* name_sig is FNV-1a of a name, seeded with its parent's id. */
+static __always_inline __u64 name_sig(const char *name, __u64 parent)
+{
+	__u64 h = 0xcbf29ce484222325ULL ^ parent;
+	for (int i = 0; i < 256; i++) {
+		char c = name[i];
+		if (!c)
+			break;
+		h = (h ^ (__u8)c) * 0x100000001b3ULL;
+	}
+	return h;
+}
+
 static __always_inline void learn_name(struct fuse_req___names *req, __u32 conn, __u32 opcode)
 {
 	struct fuse_args___names *args = req->args;
@@ -76,10 +89,14 @@ static __always_inline void learn_name(struct fuse_req___names *req, __u32 conn,
 	 * (6.13+ put an empty one first); the others' second, after their
 	 * fixed struct. */
 	const void *name = 0;
-	if (opcode == FUSE_LOOKUP_ || opcode == FUSE_SYMLINK_)
-		name = args->in_args[0].size ? args->in_args[0].value : args->in_args[1].value;
-	else
+	__u32 len = 0;
+	if ((opcode == FUSE_LOOKUP_ || opcode == FUSE_SYMLINK_) && args->in_args[0].size) {
+		name = args->in_args[0].value;
+		len = args->in_args[0].size;
+	} else {
 		name = args->in_args[1].value;
+		len = args->in_args[1].size;
+	}
 	__u64 *entry = args->out_args[0].value; /* fuse_entry_out: nodeid first */
 	if (!name || !entry)
 		return;
@@ -87,21 +104,33 @@ static __always_inline void learn_name(struct fuse_req___names *req, __u32 conn,
 	if (bpf_probe_read_kernel(&k.node, sizeof(k.node), entry) || !k.node)
 		return;
 	__u64 parent = req->in.h.nodeid;
-	__u64 *sent = bpf_map_lookup_elem(&names_sent, &k);
-	if (sent && *sent == parent)
-		return;
 	struct node_name *e = bpf_ringbuf_reserve(&node_names, sizeof(*e), 0);
 	if (!e)
 		return; /* the next lookup of it tries again */
 	e->conn = conn;
 	e->node = k.node;
 	e->parent = parent;
-	if (bpf_probe_read_kernel_str(e->name, sizeof(e->name), name) <= 0) {
+	/* The argument's size, not a NUL: a lookup in a path walk names the
+	 * component in the path being walked ("files" of "files/f000", no
+	 * NUL after it); other requests' names count their NUL. */
+	if (len == 0 || len > sizeof(e->name) - 1)
+		len = sizeof(e->name) - 1;
+	if (bpf_probe_read_kernel(e->name, len & (sizeof(e->name) - 1), name)) {
+		bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	e->name[len & (sizeof(e->name) - 1)] = 0;
+	/* Sent again when the parent or the name changed: a daemon may give
+	 * a node the kernel forgot, and FORGETs are not requests the
+	 * tracepoints see, to another. */
+	__u64 sig = name_sig(e->name, parent);
+	__u64 *sent = bpf_map_lookup_elem(&names_sent, &k);
+	if (sent && *sent == sig) {
 		bpf_ringbuf_discard(e, 0);
 		return;
 	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	bpf_map_update_elem(&names_sent, &k, &parent, BPF_ANY);
+	bpf_map_update_elem(&names_sent, &k, &sig, BPF_ANY);
 }
 
 SEC("tp_btf/fuse_request_end")

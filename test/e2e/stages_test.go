@@ -359,6 +359,18 @@ func TestTraceFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "old"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Directories looked up before the trace are named by the lookups
+	// that revalidate their dentries, whose name (since 6.14) is the
+	// component of the path being walked: no NUL after it.
+	if err := os.MkdirAll(filepath.Join(src, "pre", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "pre", "deep", "file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "pre", "deep", "file")); err != nil {
+		t.Fatal(err)
+	}
 	conn := connOf(t, mnt)
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	tr := startTrace(t, "--mount", mnt, "--files", "1000", "--slower", "1ns", "--no-hist", "-o", rec)
@@ -374,6 +386,9 @@ func TestTraceFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(mnt, "old")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(mnt, "pre", "deep", "file")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -396,7 +411,7 @@ func TestTraceFiles(t *testing.T) {
 	if byFile != byOp {
 		t.Errorf("requests summed by file %d, by opcode %d", byFile, byOp)
 	}
-	for path, atLeast := range map[string]uint64{"/d/new": stats, "/old": stats, "/d": stats} {
+	for path, atLeast := range map[string]uint64{"/d/new": stats, "/old": stats, "/d": stats, "/pre": stats, "/pre/deep": stats, "/pre/deep/file": stats} {
 		if f, ok := paths[path]; !ok || f.Count < atLeast {
 			t.Errorf("%s: %+v, want at least %d requests (files %+v)", path, f, atLeast, r.Files)
 		}

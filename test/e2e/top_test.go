@@ -122,6 +122,21 @@ func TestTopUnderTmux(t *testing.T) {
 	if !strings.Contains(screen, "GETATTR") {
 		t.Errorf("the workload's GETATTRs are missing:\n%s", screen)
 	}
+	// The busiest files are named as the file system names them, though
+	// go-fuse gives the ids of forgotten nodes to others.
+	named := regexp.MustCompile(`^(/|/files|/files/f0[0-4][0-9])$`)
+	files := 0
+	for _, line := range strings.Split(screen, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && strings.HasPrefix(f[0], "/") && !strings.HasPrefix(f[0], "/tmp") {
+			files++
+			if !named.MatchString(f[0]) {
+				t.Errorf("file %q is not a name the file system has:\n%s", f[0], screen)
+			}
+		}
+	}
+	if files == 0 {
+		t.Errorf("no busiest files on the screen:\n%s", screen)
+	}
 	// s: sorted by rate, highest first.
 	pane.keys("s")
 	screen = pane.waitFor("sort: rate", func(s string) bool { ops, _ := topRows(s); return strings.Contains(s, "sort: rate") && len(ops) > 1 })
