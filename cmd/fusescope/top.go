@@ -14,6 +14,7 @@ import (
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
+	"github.com/fusescope/fusescope/internal/systrace"
 	"github.com/fusescope/fusescope/internal/top"
 )
 
@@ -25,10 +26,12 @@ func newTopCmd() *cobra.Command {
 		slower   time.Duration
 		hung     time.Duration
 		attach   string
+		syscalls bool
+		pid      int
 	)
 	c := &cobra.Command{
-		Use:   "top [--mount PATH]... [--interval D] [--stages]",
-		Short: "A live terminal view of FUSE requests per mount and opcode",
+		Use:   "top [--mount PATH]... [--interval D] [--stages] | --syscalls -p PID",
+		Short: "A live terminal view of FUSE requests per mount and opcode, or of a process tree's system calls",
 		Long: `A live view, refreshed every --interval, of the FUSE requests of every
 mount (or --mount's): per mount and opcode the request and error rates,
 p50 and p99 of the interval and its share of the time, with --stages the
@@ -37,11 +40,18 @@ connection's waiting and max_background (fusectl), requests in flight and
 hung; the files with the most FUSE time and the processes whose requests
 took at least --slower.
 
+With --syscalls -p PID it shows instead the system calls of a running
+process and the processes it starts (the live source of fusescope
+syscalls, its kernel counters read at each interval): per system call the
+calls and errors per second, the mean time per call and its share of the
+time in calls, and the busiest processes.
+
 Keys: s changes the sort (time, rate, p99, errors, op), m steps through
 the mounts (then all), p or space pauses the display (the trace goes on),
 q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 		Example: `  fusescope top
-  fusescope top --mount /cvmfs/sft.cern.ch --stages --interval 2s`,
+  fusescope top --mount /cvmfs/sft.cern.ch --stages --interval 2s
+  fusescope top --syscalls -p 4242`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !term.IsTerminal(int(os.Stdout.Fd())) || !term.IsTerminal(int(os.Stdin.Fd())) {
@@ -55,6 +65,20 @@ q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 			}
 			if slower <= 0 || hung <= 0 {
 				return fmt.Errorf("--slower and --hung take positive durations, such as 1ms and 5s")
+			}
+			if syscalls != (pid != 0) {
+				return fmt.Errorf("--syscalls shows a running process's system calls: give it with -p PID (and -p only with --syscalls)")
+			}
+			if syscalls && (len(mounts) > 0 || stages) {
+				return fmt.Errorf("--mount and --stages are for FUSE requests, not with --syscalls")
+			}
+			if pid < 0 {
+				return fmt.Errorf("-p %d: give a positive process id", pid)
+			}
+			if pid > 0 {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+					return fmt.Errorf("-p %d: no such process", pid)
+				}
 			}
 			cfg := ktrace.RequestConfig{
 				Options: ktrace.Options{ReapAge: ktrace.DefaultReapAge, Attach: attach, Stages: stages, Slower: slower},
@@ -80,13 +104,18 @@ q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 			ctx, stop := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
-				run := session.Config{Interval: interval,
+				run := session.Config{Interval: interval, PID: pid,
 					Emit: func(rec *profile.Record, final bool) error {
 						prog.Send(top.RecordMsg{Rec: rec})
 						return nil
 					},
 				}
-				_, err := session.Run(ctx, run, func(session.Target) (session.Source, error) { return ktrace.OpenRequests(cfg) })
+				_, err := session.Run(ctx, run, func(target session.Target) (session.Source, error) {
+					if syscalls {
+						return systrace.OpenTop(ktrace.SyscallOptions{PID: pid}, version, target)
+					}
+					return ktrace.OpenRequests(cfg)
+				})
 				prog.Send(top.EndMsg{Err: err})
 				done <- err
 			}()
@@ -112,5 +141,7 @@ q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 	f.DurationVar(&slower, "slower", time.Millisecond, "list the processes whose requests took at least `D`")
 	f.DurationVar(&hung, "hung", 5*time.Second, "count requests in flight at least `D` as hung")
 	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto`, tp_btf or tracepoint (as trace's)")
+	f.BoolVar(&syscalls, "syscalls", false, "show the system calls of -p's process and the processes it starts, not FUSE requests")
+	f.IntVarP(&pid, "pid", "p", 0, "with --syscalls: the running process to follow (its exit ends top)")
 	return c
 }

@@ -173,6 +173,7 @@ type SyscallTracer struct {
 	ev     sysevent.Event
 	short  int           // events shorter than struct sys_event
 	setup  time.Duration // loading and attaching
+	live   liveCounts    // CountLive: counts that left the maps (top --syscalls)
 }
 
 // StartSyscalls checks the kernel, loads the programs and attaches them.
@@ -404,8 +405,13 @@ func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), in
 }
 
 func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
+	// The slot tables, and the counts that leave the maps, are shared
+	// with Counts.
+	t.live.mu.Lock()
+	defer t.live.mu.Unlock()
 	if len(raw) >= int(unsafe.Sizeof(bpf.SysTraceSysCalls{})) {
 		if c := (*bpf.SysTraceSysCalls)(unsafe.Pointer(&raw[0])); c.Kind == sevCalls {
+			t.retire(int(c.Pid), syscallName(c.Nr), c.Calls, c.Errors, c.Ns)
 			t.emitCalls(emit, c.Nr, int(c.Tid), int(c.Pid), []bpf.SysTraceSysStats{{Calls: c.Calls, Errors: c.Errors, Ns: c.Ns}})
 			return
 		}
@@ -422,8 +428,14 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 		// fd then would cost a readlink in /proc for nothing.
 		if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
 			*e = sysevent.Event{Kind: sysevent.FDIO, PID: int(ev.Pid), FD: int(ev.FlushedFd), IO: ioCounts(ev.Flushed[:], ev.FlushedMask)}
+			t.retireIO(int(ev.Pid), e.IO)
 			emit(e)
 		}
+		failed := uint64(0)
+		if ev.Ret < 0 && ev.Ret > -4096 {
+			failed = 1
+		}
+		t.retire(int(ev.Pid), syscallName(ev.Nr), 1, failed, ev.Dur)
 		*e = sysevent.Event{Kind: sysevent.Call, Name: syscallName(ev.Nr), TID: int(ev.Tid), PID: int(ev.Pid),
 			Time: t.wall(ev.Ts), Dur: float64(ev.Dur) / 1e9, Ret: ev.Ret, Args: ev.Args,
 			Str: cstring(ev.Str[:], ev.StrLen)}
@@ -461,6 +473,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 	case sevFDIO:
 		if ev.FlushedFd >= 0 && ev.FlushedMask != 0 {
 			*e = sysevent.Event{Kind: sysevent.FDIO, PID: int(ev.Pid), FD: int(ev.FlushedFd), IO: ioCounts(ev.Flushed[:], ev.FlushedMask)}
+			t.retireIO(int(ev.Pid), e.IO)
 			emit(e)
 		}
 	case sevAdopt:

@@ -186,6 +186,10 @@ func (m *Model) View() string {
 	if seconds <= 0 {
 		seconds = 1
 	}
+	if m.rec.Syscalls != nil {
+		m.viewSyscalls(&b, seconds, state)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "fusescope top  %s  interval %.1fs  sort: %s  mount: %s%s\n\n", m.rec.Meta.End.Format("15:04:05"), seconds,
 		sortNames[m.sortBy], report.Name(mount), state)
 	lines := 2
@@ -319,4 +323,71 @@ func (m *Model) writeSide(b *strings.Builder) {
 	}
 	b.WriteString("\n")
 	report.Columns(b, table, "lrrllrr")
+}
+
+// viewSyscalls draws the system-call source's interval: per system call
+// and per process.
+func (m *Model) viewSyscalls(b *strings.Builder, seconds float64, state string) {
+	r := m.rec.Syscalls
+	sortBy := sortNames[m.sortBy]
+	if sortBy == "p99" {
+		sortBy = "latency" // the counters hold sums: the mean per call
+	}
+	root := ""
+	if r.Live != nil {
+		root = fmt.Sprintf("  pid %d and its children", r.Live.PID)
+	}
+	fmt.Fprintf(b, "fusescope top: system calls%s  %s  interval %.1fs  sort: %s%s\n\n", root, m.rec.Meta.End.Format("15:04:05"), seconds, sortBy, state)
+	calls := slices.Clone(r.Syscalls)
+	slices.SortStableFunc(calls, func(x, y profile.SyscallStat) int {
+		switch sortBy {
+		case "rate":
+			return cmp.Compare(y.Calls, x.Calls)
+		case "errors":
+			return cmp.Compare(y.Errors, x.Errors)
+		case "op":
+			return cmp.Compare(x.Name, y.Name)
+		case "latency":
+			return cmp.Compare(y.TimeS/float64(max(1, y.Calls)), x.TimeS/float64(max(1, x.Calls)))
+		}
+		return cmp.Compare(y.TimeS, x.TimeS)
+	})
+	budget := m.height - 8
+	if m.height == 0 {
+		budget = 40
+	}
+	procRows := min(len(r.Processes), 5)
+	room := max(1, budget-procRows-2)
+	table := [][]string{{"SYSCALL", "CATEGORY", "CALLS/s", "ERR/s", "AVG(us)", "TIME%"}}
+	for i, c := range calls {
+		if i == room {
+			break
+		}
+		share := 0.0
+		if r.TotalTime > 0 {
+			share = 100 * c.TimeS / r.TotalTime
+		}
+		table = append(table, []string{c.Name, c.Category, fmt.Sprintf("%.1f", float64(c.Calls)/seconds), fmt.Sprintf("%.1f", float64(c.Errors)/seconds),
+			fmt.Sprintf("%.1f", 1e6*c.TimeS/float64(max(1, c.Calls))), fmt.Sprintf("%.1f", share)})
+	}
+	if len(calls) == 0 {
+		table = append(table, []string{"(no system call this interval)"})
+	}
+	report.Columns(b, table, "llr")
+	if len(calls) > room {
+		fmt.Fprintf(b, "(%d more)\n", len(calls)-room)
+	}
+	if procRows > 0 {
+		b.WriteString("\n")
+		procs := [][]string{{"PID", "COMMAND", "CALLS/s", "TIME IN CALLS%"}}
+		for _, p := range r.Processes[:procRows] {
+			share := 0.0
+			if r.TotalTime > 0 {
+				share = 100 * p.SyscallS / r.TotalTime
+			}
+			procs = append(procs, []string{fmt.Sprint(p.PID), report.Name(p.Exec), fmt.Sprintf("%.1f", float64(p.Calls)/seconds), fmt.Sprintf("%.1f", share)})
+		}
+		report.Columns(b, procs, "rlr")
+	}
+	b.WriteString("\nkeys: s sort  p pause  q quit\n")
 }

@@ -178,3 +178,77 @@ func TestTopUnderTmux(t *testing.T) {
 		t.Errorf("a 60x10 terminal:\n%s", screen)
 	}
 }
+
+// TestTopSyscallsUnderTmux: top --syscalls -p on a Python loop that
+// counts its own getppid calls: the screen's getppid rate is the loop's,
+// its failed stats show as errors, and the process's exit ends top.
+func TestTopSyscallsUnderTmux(t *testing.T) {
+	need(t, "tmux", "python3")
+	dir := t.TempDir()
+	counter := filepath.Join(dir, "count")
+	script := fmt.Sprintf(`
+import os, time
+n = 0
+while True:
+    for i in range(500):
+        os.getppid()
+    n += 500
+    try:
+        os.stat("/nonexistent-%d")
+    except OSError:
+        pass
+    with open(%q, "w") as f:
+        f.write(str(n))
+    time.sleep(0.005)
+`, os.Getpid(), counter)
+	work := exec.Command("python3", "-c", script)
+	if err := work.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer work.Process.Kill()
+	pane := newTmux(t, 130, 40, "sh")
+	pane.keys(fmt.Sprintf("%s top --syscalls -p %d --interval 1s; echo rc=$?", fusescopeBin, work.Process.Pid), "Enter")
+	pane.waitFor("getppid", func(s string) bool { return strings.Contains(s, "getppid") })
+	count := func() (float64, time.Time) {
+		for {
+			b, _ := os.ReadFile(counter)
+			if v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil {
+				return v, time.Now()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	c0, t0 := count()
+	time.Sleep(3 * time.Second)
+	c1, t1 := count()
+	own := (c1 - c0) / t1.Sub(t0).Seconds()
+	screen := pane.capture()
+	row := func(name string) []string {
+		for _, line := range strings.Split(screen, "\n") {
+			if f := strings.Fields(line); len(f) >= 6 && f[0] == name {
+				return f
+			}
+		}
+		return nil
+	}
+	g := row("getppid")
+	if g == nil {
+		t.Fatalf("no getppid row:\n%s", screen)
+	}
+	// SYSCALL CATEGORY CALLS/s ERR/s AVG TIME%: the category is one word here.
+	rate, _ := strconv.ParseFloat(g[2], 64)
+	if rate < 0.6*own || rate > 1.5*own {
+		t.Errorf("getppid at %.0f/s on the screen, the loop counted %.0f/s:\n%s", rate, own, screen)
+	}
+	if st := row("newfstatat"); st == nil || st[3] == "0.0" {
+		t.Errorf("the failed stats show no errors:\n%s", screen)
+	}
+	// The process's exit ends top, which leaves the terminal as it was.
+	work.Process.Kill()
+	work.Wait()
+	screen = pane.waitFor("top's end", func(s string) bool { return regexp.MustCompile(`(?m)^rc=\d+$`).MatchString(s) })
+	if !regexp.MustCompile(`(?m)^rc=0$`).MatchString(screen) || strings.Contains(screen, "CALLS/s") {
+		t.Errorf("after the process's exit:\n%s", screen)
+	}
+	assertNoProbesLeft(t)
+}
