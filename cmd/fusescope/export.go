@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/exporter"
-	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/session"
 	"github.com/spf13/cobra"
@@ -55,18 +54,9 @@ docs/views.md lists the metrics; contrib/grafana holds a dashboard.`,
 				Hung:        time.Nanosecond, // every request in flight: the in-flight gauge
 				ProgramCost: true,
 			}
-			if len(mounts) > 0 {
-				infos, err := fuseconn.ReadMountInfo()
-				if err != nil {
-					return err
-				}
-				for _, m := range mounts {
-					mi, err := fuseconn.ResolveMount(m, infos)
-					if err != nil {
-						return err
-					}
-					cfg.Mounts = append(cfg.Mounts, mi)
-				}
+			var err error
+			if cfg.Mounts, err = resolveMounts(mounts); err != nil {
+				return err
 			}
 			if os.Getenv("GOMEMLIMIT") == "" {
 				// A scrape allocates ~0.7 KB per series and the heap would

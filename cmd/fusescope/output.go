@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/report"
 	"github.com/spf13/cobra"
@@ -41,4 +42,24 @@ func (o *outputFlags) unit() hist.Unit {
 // format is the view the flags chose.
 func (o *outputFlags) format() report.Format {
 	return report.Format{Unit: o.unit(), JSON: o.json, CSV: o.csv, CountsOnly: o.counts, NoHists: o.noHists}
+}
+
+// resolveMounts resolves --mount's paths to their FUSE connections.
+func resolveMounts(paths []string) ([]fuseconn.MountInfo, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	infos, err := fuseconn.ReadMountInfo()
+	if err != nil {
+		return nil, err
+	}
+	var out []fuseconn.MountInfo
+	for _, p := range paths {
+		mi, err := fuseconn.ResolveMount(p, infos)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mi)
+	}
+	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
@@ -86,18 +85,9 @@ q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 				Hung:  time.Nanosecond, // every request in flight; the view counts those past --hung
 				Files: 5,
 			}
-			if len(mounts) > 0 {
-				infos, err := fuseconn.ReadMountInfo()
-				if err != nil {
-					return err
-				}
-				for _, m := range mounts {
-					mi, err := fuseconn.ResolveMount(m, infos)
-					if err != nil {
-						return err
-					}
-					cfg.Mounts = append(cfg.Mounts, mi)
-				}
+			var err error
+			if cfg.Mounts, err = resolveMounts(mounts); err != nil {
+				return err
 			}
 			model := top.New(hung)
 			prog := tea.NewProgram(model, tea.WithAltScreen())
@@ -121,7 +111,7 @@ q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 			}()
 			_, perr := prog.Run()
 			stop()
-			err := <-done // the probes are detached before the process ends
+			err = <-done // the probes are detached before the process ends
 			if perr != nil {
 				return perr
 			}

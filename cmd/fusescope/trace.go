@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -152,18 +151,8 @@ ends the trace.`,
 			for _, c := range conns {
 				src.Conns = append(src.Conns, uint32(c))
 			}
-			if len(mounts) > 0 {
-				infos, err := fuseconn.ReadMountInfo()
-				if err != nil {
-					return err
-				}
-				for _, m := range mounts {
-					mi, err := fuseconn.ResolveMount(m, infos)
-					if err != nil {
-						return err
-					}
-					src.Mounts = append(src.Mounts, mi)
-				}
+			if src.Mounts, err = resolveMounts(mounts); err != nil {
+				return err
 			}
 			// Text and CSV: each slow request as it ends; JSON records hold them.
 			slowCSV := slower > 0 && out.csv

@@ -313,18 +313,7 @@ func newHistogram(desc *prometheus.Desc, h *hist.Hist, created time.Time, labelV
 func sumOps(ops []*profile.OpStats) *profile.OpStats {
 	out := &profile.OpStats{Op: ops[0].Op, Opcode: ops[0].Opcode}
 	for _, s := range ops {
-		out.Count += s.Count
-		out.Errors += s.Errors
-		out.ReqBytes += s.ReqBytes
-		out.ReplyBytes += s.ReplyBytes
-		out.Latency.Merge(&s.Latency)
-		for _, st := range s.Stages {
-			if h := out.Stage(st.Stage); h != nil {
-				h.Merge(&st.Latency)
-			} else {
-				out.Stages = append(out.Stages, profile.StageLatency{Stage: st.Stage, Latency: st.Latency.Clone()})
-			}
-		}
+		out.Add(s)
 	}
 	return out
 }

@@ -120,6 +120,33 @@ func (p Profile) MarshalJSON() ([]byte, error) {
 	return json.Marshal(q)
 }
 
+// Add sums o's requests into s (the same opcode, on another mount or in
+// another interval); s shares nothing with o afterwards.
+func (s *OpStats) Add(o *OpStats) {
+	s.Count += o.Count
+	s.Errors += o.Errors
+	s.ReqBytes += o.ReqBytes
+	s.ReplyBytes += o.ReplyBytes
+	if s.Latency.Count == 0 && s.Latency.Fine == nil {
+		s.Latency = o.Latency.Clone()
+	} else {
+		s.Latency.Merge(&o.Latency)
+	}
+	for k, n := range o.Errnos {
+		if s.Errnos == nil {
+			s.Errnos = map[string]uint64{}
+		}
+		s.Errnos[k] += n
+	}
+	for _, st := range o.Stages {
+		if h := s.Stage(st.Stage); h != nil {
+			h.Merge(&st.Latency)
+		} else {
+			s.Stages = append(s.Stages, StageLatency{Stage: st.Stage, Latency: st.Latency.Clone()})
+		}
+	}
+}
+
 // Key identifies an OpStats within a profile.
 type Key struct {
 	Conn   uint32

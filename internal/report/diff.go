@@ -177,29 +177,15 @@ func merged(recs []*profile.Record) *profile.Record {
 	out.Profile = profile.Profile{}
 	at := map[profile.Key]int{}
 	for _, r := range recs {
-		for _, s := range r.Profile.Ops {
-			i, ok := at[s.Key()]
+		for i := range r.Profile.Ops {
+			s := &r.Profile.Ops[i]
+			j, ok := at[s.Key()]
 			if !ok {
-				at[s.Key()] = len(out.Profile.Ops)
-				s.Latency = s.Latency.Clone()
-				s.Stages = slices.Clone(s.Stages)
-				for j := range s.Stages {
-					s.Stages[j].Latency = s.Stages[j].Latency.Clone()
-				}
-				out.Profile.Ops = append(out.Profile.Ops, s)
-				continue
+				j = len(out.Profile.Ops)
+				at[s.Key()] = j
+				out.Profile.Ops = append(out.Profile.Ops, profile.OpStats{Conn: s.Conn, Op: s.Op, Opcode: s.Opcode})
 			}
-			o := &out.Profile.Ops[i]
-			o.Count += s.Count
-			o.Errors += s.Errors
-			o.ReqBytes += s.ReqBytes
-			o.ReplyBytes += s.ReplyBytes
-			o.Latency.Merge(&s.Latency)
-			for _, st := range s.Stages {
-				if h := o.Stage(st.Stage); h != nil {
-					h.Merge(&st.Latency)
-				}
-			}
+			out.Profile.Ops[j].Add(s)
 		}
 		for _, m := range r.Meta.Mounts {
 			if out.Mount(m.Conn) == nil {
