@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // A file name made to run script in a page that would not escape it.
@@ -52,12 +56,21 @@ func TestReportInChromium(t *testing.T) {
 		t.Fatalf("trace: %v", err)
 	}
 	os.WriteFile(trace, out, 0o644)
-	lookups := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		lookups += strings.Count(line, `"op":"LOOKUP"`)
+	// The figure the page must show: the LOOKUPs of all the intervals.
+	recs, err := profile.ParseAll(out)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if lookups == 0 {
-		t.Fatalf("no LOOKUP in the trace:\n%.2000s", out)
+	var lookups uint64
+	for _, r := range recs {
+		for _, s := range r.Profile.Ops {
+			if s.Op == "LOOKUP" {
+				lookups += s.Count
+			}
+		}
+	}
+	if lookups == 0 || len(recs) < 2 {
+		t.Fatalf("%d LOOKUPs in %d records:\n%.2000s", lookups, len(recs), out)
 	}
 	sys := filepath.Join(dir, "sys.json")
 	if msg, err := exec.Command(fusescopeBin, "syscalls", "--json", "-o", sys, "--", "cat", filepath.Join(mnt, hostileName)).CombinedOutput(); err != nil {
@@ -131,6 +144,9 @@ func TestReportInChromium(t *testing.T) {
 	mu.Unlock()
 	if images != 0 {
 		t.Errorf("%d <img> elements: a name from the trace became HTML", images)
+	}
+	if !regexp.MustCompile(`LOOKUP\s+` + strconv.FormatUint(lookups, 10) + `\s`).MatchString(text) {
+		t.Errorf("the page does not show the %d LOOKUPs of the records", lookups)
 	}
 	for _, want := range []string{hostileName, "FUSE requests by total time", "LOOKUP", "Requests over time", "Latency histograms",
 		"Slowest requests", "Files by FUSE time", "Process timeline", "Critical path", "Hot spots", "Bench", "native", "lab"} {
