@@ -61,8 +61,9 @@ docs/views.md lists the metrics; contrib/grafana holds a dashboard.`,
 			if os.Getenv("GOMEMLIMIT") == "" {
 				// A scrape allocates ~0.7 KB per series and the heap would
 				// grow to twice what it keeps between scrapes: a soft
-				// limit has the collector keep an exporter of 2,000
-				// histograms under 50 MB (docs/performance.md).
+				// limit has the collector keep an exporter of 1,600
+				// histograms under 50 MB, at twice the scrape time
+				// (docs/performance.md).
 				debug.SetMemoryLimit(exporterMemoryLimit)
 			}
 			l, err := exporter.Listen("--listen", listen)
@@ -107,4 +108,4 @@ docs/views.md lists the metrics; contrib/grafana holds a dashboard.`,
 }
 
 // exporterMemoryLimit is export's soft memory limit (GOMEMLIMIT overrides it).
-const exporterMemoryLimit = 40 << 20
+const exporterMemoryLimit = 30 << 20
