@@ -62,18 +62,24 @@ func (h *Hist) WriteLog2(w io.Writer, u Unit) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%*s%-*s : count    distribution\n", pad, "", typeWidth, u.Name)
 	for i := 0; i <= idxMax; i++ {
-		low := (uint64(1) << uint(i+1)) >> 1
-		high := (uint64(1) << uint(i+1)) - 1
-		if i == 63 {
-			high = ^uint64(0)
-		}
-		if low == high {
-			low--
-		}
+		low, high := log2Range(i)
 		fmt.Fprintf(&b, "%*d -> %-*d : %-8d |%s|\n", width, low, width, high, vals[i], starBar(vals[i], valMax, stars))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// log2Range is the values a row of print_log2_hist shows for bucket i.
+func log2Range(i int) (low, high uint64) {
+	low = (uint64(1) << uint(i+1)) >> 1
+	high = (uint64(1) << uint(i+1)) - 1
+	if i == 63 {
+		high = ^uint64(0)
+	}
+	if low == high {
+		low--
+	}
+	return low, high
 }
 
 // starBar is libbpf-tools' print_stars.
@@ -122,14 +128,7 @@ func WriteLog2Pair(w io.Writer, a, b *Hist, u Unit) error {
 	var s strings.Builder
 	fmt.Fprintf(&s, "%*s%-*s : %-8s %-*s   %-8s distribution B\n", pad, "", typeWidth, u.Name, "A", stars+2, "distribution A", "B")
 	for i := 0; i <= idxMax; i++ {
-		low := (uint64(1) << uint(i+1)) >> 1
-		high := (uint64(1) << uint(i+1)) - 1
-		if i == 63 {
-			high = ^uint64(0)
-		}
-		if low == high {
-			low--
-		}
+		low, high := log2Range(i)
 		fmt.Fprintf(&s, "%*d -> %-*d : %-8d |%s| : %-8d |%s|\n", width, low, width, high, va[i], bar(va[i], maxA), vb[i], bar(vb[i], maxB))
 	}
 	_, err := io.WriteString(w, s.String())

@@ -3,7 +3,6 @@ package ktrace
 import (
 	"errors"
 	"fmt"
-	mathbits "math/bits"
 	"os"
 	"runtime"
 	"slices"
@@ -616,45 +615,24 @@ func (t *SyscallTracer) emitErrnos(emit func(*sysevent.Event)) error {
 // finish emits what the kernel counted: per-fd I/O under each fd's current
 // name, per-thread calls, timeline bins. Then it fills info.
 func (t *SyscallTracer) finish(emit func(*sysevent.Event), info *profile.LiveInfo) error {
-	// Per-fd I/O: the fds the used_fds bitmap marks, read from the
-	// counters' memory one fd at a time (all 11 MiB of it took 30 ms).
-	words, err := readWords(t.objs.UsedFds, sysMaxPSlots*sysMaxFDs/64)
+	// Per-fd I/O under each fd's name, and per-thread calls.
+	err := t.eachUsedFD(func(fdi int, counters []bpf.SysTraceFdIo) {
+		tgid, known := t.pslots[uint32(fdi/sysMaxFDs)]
+		t.emitFD(emit, tgid, known, fdi%sysMaxFDs, counters)
+	})
 	if err != nil {
-		return fmt.Errorf("reading the fd bitmap: %w", err)
+		return err
 	}
-	var one bpf.SysTraceFdIo
-	size := int(unsafe.Sizeof(one))
-	counters := make([]bpf.SysTraceFdIo, sysIOKinds)
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(&counters[0])), sysIOKinds*size)
-	for w, bits := range words {
-		for ; bits != 0; bits &= bits - 1 {
-			fdi := w*64 + mathbits.TrailingZeros64(bits)
-			if _, err := t.fdmem.ReadAt(buf, int64(fdi*sysIOKinds*size)); err != nil {
-				return fmt.Errorf("reading the fd counters: %w", err)
-			}
-			tgid, known := t.pslots[uint32(fdi/sysMaxFDs)]
-			t.emitFD(emit, tgid, known, fdi%sysMaxFDs, counters)
+	err = t.eachUsedCall(func(key int, perCPU []bpf.SysTraceSysStats) {
+		tslot, nr := uint32(key/sysMaxNR), uint32(key%sysMaxNR)
+		pid, tgid := int(t.tids[tslot]), int(t.tgids[tslot])
+		if tslot == sysMaxTSlots-1 && t.shared {
+			pid, tgid = sysevent.Unattributed, sysevent.Unattributed // several threads' calls: counted, but no one's
 		}
-	}
-	// Per-thread calls: those the used_nrs bitmap marks.
-	nrWords, err := readWords(t.objs.UsedNrs, sysMaxTSlots*sysMaxNR/64)
+		t.emitCalls(emit, nr, pid, tgid, perCPU)
+	})
 	if err != nil {
-		return fmt.Errorf("reading the call bitmap: %w", err)
-	}
-	perCPU := make([]bpf.SysTraceSysStats, t.ncpu)
-	for w, bits := range nrWords {
-		for ; bits != 0; bits &= bits - 1 {
-			key := w*64 + mathbits.TrailingZeros64(bits)
-			if err := readStriped(t.objs.Sysstats, sysMaxTSlots*sysMaxNR, key, perCPU); err != nil {
-				return fmt.Errorf("reading the call counters: %w", err)
-			}
-			tslot, nr := uint32(key/sysMaxNR), uint32(key%sysMaxNR)
-			pid, tgid := int(t.tids[tslot]), int(t.tgids[tslot])
-			if tslot == sysMaxTSlots-1 && t.shared {
-				pid, tgid = sysevent.Unattributed, sysevent.Unattributed // several threads' calls: counted, but no one's
-			}
-			t.emitCalls(emit, nr, pid, tgid, perCPU)
-		}
+		return err
 	}
 	if err := t.emitErrnos(emit); err != nil {
 		return fmt.Errorf("reading the errno counters: %w", err)

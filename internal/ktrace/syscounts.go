@@ -1,6 +1,7 @@
 package ktrace
 
 import (
+	"fmt"
 	mathbits "math/bits"
 	"sync"
 	"unsafe"
@@ -89,31 +90,48 @@ func (t *SyscallTracer) Counts() ([]SyscallCount, error) {
 	for _, c := range t.live.retired {
 		add(c.TGID, c.Name, c.Calls, c.Errors, c.Ns)
 	}
-	nrWords, err := readWords(t.objs.UsedNrs, sysMaxTSlots*sysMaxNR/64)
+	err := t.eachUsedCall(func(key int, perCPU []bpf.SysTraceSysStats) {
+		tgid, ok := t.tgids[uint32(key/sysMaxNR)]
+		if !ok {
+			return
+		}
+		var s bpf.SysTraceSysStats
+		for _, v := range perCPU {
+			s.Calls, s.Errors, s.Ns = s.Calls+v.Calls, s.Errors+v.Errors, s.Ns+v.Ns
+		}
+		add(int(tgid), syscallName(uint32(key%sysMaxNR)), s.Calls, s.Errors, s.Ns)
+	})
 	if err != nil {
 		return nil, err
 	}
-	perCPU := make([]bpf.SysTraceSysStats, t.ncpu)
-	for w, bits := range nrWords {
-		for ; bits != 0; bits &= bits - 1 {
-			key := w*64 + mathbits.TrailingZeros64(bits)
-			if err := readStriped(t.objs.Sysstats, sysMaxTSlots*sysMaxNR, key, perCPU); err != nil {
-				return nil, err
-			}
-			tgid, ok := t.tgids[uint32(key/sysMaxNR)]
-			if !ok {
-				continue
-			}
-			var s bpf.SysTraceSysStats
-			for _, v := range perCPU {
-				s.Calls, s.Errors, s.Ns = s.Calls+v.Calls, s.Errors+v.Errors, s.Ns+v.Ns
-			}
-			add(int(tgid), syscallName(uint32(key%sysMaxNR)), s.Calls, s.Errors, s.Ns)
+	err = t.eachUsedFD(func(fdi int, counters []bpf.SysTraceFdIo) {
+		tgid, ok := t.pslots[uint32(fdi/sysMaxFDs)]
+		if !ok {
+			return
 		}
+		for _, c := range ioCounts(counters, 1<<sysIOKinds-1) {
+			if !c.Peer {
+				add(int(tgid), c.Name, uint64(c.Calls), uint64(c.Errors), c.Ns)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	out := make([]SyscallCount, 0, len(sum))
+	for _, c := range sum {
+		out = append(out, *c)
+	}
+	return out, nil
+}
+
+// eachUsedFD calls fn with each fd slot the used_fds bitmap marks and its
+// counters, read from the counters' memory one fd at a time (all 11 MiB
+// of it took 30 ms); counters is reused between calls.
+func (t *SyscallTracer) eachUsedFD(fn func(fdi int, counters []bpf.SysTraceFdIo)) error {
 	words, err := readWords(t.objs.UsedFds, sysMaxPSlots*sysMaxFDs/64)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("reading the fd bitmap: %w", err)
 	}
 	var one bpf.SysTraceFdIo
 	size := int(unsafe.Sizeof(one))
@@ -122,23 +140,31 @@ func (t *SyscallTracer) Counts() ([]SyscallCount, error) {
 	for w, bits := range words {
 		for ; bits != 0; bits &= bits - 1 {
 			fdi := w*64 + mathbits.TrailingZeros64(bits)
-			tgid, ok := t.pslots[uint32(fdi/sysMaxFDs)]
-			if !ok {
-				continue
-			}
 			if _, err := t.fdmem.ReadAt(buf, int64(fdi*sysIOKinds*size)); err != nil {
-				return nil, err
+				return fmt.Errorf("reading the fd counters: %w", err)
 			}
-			for _, c := range ioCounts(counters, 1<<sysIOKinds-1) {
-				if !c.Peer {
-					add(int(tgid), c.Name, uint64(c.Calls), uint64(c.Errors), c.Ns)
-				}
-			}
+			fn(fdi, counters)
 		}
 	}
-	out := make([]SyscallCount, 0, len(sum))
-	for _, c := range sum {
-		out = append(out, *c)
+	return nil
+}
+
+// eachUsedCall calls fn with each (thread slot, system call) key the
+// used_nrs bitmap marks and its counters on each CPU (reused between calls).
+func (t *SyscallTracer) eachUsedCall(fn func(key int, perCPU []bpf.SysTraceSysStats)) error {
+	words, err := readWords(t.objs.UsedNrs, sysMaxTSlots*sysMaxNR/64)
+	if err != nil {
+		return fmt.Errorf("reading the call bitmap: %w", err)
 	}
-	return out, nil
+	perCPU := make([]bpf.SysTraceSysStats, t.ncpu)
+	for w, bits := range words {
+		for ; bits != 0; bits &= bits - 1 {
+			key := w*64 + mathbits.TrailingZeros64(bits)
+			if err := readStriped(t.objs.Sysstats, sysMaxTSlots*sysMaxNR, key, perCPU); err != nil {
+				return fmt.Errorf("reading the call counters: %w", err)
+			}
+			fn(key, perCPU)
+		}
+	}
+	return nil
 }
