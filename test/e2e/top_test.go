@@ -26,8 +26,22 @@ func newTmux(t *testing.T, width, height int, command string) *tmuxPane {
 	p := &tmuxPane{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock")}
 	p.run("new-session", "-d", "-s", "top", "-x", strconv.Itoa(width), "-y", strconv.Itoa(height), command)
 	t.Cleanup(func() { exec.Command("tmux", "-S", p.socket, "kill-server").Run() })
+	// Keys typed before sh prints its prompt are echoed first and the
+	// prompt lands in front of the command's output: wait for it.
+	p.waitFor("the shell's prompt", func(s string) bool { return strings.Contains(s, "#") })
 	return p
 }
+
+// exitStatus is the status an "echo rc=$?" printed, "" before it did; the
+// line may begin with a prompt.
+func exitStatus(screen string) string {
+	if m := exitLine.FindStringSubmatch(screen); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+var exitLine = regexp.MustCompile(`(?m)(?:^|# )rc=(\d+)\s*$`)
 
 func (p *tmuxPane) run(args ...string) string {
 	p.t.Helper()
@@ -167,14 +181,14 @@ func TestTopUnderTmux(t *testing.T) {
 		return strings.TrimSpace(lines[len(lines)-1]) == "#" && strings.Contains(lines[len(lines)-2], " top --mount ")
 	})
 	pane.keys("echo rc=$?", "Enter")
-	pane.waitFor("exit status 0", func(s string) bool { return regexp.MustCompile(`(?m)^rc=0$`).MatchString(s) })
+	pane.waitFor("exit status 0", func(s string) bool { return exitStatus(s) == "0" })
 	assertNoProbesLeft(t)
 
 	// A terminal too small: one line, a failure.
 	small := newTmux(t, 60, 10, "sh")
 	small.keys(fusescopeBin+" top; echo rc=$?", "Enter")
-	screen = small.waitFor("the refusal", func(s string) bool { return regexp.MustCompile(`(?m)^rc=\d+$`).MatchString(s) })
-	if !strings.Contains(strings.ReplaceAll(screen, "\n", ""), "the terminal is 60x10: fusescope top needs at least 80x12") || strings.Contains(screen, "rc=0") {
+	screen = small.waitFor("the refusal", func(s string) bool { return exitStatus(s) != "" })
+	if !strings.Contains(strings.ReplaceAll(screen, "\n", ""), "the terminal is 60x10: fusescope top needs at least 80x12") || exitStatus(screen) == "0" {
 		t.Errorf("a 60x10 terminal:\n%s", screen)
 	}
 }
@@ -246,8 +260,8 @@ while True:
 	// The process's exit ends top, which leaves the terminal as it was.
 	work.Process.Kill()
 	work.Wait()
-	screen = pane.waitFor("top's end", func(s string) bool { return regexp.MustCompile(`(?m)^rc=\d+$`).MatchString(s) })
-	if !regexp.MustCompile(`(?m)^rc=0$`).MatchString(screen) || strings.Contains(screen, "CALLS/s") {
+	screen = pane.waitFor("top's end", func(s string) bool { return exitStatus(s) != "" })
+	if exitStatus(screen) != "0" || strings.Contains(screen, "CALLS/s") {
 		t.Errorf("after the process's exit:\n%s", screen)
 	}
 	assertNoProbesLeft(t)
