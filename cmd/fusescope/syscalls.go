@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/ktrace"
@@ -25,6 +27,9 @@ func newSyscallsCmd() *cobra.Command {
 		timeline float64
 		minWait  time.Duration
 		output   string
+		serve    bool
+		socket   string
+		noServer bool
 	)
 	c := &cobra.Command{
 		Use:   "syscalls [flags] LOG... | -- CMD [ARGS...] | -p PID",
@@ -47,7 +52,13 @@ it starts, until it exits or Ctrl-C. The live source counts calls in the
 kernel (eBPF on the raw syscall tracepoints, as root) and keeps only the
 calls that create, name or close fds and processes, and calls of at least
 --min-wait, one by one; the same analyzers then run on what it found
-(docs/syscalls.md says what differs from a log).`,
+(docs/syscalls.md says what differs from a log).
+
+Loading the programs takes ~40 ms, more than many a short command runs.
+"--serve" loads them once and keeps them until Ctrl-C or SIGTERM (nothing is
+pinned: they go with its process); while it runs, "-- CMD" and "-p PID"
+use its programs through its socket (0600) and only attach them, one run
+at a time (a run that finds them busy loads its own).`,
 		Example: `  fusescope syscalls app.log
   fusescope syscalls --top 20 app.log.*        # an -ff file set
   fusescope syscalls --category network --since 2 --until 10 app.log
@@ -55,9 +66,23 @@ calls that create, name or close fds and processes, and calls of at least
   fusescope syscalls --json app.log > app.json
   fusescope syscalls --csv --table files app.log > files.csv
   fusescope syscalls -- make -j2                # live: a command and its children
-  fusescope syscalls --min-wait 10ms -p 4242     # live: a running process`,
+  fusescope syscalls --min-wait 10ms -p 4242     # live: a running process
+  fusescope syscalls --serve &                   # keep the programs loaded for the runs to come`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if serve {
+				if len(args) > 0 || len(pids) > 0 || cmd.ArgsLenAtDash() >= 0 {
+					return fmt.Errorf("--serve takes no logs, command or -p: run it alone, then fusescope syscalls -- CMD in another shell")
+				}
+				if err := ktrace.CheckPrivileges(); err != nil {
+					return err
+				}
+				ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				defer stop()
+				return systrace.Serve(ctx, socket, version, func() {
+					fmt.Fprintf(os.Stderr, "Serving the live source's programs on %s (pid %d): fusescope syscalls -- CMD and -p PID use them. Hit Ctrl-C to end.\n", socket, os.Getpid())
+				})
+			}
 			logs, command := args, []string(nil)
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				logs, command = args[:dash], args[dash:]
@@ -107,6 +132,9 @@ calls that create, name or close fds and processes, and calls of at least
 						EmptyPrograms: os.Getenv(emptyProgramsEnv) != ""},
 					Filter: filter, Analysis: systrace.Options{MaxWaits: view.top, TimelineS: timeline, WaitMinS: minWait.Seconds()},
 					Command: os.Args, Tool: version, Traced: command,
+				}
+				if !noServer {
+					src.Server, src.ServerRequired = socket, cmd.Flags().Changed("socket")
 				}
 				run := session.Config{Command: command, PID: pid, Output: output, Save: view.write,
 					Ready: func() {
@@ -191,7 +219,11 @@ calls that create, name or close fds and processes, and calls of at least
 	f.Float64Var(&filter.To, "until", 0, "keep only calls up to this many seconds after the log's first timestamp (live: after tracing began)")
 	f.StringArrayVar(&filter.Comms, "comm", nil, "keep only the processes that executed a program whose base name matches `NAME` (a glob; repeatable), from that exec on")
 	f.Float64Var(&timeline, "timeline", 0, "add a timeline: calls and time per category in bins of this many seconds")
+	f.BoolVar(&serve, "serve", false, "load the live source's programs once and serve them to the live runs to come, until Ctrl-C")
+	f.StringVar(&socket, "socket", systrace.DefaultSocket, "the `PATH` of --serve's socket: where it listens, and where a live run looks for it")
+	f.BoolVar(&noServer, "no-server", false, "live: load the programs for this run even when a --serve runs")
 	exclusive(c, "json", "csv", "summary")
+	exclusive(c, "serve", "no-server")
 	return c
 }
 

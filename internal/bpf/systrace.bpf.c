@@ -34,16 +34,19 @@ struct linux_binprm {
 	const char *filename;
 } __attribute__((preserve_access_index));
 
-/* Set by the loader before the program is loaded. */
-volatile const __u32 follow_tgid = 0; /* -p: its threads are adopted on their first call */
-volatile const __u32 gate_pid = 0;    /* -- CMD: traced from its exec on */
-volatile const __u64 detail_ns = 1000000;
-volatile const __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
-volatile const __u64 t0_ns = 0;
+/* A run's settings: set by the loader before each run, not frozen, so that
+ * programs loaded once (syscalls --serve) trace one run after another. */
+volatile __u32 follow_tgid = 0; /* -p: its threads are adopted on their first call */
+volatile __u32 gate_pid = 0;    /* -- CMD: traced from its exec on */
+volatile __u64 detail_ns = 1000000;
+volatile __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
+volatile __u64 t0_ns = 0;
 /* --since/--until: only calls that entered in [from_ns, to_ns] (CLOCK_MONOTONIC)
  * are counted; 0: no bound. Calls sent whole are kept or dropped in user space. */
-volatile const __u64 from_ns = 0;
-volatile const __u64 to_ns = 0;
+volatile __u64 from_ns = 0;
+volatile __u64 to_ns = 0;
+
+/* Set by the loader before the programs are loaded. */
 volatile const __u8 empty_programs = 0; /* benchmarks: the cost of attaching alone */
 volatile const __u32 nr_cpus = 1;       /* possible CPUs: the per-CPU counters an exit sums */
 volatile const __u8 rare[MAX_NR] = {};     /* 1: always sent whole; RARE_IF_DUP, RARE_IF_COUNTED: see is_rare */
@@ -70,6 +73,7 @@ __u32 next_pslot = 1; /* 0: the traced command or -p process */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, TASK_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE); /* cleared in one pass between runs */
 	__type(key, __u32);
 	__type(value, struct task_state);
 } tasks SEC(".maps");
@@ -119,6 +123,16 @@ struct {
 	__type(value, __u64);
 } errnos SEC(".maps");
 
+/* Bit k of word k / 64: errnos' key k has a count on some CPU, so that the
+ * end reads those keys only, not the whole 640 KiB per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_NR * ERRNO_SLOTS / 64);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} used_errnos SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, RINGBUF_BYTES);
@@ -147,10 +161,15 @@ static __always_inline void count_errno(__u32 nr, __s64 err)
 		slot = err;
 	else if (err >= 512 && err < 528)
 		slot = 144 + (err - 512);
-	__u32 key = STRIPE(nr * ERRNO_SLOTS + slot, MAX_NR * ERRNO_SLOTS);
+	__u32 k = nr * ERRNO_SLOTS + slot;
+	__u32 key = STRIPE(k, MAX_NR * ERRNO_SLOTS);
 	__u64 *n = bpf_map_lookup_elem(&errnos, &key);
-	if (n)
-		(*n)++;
+	if (n && (*n)++ == 0) {
+		__u32 w = k / 64;
+		__u64 *bits = bpf_map_lookup_elem(&used_errnos, &w);
+		if (bits)
+			__sync_fetch_and_or(bits, 1ULL << (k % 64));
+	}
 }
 
 /* Slots of exited threads and processes: a slot is taken from here first.
@@ -177,6 +196,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_TSLOTS * NR_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u64);
 } used_nrs SEC(".maps");
@@ -186,6 +206,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FD_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u64);
 } used_fds SEC(".maps");

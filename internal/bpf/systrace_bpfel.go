@@ -91,6 +91,7 @@ const (
 	SysTraceMapSdrops            = "sdrops"
 	SysTraceMapSysstats          = "sysstats"
 	SysTraceMapTasks             = "tasks"
+	SysTraceMapUsedErrnos        = "used_errnos"
 	SysTraceMapUsedFds           = "used_fds"
 	SysTraceMapUsedNrs           = "used_nrs"
 	SysTraceProgSchedProcessExec = "sched_process_exec"
@@ -184,6 +185,7 @@ type SysTraceMapSpecs struct {
 	Sdrops     *ebpf.MapSpec `ebpf:"sdrops"`
 	Sysstats   *ebpf.MapSpec `ebpf:"sysstats"`
 	Tasks      *ebpf.MapSpec `ebpf:"tasks"`
+	UsedErrnos *ebpf.MapSpec `ebpf:"used_errnos"`
 	UsedFds    *ebpf.MapSpec `ebpf:"used_fds"`
 	UsedNrs    *ebpf.MapSpec `ebpf:"used_nrs"`
 }
@@ -245,6 +247,7 @@ type SysTraceMaps struct {
 	Sdrops     *ebpf.Map `ebpf:"sdrops"`
 	Sysstats   *ebpf.Map `ebpf:"sysstats"`
 	Tasks      *ebpf.Map `ebpf:"tasks"`
+	UsedErrnos *ebpf.Map `ebpf:"used_errnos"`
 	UsedFds    *ebpf.Map `ebpf:"used_fds"`
 	UsedNrs    *ebpf.Map `ebpf:"used_nrs"`
 }
@@ -260,6 +263,7 @@ func (m *SysTraceMaps) Close() error {
 		m.Sdrops,
 		m.Sysstats,
 		m.Tasks,
+		m.UsedErrnos,
 		m.UsedFds,
 		m.UsedNrs,
 	)

@@ -111,7 +111,10 @@ func loadParallel(spec *ebpf.CollectionSpec, consts map[string]any, objs any, gr
 // cpu * stripe, the BPF side's STRIPE) that holds a value on some CPU, and
 // its values on all CPUs. The array is read in one copy of its memory: a
 // lookup of 4,096 keys at a time took 140 ms for the call counters.
-func eachStriped[V comparable](m *ebpf.Map, stripe, ncpu int, fn func(key uint32, perCPU []V)) error {
+//
+// scratch holds the copy, kept for the next call: a fresh 1.3 MB for the
+// errno counters was half of what reading them took.
+func eachStriped[V comparable](m *ebpf.Map, stripe, ncpu int, scratch *[]byte, fn func(key uint32, perCPU []V)) error {
 	mem, err := m.Memory()
 	if err != nil {
 		return err
@@ -121,10 +124,15 @@ func eachStriped[V comparable](m *ebpf.Map, stripe, ncpu int, fn func(key uint32
 	if int(mem.Size()) < stripe*ncpu*size {
 		return fmt.Errorf("internal error: %s holds %d bytes, not %d stripes of %d", m, mem.Size(), ncpu, stripe)
 	}
-	buf := make([]V, stripe*ncpu)
-	if _, err := mem.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*size), 0); err != nil {
+	n := stripe * ncpu * size
+	if cap(*scratch) < n {
+		*scratch = make([]byte, n)
+	}
+	raw := (*scratch)[:n]
+	if _, err := mem.ReadAt(raw, 0); err != nil {
 		return err
 	}
+	buf := unsafe.Slice((*V)(unsafe.Pointer(&raw[0])), stripe*ncpu)
 	perCPU := make([]V, ncpu)
 	for k := 0; k < stripe; k++ {
 		any := false
@@ -156,16 +164,16 @@ func readStriped[V any](m *ebpf.Map, stripe, key int, perCPU []V) error {
 	return nil
 }
 
-// readWords reads an array of n words (a bitmap) in one batch.
+// readWords reads an array of n words (a bitmap) through its memory: a
+// batch lookup of its 2,048 words took half a millisecond.
 func readWords(m *ebpf.Map, n int) ([]uint64, error) {
-	keys, words := make([]uint32, n), make([]uint64, n)
-	var cursor ebpf.MapBatchCursor
-	got, err := m.BatchLookup(&cursor, keys, words, nil)
-	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	mem, err := m.Memory()
+	if err != nil {
 		return nil, err
 	}
-	if got != n {
-		return nil, fmt.Errorf("read %d of %d words", got, n)
+	words := make([]uint64, n)
+	if _, err := mem.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n*8), 0); err != nil {
+		return nil, err
 	}
 	return words, nil
 }

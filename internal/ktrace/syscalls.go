@@ -3,6 +3,7 @@ package ktrace
 import (
 	"errors"
 	"fmt"
+	mathbits "math/bits"
 	"os"
 	"runtime"
 	"slices"
@@ -151,15 +152,13 @@ type SyscallOptions struct {
 // DefaultMinWait is the duration from which a call is kept whole.
 const DefaultMinWait = time.Millisecond
 
-// SyscallTracer is a loaded and attached live source.
+// SyscallTracer is a loaded and attached live source: one run.
 type SyscallTracer struct {
-	objs   bpf.SysTraceObjects
+	*sysObjects
+	owner  *SyscallPrograms // programs loaded once for many runs; nil: this run's own
 	links  []link.Link
-	rd     *ringbuf.Reader
-	fdmem  *ebpf.Memory
-	ncpu   int
 	opts   SyscallOptions
-	t0     uint64       // CLOCK_MONOTONIC ns at load
+	t0     uint64       // CLOCK_MONOTONIC ns when the run began (the load, for a run's own programs)
 	clock  kernel.Clock // anchored at t0
 	began  time.Time
 	ended  time.Time
@@ -173,17 +172,136 @@ type SyscallTracer struct {
 	short  int           // events shorter than struct sys_event
 	setup  time.Duration // loading and attaching
 	live   liveCounts    // CountLive: counts that left the maps (top --syscalls)
+	closed bool
+	// alive: the threads the programs took up (forks, the gate's exec,
+	// -p's adoptions) that have not exited.
+	alive    map[uint32]bool
+	detached chan struct{} // closed once the programs are detached
 }
 
-// StartSyscalls checks the kernel, loads the programs and attaches them.
+// sysObjects are the live source's programs and maps with their readers.
+type sysObjects struct {
+	objs    bpf.SysTraceObjects
+	rd      *ringbuf.Reader
+	fdmem   *ebpf.Memory
+	ncpu    int
+	scratch []byte // eachStriped's copy of a counter array, kept from run to run
+}
+
+func (o *sysObjects) close() error {
+	if o.rd != nil {
+		o.rd.Close()
+	}
+	return o.objs.Close()
+}
+
+// StartSyscalls checks the kernel, loads the programs and attaches them:
+// a run with programs of its own, freed by Close.
 func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
+	start, t0 := time.Now(), kernel.Monotonic()
+	o, err := loadSyscalls(opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := o.start(opts, start, t0)
+	if err != nil {
+		o.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// SyscallPrograms are the live source's programs loaded once, for one run
+// after another (syscalls --serve): a run then only attaches them, which
+// takes a millisecond where loading takes 40 (docs/performance.md).
+type SyscallPrograms struct {
+	mu      sync.Mutex
+	o       *sysObjects // nil once closed
+	busy    bool        // a run holds them
+	closing bool        // Close came during a run: its end frees them
+}
+
+// ErrBusy: the programs loaded once trace one run at a time.
+var ErrBusy = errors.New("the pre-loaded programs are tracing another run")
+
+// LoadSyscallPrograms loads the programs for runs to come; category is
+// SyscallOptions.Category.
+func LoadSyscallPrograms(category func(name string) string) (*SyscallPrograms, error) {
+	o, err := loadSyscalls(SyscallOptions{Category: category})
+	if err != nil {
+		return nil, err
+	}
+	return &SyscallPrograms{o: o}, nil
+}
+
+// Start begins a run on the loaded programs (opts.Category and
+// EmptyPrograms are the load's): ErrBusy while another one goes on. The
+// run's Close hands the programs back, with their maps cleared.
+func (p *SyscallPrograms) Start(opts SyscallOptions) (*SyscallTracer, error) {
+	start, t0 := time.Now(), kernel.Monotonic()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.o == nil || p.closing {
+		return nil, fmt.Errorf("the pre-loaded programs were closed")
+	}
+	if p.busy {
+		return nil, ErrBusy
+	}
+	t, err := p.o.start(opts, start, t0)
+	if err != nil {
+		// Nothing ran: the maps are as they were.
+		return nil, err
+	}
+	p.busy = true
+	t.owner = p
+	return t, nil
+}
+
+// Close frees the programs; a run still going on keeps them until its own
+// Close.
+func (p *SyscallPrograms) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.o == nil {
+		return nil
+	}
+	if p.busy {
+		p.closing = true
+		return nil
+	}
+	err := p.o.close()
+	p.o = nil
+	return err
+}
+
+// release takes a run's programs back: the maps cleared for the next run,
+// or freed when Close came during the run.
+func (p *SyscallPrograms) release() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.busy = false
+	if p.closing {
+		err := p.o.close()
+		p.o = nil
+		return err
+	}
+	if err := p.o.reset(); err != nil {
+		// Counts of this run would leak into the next: never reuse them.
+		p.o.close()
+		p.o = nil
+		return fmt.Errorf("clearing the programs' maps for the next run: %w", err)
+	}
+	return nil
+}
+
+// loadSyscalls checks the kernel and loads the programs, detached.
+func loadSyscalls(opts SyscallOptions) (*sysObjects, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, fmt.Errorf("the live system-call source knows x86-64 system call numbers only (this is %s): analyse an strace log instead", runtime.GOARCH)
 	}
 	if opts.Category == nil {
 		return nil, fmt.Errorf("internal error: SyscallOptions.Category is not set")
 	}
-	start := time.Now()
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
 	}
@@ -233,52 +351,67 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 			rare[nr] = rareIfMissing
 		}
 	}
-	minWait := opts.MinWait
-	if minWait <= 0 {
-		minWait = DefaultMinWait
-	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return nil, err
 	}
-	t := &SyscallTracer{ncpu: ncpu, opts: opts, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
-		pslots: map[uint32]uint32{}}
-	t.clock = kernel.NewClock()
-	t.t0 = kernel.Monotonic()
-	t.began = time.Now()
 	consts := map[string]any{
-		"follow_tgid": uint32(opts.PID), "gate_pid": uint32(opts.GatePID), "detail_ns": uint64(minWait.Nanoseconds()),
-		"t0_ns": t.t0, "rare": rare, "io_kind": io, "peer_arg": peerArg, "peer_kind": peerKind, "category": cat, "str_arg": path, "addr_arg": addr,
+		"rare": rare, "io_kind": io, "peer_arg": peerArg, "peer_kind": peerKind, "category": cat, "str_arg": path, "addr_arg": addr,
 		"word8_arg": word8, "flush_arg": flush, "nr_cpus": uint32(ncpu),
 	}
 	if opts.EmptyPrograms {
 		consts["empty_programs"] = uint8(1)
 	}
-	if opts.TimelineS > 0 {
-		consts["bin_ns"] = uint64(opts.TimelineS * 1e9)
-	}
-	if opts.Since > 0 {
-		consts["from_ns"] = t.t0 + uint64(opts.Since)
-	}
-	if opts.Until > 0 {
-		consts["to_ns"] = t.t0 + uint64(opts.Until)
-	}
 	if err := stripeCPUs(spec, ncpu, "sysstats", "bins", "errnos"); err != nil {
 		return nil, err
 	}
+	o := &sysObjects{ncpu: ncpu}
 	// The exit program is the verifier's longest (its loops over the
 	// counters); the others are verified beside it.
 	groups := [][]string{{"sched_process_exit"}, {"sys_exit", "sys_enter", "sched_process_fork", "sched_process_exec"}}
-	if err := loadParallel(spec, consts, &t.objs, groups, "system-call tracer"); err != nil {
+	if err := loadParallel(spec, consts, &o.objs, groups, "system-call tracer"); err != nil {
 		return nil, err
 	}
-	if t.fdmem, err = t.objs.Fdstats.Memory(); err != nil {
-		t.Close()
+	if o.fdmem, err = o.objs.Fdstats.Memory(); err != nil {
+		o.close()
 		return nil, fmt.Errorf("mapping the fd counters: %w", err)
 	}
-	if t.rd, err = ringbuf.NewReader(t.objs.Events); err != nil {
-		t.Close()
+	if o.rd, err = ringbuf.NewReader(o.objs.Events); err != nil {
+		o.close()
 		return nil, fmt.Errorf("opening the ring buffer: %w", err)
+	}
+	return o, nil
+}
+
+// start sets a run's settings in the programs' globals and attaches them;
+// start and t0 are when the run began. On an error nothing is attached.
+func (o *sysObjects) start(opts SyscallOptions, start time.Time, t0 uint64) (*SyscallTracer, error) {
+	minWait := opts.MinWait
+	if minWait <= 0 {
+		minWait = DefaultMinWait
+	}
+	t := &SyscallTracer{sysObjects: o, opts: opts, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
+		pslots: map[uint32]uint32{}, t0: t0, began: start, alive: map[uint32]bool{}}
+	t.clock = kernel.NewClock()
+	var from, to, bin uint64
+	if opts.Since > 0 {
+		from = t0 + uint64(opts.Since)
+	}
+	if opts.Until > 0 {
+		to = t0 + uint64(opts.Until)
+	}
+	if opts.TimelineS > 0 {
+		bin = uint64(opts.TimelineS * 1e9)
+	}
+	v := &o.objs.SysTraceVariables
+	for _, set := range []struct {
+		v   *ebpf.Variable
+		val any
+	}{{v.FollowTgid, uint32(opts.PID)}, {v.GatePid, uint32(opts.GatePID)}, {v.DetailNs, uint64(minWait.Nanoseconds())},
+		{v.T0Ns, t0}, {v.BinNs, bin}, {v.FromNs, from}, {v.ToNs, to}} {
+		if err := set.v.Set(set.val); err != nil {
+			return nil, fmt.Errorf("setting the run's %s: %w", set.v, err)
+		}
 	}
 	root := opts.PID
 	if root == 0 {
@@ -290,16 +423,70 @@ func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
 	if opts.PID != 0 {
 		t.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", root))
 	}
-	for _, prog := range []*ebpf.Program{t.objs.SysEnter, t.objs.SysExit, t.objs.SchedProcessFork, t.objs.SchedProcessExec, t.objs.SchedProcessExit} {
+	for _, prog := range []*ebpf.Program{o.objs.SysEnter, o.objs.SysExit, o.objs.SchedProcessFork, o.objs.SchedProcessExec, o.objs.SchedProcessExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			t.Close()
+			t.Detach()
 			return nil, fmt.Errorf("attaching %s: %w", prog, err)
 		}
 		t.links = append(t.links, l)
 	}
 	t.setup = time.Since(start)
 	return t, nil
+}
+
+// reset clears what a run left in the maps, the ring buffer and the
+// globals, so that the next run starts as from a fresh load. The programs
+// are detached: nothing writes meanwhile.
+func (o *sysObjects) reset() error {
+	for _, m := range []*ebpf.Map{o.objs.Tasks, o.objs.Sysstats, o.objs.Fdstats, o.objs.Bins, o.objs.Errnos, o.objs.UsedNrs, o.objs.UsedFds, o.objs.UsedErrnos} {
+		mem, err := m.Memory()
+		if err != nil {
+			return err
+		}
+		if err := clearMemory(mem); err != nil {
+			return err
+		}
+	}
+	zeros := make([]uint64, o.ncpu)
+	for i := range sysDropNames {
+		if err := o.objs.Sdrops.Put(uint32(i), zeros); err != nil {
+			return err
+		}
+	}
+	var slot uint32
+	for _, q := range []*ebpf.Map{o.objs.FreeTslots, o.objs.FreePslots} {
+		for q.LookupAndDelete(nil, &slot) == nil {
+		}
+	}
+	if err := o.objs.NextTslot.Set(uint32(0)); err != nil {
+		return err
+	}
+	if err := o.objs.NextPslot.Set(uint32(1)); err != nil {
+		return err
+	}
+	// Records a run left unread (it ended on an error).
+	var rec ringbuf.Record
+	for {
+		o.rd.SetDeadline(time.Now())
+		if err := o.rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// clearMemory zeroes a map's memory.
+func clearMemory(mem *ebpf.Memory) error {
+	zeros := make([]byte, min(int(mem.Size()), 1<<20))
+	for off := 0; off < int(mem.Size()); off += len(zeros) {
+		if _, err := mem.WriteAt(zeros[:min(len(zeros), int(mem.Size())-off)], int64(off)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Running returns the programs of the processes that were running when
@@ -332,26 +519,60 @@ func (t *SyscallTracer) Window() (start, end float64) {
 
 // Detach stops tracing; the maps stay readable.
 func (t *SyscallTracer) Detach() {
-	// Side by side: each close waits for the tracepoint's RCU grace
-	// period, 1-2 ms (8 ms for the five one after another).
-	var wg sync.WaitGroup
-	for _, l := range t.links {
-		wg.Go(func() { l.Close() })
-	}
-	wg.Wait()
-	t.links = nil
+	<-t.detachAsync()
+}
+
+// detachAsync starts detaching the programs and returns a channel closed
+// once they are: each link's close waits for the tracepoint's RCU grace
+// period, 1-2 ms, side by side (8 ms for the five one after another).
+func (t *SyscallTracer) detachAsync() <-chan struct{} {
 	if t.ended.IsZero() {
 		t.ended = time.Now()
 	}
+	if t.detached == nil {
+		done := make(chan struct{})
+		t.detached = done
+		links := t.links
+		t.links = nil
+		go func() {
+			defer close(done)
+			var wg sync.WaitGroup
+			for _, l := range links {
+				wg.Go(func() { l.Close() })
+			}
+			wg.Wait()
+		}()
+	}
+	return t.detached
 }
 
-// Close detaches the programs and frees the maps. It is safe to call twice.
+// quiet reports whether no program can write the maps any more, detached
+// or not: under -- CMD, once every thread the programs took up has exited
+// (each came with an event, and none was lost to a full ring buffer) and
+// the gate is shut, they only ever look up a thread and return.
+func (t *SyscallTracer) quiet() bool {
+	if t.opts.PID != 0 || len(t.alive) > 0 {
+		return false // -p adopts threads on their next call
+	}
+	if err := t.objs.GatePid.Set(uint32(0)); err != nil {
+		return false
+	}
+	drops, err := t.drops()
+	return err == nil && drops[0] == 0 // SDROP_RINGBUF: a fork's event may be lost
+}
+
+// Close detaches the programs and frees the maps, or hands them back to
+// the programs loaded once. It is safe to call twice.
 func (t *SyscallTracer) Close() error {
 	t.Detach()
-	if t.rd != nil {
-		t.rd.Close()
+	if t.closed {
+		return nil
 	}
-	return t.objs.Close()
+	t.closed = true
+	if t.owner != nil {
+		return t.owner.release()
+	}
+	return t.close()
 }
 
 // Run passes the trace's events to emit until stop is closed, then detaches,
@@ -372,11 +593,12 @@ func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), in
 		case <-done:
 		}
 	}()
+	var detached <-chan struct{}
 	for {
 		if !draining {
 			select {
 			case <-stop:
-				t.Detach()
+				detached = t.detachAsync()
 				draining = true
 			default:
 			}
@@ -390,9 +612,17 @@ func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), in
 		}
 		err := t.rd.ReadInto(&rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
-			if draining {
+			if !draining {
+				continue
+			}
+			// The ring is empty. Unless nothing can write the maps any
+			// more (the usual end of a short command), wait for the
+			// detach, and read what came meanwhile.
+			if detached == nil || t.quiet() {
 				break
 			}
+			<-detached
+			detached = nil
 			continue
 		}
 		if err != nil {
@@ -443,11 +673,14 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 		}
 		emit(e)
 	case sevFork:
+		t.alive[ev.ChildTid] = true
 		t.bind(ev.Tslot, ev.ChildTid, ev.ChildPid)
 		t.pslots[ev.Pslot] = ev.ChildPid
 		*e = sysevent.Event{Kind: sysevent.Fork, TID: int(ev.Tid), PID: int(ev.Pid), ChildTID: int(ev.ChildTid), ChildPID: int(ev.ChildPid)}
 		emit(e)
 	case sevExec:
+		delete(t.alive, ev.ChildTid) // a thread's exec takes its leader's tid
+		t.alive[ev.Tid] = true
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
 		if ev.Pslot == 0 {
 			t.pslots[0] = ev.Pid
@@ -456,6 +689,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 			Argv: execArgs(unsafe.Slice((*byte)(unsafe.Pointer(&ev.Flushed[0])), unsafe.Sizeof(ev.Flushed)), ev.Args[0])}
 		emit(e)
 	case sevExit:
+		delete(t.alive, ev.Tid)
 		*e = sysevent.Event{Kind: sysevent.Exit, TID: int(ev.Tid), PID: int(ev.Pid), Time: t.wall(ev.Ts), ExitCode: int(ev.ExitCode),
 			UserNs: ev.Args[0], SysNs: ev.Args[1]}
 		emit(e)
@@ -476,6 +710,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 			emit(e)
 		}
 	case sevAdopt:
+		t.alive[ev.Tid] = true
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
 	}
 }
@@ -594,22 +829,39 @@ func errnoOfSlot(slot uint32) (int64, bool) {
 // emitErrnos emits the failed calls the kernel counted by system call and
 // errno (the calls sent whole are counted from their events).
 func (t *SyscallTracer) emitErrnos(emit func(*sysevent.Event)) error {
-	return eachStriped(t.objs.Errnos, sysMaxNR*sysErrnoSlots, t.ncpu, func(key uint32, perCPU []uint64) {
-		var n uint64
-		for _, v := range perCPU {
-			n += v
+	words, err := readWords(t.objs.UsedErrnos, sysMaxNR*sysErrnoSlots/64)
+	if err != nil {
+		return err
+	}
+	perCPU := make([]uint64, t.ncpu)
+	for w, bits := range words {
+		for ; bits != 0; bits &= bits - 1 {
+			key := w*64 + mathbits.TrailingZeros64(bits)
+			if err := readStriped(t.objs.Errnos, sysMaxNR*sysErrnoSlots, key, perCPU); err != nil {
+				return err
+			}
+			t.emitErrno(emit, uint32(key), perCPU)
 		}
-		if n == 0 {
-			return
-		}
-		name := "other"
-		if err, ok := errnoOfSlot(key % sysErrnoSlots); ok {
-			name = kernel.ErrnoName(err)
-		}
-		t.ev = sysevent.Event{Kind: sysevent.Errnos, Name: syscallName(key / sysErrnoSlots), Errno: name, Calls: int(n),
-			TID: sysevent.Unattributed, PID: sysevent.Unattributed}
-		emit(&t.ev)
-	})
+	}
+	return nil
+}
+
+// emitErrno emits the failures counted at key of the errno counters.
+func (t *SyscallTracer) emitErrno(emit func(*sysevent.Event), key uint32, perCPU []uint64) {
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	if n == 0 {
+		return
+	}
+	name := "other"
+	if err, ok := errnoOfSlot(key % sysErrnoSlots); ok {
+		name = kernel.ErrnoName(err)
+	}
+	t.ev = sysevent.Event{Kind: sysevent.Errnos, Name: syscallName(key / sysErrnoSlots), Errno: name, Calls: int(n),
+		TID: sysevent.Unattributed, PID: sysevent.Unattributed}
+	emit(&t.ev)
 }
 
 // finish emits what the kernel counted: per-fd I/O under each fd's current
@@ -639,7 +891,7 @@ func (t *SyscallTracer) finish(emit func(*sysevent.Event), info *profile.LiveInf
 	}
 	// Timeline bins.
 	if t.opts.TimelineS > 0 {
-		err := eachStriped(t.objs.Bins, sysMaxBins*sysCats, t.ncpu, func(key uint32, perCPU []bpf.SysTraceBinStats) {
+		err := eachStriped(t.objs.Bins, sysMaxBins*sysCats, t.ncpu, &t.scratch, func(key uint32, perCPU []bpf.SysTraceBinStats) {
 			var s bpf.SysTraceBinStats
 			for _, v := range perCPU {
 				s.Calls += v.Calls

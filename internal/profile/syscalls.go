@@ -89,6 +89,7 @@ type LiveInfo struct {
 	MinWaitS   float64           `json:"min_wait_s"`          // calls this long were kept one by one
 	WallS      float64           `json:"wall_s"`              // from the start of tracing to its end
 	SetupS     float64           `json:"setup_s,omitempty"`   // loading and attaching the programs, before the command runs
+	LoadedBy   string            `json:"loaded_by,omitempty"` // the server whose programs traced the run (syscalls --serve); empty: loaded for it
 	CommandS   float64           `json:"command_s,omitempty"` // the command's run, from its exec to its exit
 	Drops      map[string]uint64 `json:"drops,omitempty"`
 	ExitStatus *int              `json:"exit_status,omitempty"` // of the command

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,12 +16,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// gateEnv marks the process a run's -- CMD starts as: fusescope itself,
-// waiting on a pipe until the sources are attached, then executing the
-// command, so that tracing begins exactly at the command's exec and a
-// source knows the command's PID before it runs. gateFDEnv says which fd
-// the pipe is: the first after those the command inherits from us (a
-// shell's 3>&1 reaches the command as it would without fusescope).
+// A run's -- CMD starts as a gate: a process that waits on a pipe until the
+// sources are attached, then executes the command, so that tracing begins
+// exactly at the command's exec and a source knows the command's PID
+// before it runs. The pipe is the first fd after those the command
+// inherits from us (a shell's 3>&1 reaches the command as it would without
+// fusescope). The gate is a small program of its own (gate_amd64.go) or,
+// where that cannot run, fusescope itself, marked by gateEnv, with
+// gateFDEnv saying which fd the pipe is.
 const (
 	gateEnv   = "FUSESCOPE_GATE"
 	gateFDEnv = "FUSESCOPE_GATE_FD"
@@ -93,6 +96,9 @@ func startGated(argv []string) (*command, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkExecutable(path); err != nil {
+		return nil, err
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -111,6 +117,19 @@ func startGated(argv []string) (*command, error) {
 	inherited := c.ExtraFiles
 	gateFD := 3 + len(c.ExtraFiles)
 	c.ExtraFiles = append(c.ExtraFiles, r)
+	if small, err := newGate(gateFD); err == nil {
+		c.Path = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), small.Fd())
+		c.Args = append([]string{"fusescope-gate", path}, argv...)
+		err = c.Start()
+		small.Close()
+		if err == nil {
+			r.Close()
+			return &command{cmd: c, gate: w, gateFD: gateFD, inherited: inherited, done: make(chan struct{})}, nil
+		}
+		// A memfd the kernel will not execute (vm.memfd_noexec): fusescope is the gate.
+		c = &exec.Cmd{Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, ExtraFiles: c.ExtraFiles}
+	}
+	c.Path, c.Args = self, append([]string{self}, argv...)
 	c.Env = append(os.Environ(), gateEnv+"="+path, gateFDEnv+"="+strconv.Itoa(gateFD))
 	err = c.Start()
 	r.Close()
@@ -119,6 +138,22 @@ func startGated(argv []string) (*command, error) {
 		return nil, fmt.Errorf("starting %s: %v", argv[0], err)
 	}
 	return &command{cmd: c, gate: w, gateFD: gateFD, inherited: inherited, done: make(chan struct{})}, nil
+}
+
+// checkExecutable refuses, in one line, a file the kernel would not
+// execute: neither a program nor a script with its #! line.
+func checkExecutable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // the exec says why
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	if n >= 2 && string(head[:2]) == "#!" || n == 4 && string(head[:]) == "\x7fELF" {
+		return nil
+	}
+	return fmt.Errorf("%s is neither a program nor a script with a #! line: run it with its interpreter, as in sh %[1]s", path)
 }
 
 // inheritedFDs lists our fds from 3 on without close-on-exec, but for

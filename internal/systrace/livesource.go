@@ -1,6 +1,7 @@
 package systrace
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -24,6 +25,12 @@ type LiveConfig struct {
 	Command  []string // recorded in the metadata
 	Tool     string   // fusescope version
 	Traced   []string // the -- CMD command, for the report
+	// Server is the socket of a syscalls --serve whose programs the run
+	// uses when it can take it; otherwise (none answers, or it traces
+	// another run) the run loads its own. ServerRequired: a socket no
+	// server answers on is an error.
+	Server         string
+	ServerRequired bool
 }
 
 // LiveSource is the live system-call source as a session source: the
@@ -31,7 +38,7 @@ type LiveConfig struct {
 // whose events are analysed as they come; the report is made at the end.
 type LiveSource struct {
 	cfg  LiveConfig
-	tr   *ktrace.SyscallTracer
+	tr   kernelSide
 	live *Live
 	info profile.LiveInfo
 
@@ -48,7 +55,7 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 	opts := cfg.SyscallOptions
 	opts.GatePID = target.CommandPID
 	opts.Category = Category
-	tr, err := ktrace.StartSyscalls(opts)
+	tr, err := openKernelSide(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +102,28 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 		}
 	}()
 	return s, nil
+}
+
+// openKernelSide starts the run on a server's programs, or on its own.
+func openKernelSide(cfg LiveConfig, opts ktrace.SyscallOptions) (kernelSide, error) {
+	if cfg.Server != "" && !opts.EmptyPrograms {
+		r, err := dialServer(cfg.Server, cfg.Tool, opts)
+		if err == nil {
+			return r, nil
+		}
+		var none noServer
+		if !errors.As(err, &none) {
+			return nil, err
+		}
+		if cfg.ServerRequired && !none.busy { // a busy one: this run loads its own
+			return nil, fmt.Errorf("--socket %s: %v: start fusescope syscalls --serve --socket %[1]s first, or leave --socket out", cfg.Server, none.why)
+		}
+	}
+	tr, err := ktrace.StartSyscalls(opts)
+	if err != nil {
+		return nil, err
+	}
+	return tr, nil
 }
 
 // Snapshot is refused: the report is made once, at the end.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/stats"
+	"github.com/fusescope/fusescope/test/proctest"
 )
 
 // liveProgram is a system-call-heavy program the live source is measured on.
@@ -174,6 +175,10 @@ func TestBenchSyscallsLiveShort(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", floor, "./tracefloor").CombinedOutput(); err != nil {
 		t.Fatalf("building the floor: %v %s", err, out)
 	}
+	// A server that keeps the programs loaded: the runs on it only attach.
+	sock := filepath.Join(t.TempDir(), "syscalls.sock")
+	server := proctest.Start(t, exec.Command(bin, "syscalls", "--serve", "--socket", sock), "Serving", 30*time.Second)
+	defer server.Interrupt(t, 10*time.Second)
 	tools := []struct {
 		name string
 		wrap func(argv []string) []string
@@ -184,7 +189,10 @@ func TestBenchSyscallsLiveShort(t *testing.T) {
 		{"floor: Go runner", func(a []string) []string { return append([]string{floor, "run"}, a...) }},
 		{"floor: one empty eBPF program", func(a []string) []string { return append([]string{floor, "bpf"}, a...) }},
 		{"fusescope syscalls", func(a []string) []string {
-			return append([]string{bin, "syscalls", "-o", "/dev/null", "--"}, a...)
+			return append([]string{bin, "syscalls", "--no-server", "-o", "/dev/null", "--"}, a...)
+		}},
+		{"fusescope syscalls, --serve running", func(a []string) []string {
+			return append([]string{bin, "syscalls", "--socket", sock, "-o", "/dev/null", "--"}, a...)
 		}},
 		{"strace -f", func(a []string) []string { return append([]string{"strace", "-f", "-o", "/dev/null"}, a...) }},
 		{"bpftrace (count)", func(a []string) []string {
@@ -201,7 +209,7 @@ func TestBenchSyscallsLiveShort(t *testing.T) {
 		fmt.Printf(" %s |", tool.name)
 	}
 	fmt.Printf("\n|---|---|%s\n", strings.Repeat("---|", len(tools)-1))
-	var setups []float64
+	var setups, served []float64
 	for _, c := range commands {
 		times := make([][]float64, len(tools))
 		runWhole(t, c.argv, repo) // warm the caches
@@ -218,8 +226,12 @@ func TestBenchSyscallsLiveShort(t *testing.T) {
 		}
 		fmt.Println()
 		out := filepath.Join(t.TempDir(), "r.json")
-		for i := 0; i < 3; i++ {
-			runWhole(t, append([]string{bin, "syscalls", "--json", "-o", out, "--"}, c.argv...), repo)
+		for i := 0; i < 6; i++ {
+			args, into := []string{bin, "syscalls", "--no-server", "--json", "-o", out, "--"}, &setups
+			if i%2 == 1 {
+				args, into = []string{bin, "syscalls", "--socket", sock, "--json", "-o", out, "--"}, &served
+			}
+			runWhole(t, append(args, c.argv...), repo)
 			data, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
@@ -228,9 +240,13 @@ func TestBenchSyscallsLiveShort(t *testing.T) {
 			if err != nil || rec.Syscalls == nil || rec.Syscalls.Live == nil {
 				t.Fatalf("%s: %v", out, err)
 			}
-			setups = append(setups, rec.Syscalls.Live.SetupS)
+			if (rec.Syscalls.Live.LoadedBy != "") != (i%2 == 1) {
+				t.Fatalf("run %d: loaded_by %q", i, rec.Syscalls.Live.LoadedBy)
+			}
+			*into = append(*into, rec.Syscalls.Live.SetupS)
 		}
 	}
-	fmt.Printf("\nThe live source's set-up (setup_s, loading and attaching its programs), %d runs: median %.1f ms, min %.1f, max %.1f.\n",
-		len(setups), 1000*stats.Median(setups), 1000*slices.Min(setups), 1000*slices.Max(setups))
+	fmt.Printf("\nThe live source's set-up (setup_s), %d runs each: loading and attaching its programs: median %.1f ms, min %.1f, max %.1f; attaching a server's (--serve), as the client waits for it: median %.2f ms, min %.2f, max %.2f.\n",
+		len(setups), 1000*stats.Median(setups), 1000*slices.Min(setups), 1000*slices.Max(setups),
+		1000*stats.Median(served), 1000*slices.Min(served), 1000*slices.Max(served))
 }

@@ -1,0 +1,66 @@
+package session
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// runGate starts the small gate for argv (path first), with its pipe at
+// fd 3, and writes release to the pipe before closing it.
+func runGate(t *testing.T, release []byte, argv ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := newGate(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	c := exec.Command(fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), gate.Fd()))
+	c.Args = append([]string{"fusescope-gate"}, argv...)
+	c.Env = []string{"FOO=bar baz", "EMPTY="}
+	c.ExtraFiles = []*os.File{r}
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	w.Write(release)
+	w.Close()
+	c.Wait()
+	return out.String(), errOut.String(), c.ProcessState.ExitCode()
+}
+
+// The gate executes the command as given: argv[0] as the caller wrote it,
+// the arguments, the environment untouched, the pipe closed.
+func TestGateExecutes(t *testing.T) {
+	script := `tr '\0' '|' </proc/$$/cmdline; echo; tr '\0' '|' </proc/$$/environ; echo; [ -e /proc/$$/fd/3 ] && echo pipe-open || echo pipe-closed`
+	out, errOut, code := runGate(t, []byte{1}, "/bin/sh", "NAME", "-c", script, "ARG")
+	want := "NAME|-c|" + script + "|ARG|\nFOO=bar baz|EMPTY=|\npipe-closed\n"
+	if code != 0 || errOut != "" || out != want {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// A run that gives up before the release leaves the command unexecuted:
+// exit status 127 and nothing said.
+func TestGateGivenUp(t *testing.T) {
+	out, errOut, code := runGate(t, nil, "/bin/sh", "sh", "-c", "echo ran")
+	if code != 127 || out != "" || errOut != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// A command the kernel refuses: one line, exit status 127.
+func TestGateExecFails(t *testing.T) {
+	_, errOut, code := runGate(t, []byte{1}, "/nonexistent/program", "program")
+	if code != 127 || errOut != string(gateFailed) {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

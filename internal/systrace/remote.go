@@ -1,0 +1,115 @@
+package systrace
+
+import (
+	"encoding/gob"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/sysevent"
+)
+
+// kernelSide is what LiveSource needs of the programs: its own
+// (ktrace.SyscallTracer) or a server's (remoteTracer).
+type kernelSide interface {
+	Root() int
+	Running() map[int]string
+	Window() (start, end float64)
+	Began() time.Time
+	Ended() time.Time
+	Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error
+	Close() error
+}
+
+// noServer: no server could take the run (none listens, it traces
+// another run, or it is another build), and why; the client loads its own
+// programs.
+type noServer struct {
+	why  string
+	busy bool // a server answered, but traces another run
+}
+
+func (e noServer) Error() string { return e.why }
+
+// remoteTracer is a run on a server's programs.
+type remoteTracer struct {
+	conn      net.Conn
+	enc       *gob.Encoder
+	dec       *gob.Decoder
+	reply     serveReply
+	socket    string
+	setup     time.Duration
+	ended     time.Time
+	windowEnd float64
+}
+
+// dialServer asks the server on socket to start a run with opts. It
+// returns a noServer error when the client should load the
+// programs itself, and why.
+func dialServer(socket, tool string, opts ktrace.SyscallOptions) (*remoteTracer, error) {
+	start := time.Now()
+	conn, err := net.Dial("unix", socket)
+	if err != nil {
+		return nil, noServer{why: err.Error()}
+	}
+	r := &remoteTracer{conn: conn, enc: gob.NewEncoder(conn), dec: gob.NewDecoder(conn), socket: socket}
+	opts.Category = nil
+	if err := r.enc.Encode(serveRequest{Protocol: serveProtocol, Tool: tool, PID: os.Getpid(), Options: opts}); err != nil {
+		conn.Close()
+		return nil, noServer{why: fmt.Sprintf("sending to the server: %v", err)}
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := r.dec.Decode(&r.reply); err != nil {
+		conn.Close()
+		return nil, noServer{why: fmt.Sprintf("the server did not answer: %v", err)}
+	}
+	conn.SetReadDeadline(time.Time{})
+	if r.reply.Err != "" {
+		conn.Close()
+		if r.reply.Busy || r.reply.Mismatch {
+			return nil, noServer{why: r.reply.Err, busy: r.reply.Busy}
+		}
+		return nil, fmt.Errorf("the server on %s: %s", socket, r.reply.Err)
+	}
+	r.setup = time.Since(start)
+	return r, nil
+}
+
+func (r *remoteTracer) Root() int                  { return r.reply.Root }
+func (r *remoteTracer) Running() map[int]string    { return r.reply.Running }
+func (r *remoteTracer) Began() time.Time           { return r.reply.Began }
+func (r *remoteTracer) Ended() time.Time           { return r.ended }
+func (r *remoteTracer) Window() (float64, float64) { return r.reply.WindowStart, r.windowEnd }
+
+// Run passes the server's events to emit until stop is closed and the
+// server has sent the run's end.
+func (r *remoteTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error {
+	go func() {
+		<-stop
+		r.enc.Encode(clientStop{})
+	}()
+	for {
+		var m serveMessage
+		if err := r.dec.Decode(&m); err != nil {
+			return fmt.Errorf("the server on %s ended the run: %w", r.socket, err)
+		}
+		if m.Event != nil {
+			emit(m.Event)
+		}
+		if end := m.End; end != nil {
+			*info = end.Info
+			info.SetupS = r.setup.Seconds() // as the client waited for it
+			info.LoadedBy = fmt.Sprintf("fusescope syscalls --serve, pid %d, on %s", r.reply.PID, r.socket)
+			r.ended, r.windowEnd = end.Ended, end.WindowEnd
+			if end.Err != "" {
+				return fmt.Errorf("the server on %s: %s", r.socket, end.Err)
+			}
+			return nil
+		}
+	}
+}
+
+func (r *remoteTracer) Close() error { return r.conn.Close() }

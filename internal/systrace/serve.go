@@ -1,0 +1,236 @@
+package systrace
+
+import (
+	"bufio"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/sysevent"
+	"golang.org/x/sys/unix"
+)
+
+// The live source's server (fusescope syscalls --serve) keeps the programs
+// loaded between runs: a run of syscalls -- CMD then only attaches them,
+// which takes about a millisecond where loading takes 40 (the verifier and
+// the kernel's BTF; docs/performance.md). A client sends its options, the
+// server attaches and answers, then streams the run's typed events until
+// the client says stop; the client analyses them as it would its own.
+// Everything goes with the server's process: nothing is pinned.
+
+// DefaultSocket is where syscalls --serve listens and syscalls -- CMD looks.
+const DefaultSocket = "/run/fusescope/syscalls.sock"
+
+// serveProtocol changes whenever the messages or the programs do: a
+// client and a server of different builds never share a run.
+const serveProtocol = 1
+
+type serveRequest struct {
+	Protocol int
+	Tool     string // the client's version: the server's must be the same
+	PID      int    // the client's, as it sees it: the server compares its own view
+	Options  ktrace.SyscallOptions
+}
+
+type serveReply struct {
+	Err         string
+	Busy        bool // another run holds the programs
+	Mismatch    bool // another version or pid namespace
+	PID         int  // the server's
+	Root        int
+	Running     map[int]string
+	WindowStart float64
+	Began       time.Time
+}
+
+type serveMessage struct {
+	Event *sysevent.Event
+	End   *serveEnd
+}
+
+type serveEnd struct {
+	Err       string
+	Info      profile.LiveInfo
+	Ended     time.Time
+	WindowEnd float64
+}
+
+// clientStop is the client's one message after its request: the run is over.
+type clientStop struct{}
+
+// Serve loads the programs, listens on socket (0600, root's) and traces
+// one client's run at a time until ctx ends; ready is called once it
+// listens. A socket left by a server that was killed is replaced; one that
+// a server answers on is refused.
+func Serve(ctx context.Context, socket, tool string, ready func()) error {
+	ln, err := listenOnce(socket)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // which removes the socket
+	progs, err := ktrace.LoadSyscallPrograms(Category)
+	if err != nil {
+		return err
+	}
+	defer progs.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	if ready != nil {
+		ready()
+	}
+	var runs sync.WaitGroup
+	defer runs.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accepting a client on %s: %w", socket, err)
+		}
+		runs.Go(func() {
+			defer conn.Close()
+			serveRun(ctx, conn.(*net.UnixConn), progs, tool)
+		})
+	}
+}
+
+// listenOnce listens on socket with mode 0600, after removing a socket
+// no server answers on.
+func listenOnce(socket string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the socket's directory: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", socket, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("a server already listens on %s: stop it first, or give another --socket", socket)
+	}
+	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing the stale socket %s: %w", socket, err)
+	}
+	// The mode is set at bind, so no client ever sees a wider one.
+	old := syscall.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", socket, err)
+	}
+	return ln, nil
+}
+
+// serveRun traces one client's run.
+func serveRun(ctx context.Context, conn *net.UnixConn, progs *ktrace.SyscallPrograms, tool string) {
+	w := bufio.NewWriterSize(conn, 64<<10)
+	enc, dec := gob.NewEncoder(w), gob.NewDecoder(conn)
+	reply := func(r serveReply) {
+		enc.Encode(r)
+		w.Flush()
+	}
+	var req serveRequest
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := dec.Decode(&req); err != nil {
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	if req.Protocol != serveProtocol || req.Tool != tool {
+		reply(serveReply{Mismatch: true, Err: fmt.Sprintf("the server is fusescope %s", tool)})
+		return
+	}
+	if cred, err := peerCred(conn); err != nil || int(cred.Pid) != req.PID || int(cred.Uid) != os.Geteuid() {
+		// Its pids are not ours: the command it would start could not be found.
+		reply(serveReply{Mismatch: true, Err: "the server runs in another pid namespace or as another user"})
+		return
+	}
+	opts := req.Options
+	opts.Category = Category
+	opts.EmptyPrograms = false
+	tr, err := progs.Start(opts)
+	if err != nil {
+		reply(serveReply{Err: err.Error(), Busy: errors.Is(err, ktrace.ErrBusy)})
+		return
+	}
+	defer tr.Close()
+	start, _ := tr.Window()
+	reply(serveReply{PID: os.Getpid(), Root: tr.Root(), Running: tr.Running(), WindowStart: start, Began: tr.Began()})
+	stop := make(chan struct{})
+	go func() {
+		var s clientStop
+		dec.Decode(&s) // the stop, or the client gone
+		close(stop)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			conn.CloseRead() // the server ends: so does the run
+		case <-stop:
+		}
+	}()
+	// The events go out every few milliseconds, so that the client
+	// analyses them while the command runs rather than all at its end.
+	var mu sync.Mutex
+	var sendErr error
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				mu.Lock()
+				if sendErr == nil {
+					sendErr = w.Flush()
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	var info profile.LiveInfo
+	err = tr.Run(stop, func(ev *sysevent.Event) {
+		mu.Lock()
+		if sendErr == nil {
+			sendErr = enc.Encode(serveMessage{Event: ev})
+		}
+		mu.Unlock()
+	}, &info)
+	<-flushed
+	if sendErr != nil {
+		return // the client is gone
+	}
+	end := serveEnd{Info: info, Ended: tr.Ended()}
+	_, end.WindowEnd = tr.Window()
+	if err != nil {
+		end.Err = err.Error()
+	} else if ctx.Err() != nil {
+		end.Err = "the server was stopped during the run, whose counts end there"
+	}
+	enc.Encode(serveMessage{End: &end})
+	w.Flush()
+}
+
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	err = raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cred, credErr
+}

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/proctest"
+)
+
+// TestSyscallsServe: syscalls --serve keeps the programs loaded; runs
+// through its socket count exactly what a run that loads its own does and
+// what the script is known to do, run after run (the maps are cleared
+// between runs); a run that finds it busy loads its own; bad uses are one
+// line; its end, by SIGTERM or SIGKILL, leaves no program loaded and no
+// socket in the way.
+func TestSyscallsServe(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "syscalls.sock")
+	data := filepath.Join(dir, "data")
+	if err := os.WriteFile(data, []byte("0123456789\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Known counts: five cats open the file once and read its 11 bytes.
+	script := filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nfor i in 1 2 3 4 5; do cat "+data+" >/dev/null; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	server := proctest.Start(t, exec.Command(fusescopeBin, "syscalls", "--serve", "--socket", sock), "Serving the live source's programs", 30*time.Second)
+	defer server.Interrupt(t, 10*time.Second)
+	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 || st.Mode().Type() != os.ModeSocket {
+		t.Fatalf("the socket: %v %v, want a socket with mode 0600", st.Mode(), err)
+	}
+
+	check := func(what string, r *profile.SyscallReport, viaServer bool) map[string]int {
+		t.Helper()
+		if (r.Live.LoadedBy != "") != viaServer || viaServer && !strings.Contains(r.Live.LoadedBy, sock) {
+			t.Errorf("%s: loaded_by %q, want the server's: %v", what, r.Live.LoadedBy, viaServer)
+		}
+		var f *profile.FileStat
+		for i := range r.Files {
+			if r.Files[i].Target == data {
+				f = &r.Files[i]
+			}
+		}
+		if f == nil || f.Opens != 5 || f.BytesRead != 5*11 {
+			t.Errorf("%s: %s: %+v, want 5 opens and 55 bytes read", what, data, f)
+		}
+		if len(r.Processes) != 6 || r.Live.ExitStatus == nil || *r.Live.ExitStatus != 0 {
+			t.Errorf("%s: %d processes, exit status %v; want the shell and five cats, 0", what, len(r.Processes), r.Live.ExitStatus)
+		}
+		calls := map[string]int{}
+		for _, s := range r.Syscalls {
+			calls[s.Name] = s.Calls
+		}
+		return calls
+	}
+	own := check("a run's own programs", liveReport(t, "--no-server", "--", script), false)
+	for i := range 3 {
+		got := check("through the server", liveReport(t, "--socket", sock, "--", script), true)
+		// The same calls, exactly: nothing left over from the run before.
+		for _, name := range []string{"execve", "openat", "read", "close", "vfork", "wait4"} {
+			if got[name] != own[name] || got[name] == 0 {
+				t.Errorf("run %d through the server: %s %d times, %d with its own programs", i+1, name, got[name], own[name])
+			}
+		}
+	}
+
+	// Busy: while a run holds the programs, another loads its own.
+	long := exec.Command(fusescopeBin, "syscalls", "--socket", sock, "-o", filepath.Join(dir, "long.txt"), "--", "sleep", "3")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the long run to attach", func() bool {
+		out, _ := exec.Command("bpftool", "link", "show").Output()
+		return strings.Contains(string(out), "sys_enter")
+	})
+	check("beside a run on the server", liveReport(t, "--socket", sock, "--", script), false)
+	if err := long.Wait(); err != nil {
+		t.Errorf("the long run: %v", err)
+	}
+
+	// One line each, and the command never runs.
+	marker := filepath.Join(dir, "ran")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"syscalls", "--serve", "--socket", sock}, "a server already listens on " + sock},
+		{[]string{"syscalls", "--serve", "--", "touch", marker}, "--serve takes no logs, command or -p"},
+		{[]string{"syscalls", "--socket", filepath.Join(dir, "none.sock"), "--", "touch", marker}, "start fusescope syscalls --serve --socket"},
+	} {
+		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
+		if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 || !strings.Contains(string(out), c.want) {
+			t.Errorf("fusescope %v: %v\n%s\nwant one line with %q", c.args, err, out, c.want)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("a refused run ran its command")
+	}
+
+	// SIGTERM: the socket goes, and so do the programs.
+	if err := server.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := server.Wait(10 * time.Second); !exited || err != nil {
+		t.Fatalf("the server after SIGTERM: exited %v, %v", exited, err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is still there: %v", err)
+	}
+	assertNoProbesLeft(t)
+
+	// SIGKILL leaves the socket file; the next server replaces it, and a
+	// run finds that no server answers there.
+	killed := proctest.Start(t, exec.Command(fusescopeBin, "syscalls", "--serve", "--socket", sock), "Serving", 30*time.Second)
+	killed.Cmd.Process.Kill()
+	killed.Wait(10 * time.Second)
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("after SIGKILL: %v", err)
+	}
+	out, err := exec.Command(fusescopeBin, "syscalls", "--socket", sock, "--", "true").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "connection refused") {
+		t.Errorf("a run on a dead server's socket: %v\n%s", err, out)
+	}
+	again := proctest.Start(t, exec.Command(fusescopeBin, "syscalls", "--serve", "--socket", sock), "Serving", 30*time.Second)
+	check("through a server on a stale socket", liveReport(t, "--socket", sock, "--", script), true)
+	if err := again.Interrupt(t, 10*time.Second); err != nil {
+		t.Errorf("Ctrl-C: %v", err)
+	}
+	assertNoProbesLeft(t)
+}
