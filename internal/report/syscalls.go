@@ -112,8 +112,12 @@ func WriteSyscallsText(w io.Writer, r *profile.SyscallReport, top int) error {
 		if len(l.Command) > 0 && l.CommandS > 0 {
 			// The command's own run, from exec to exit; loading and
 			// attaching the probes before it apart.
-			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced (set-up %.3f s before it)", what,
+			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced (set-up %.3f s before it", what,
 				plural(len(r.Processes), "process", "processes"), l.CommandS, l.SetupS)
+			if l.LoadedBy != "" {
+				fmt.Fprintf(&b, ", on the programs of %s", l.LoadedBy)
+			}
+			b.WriteString(")")
 		} else {
 			fmt.Fprintf(&b, "live trace of %s: %s, %.3f s traced", what, plural(len(r.Processes), "process", "processes"), l.WallS)
 		}

@@ -218,6 +218,16 @@ func TestWriteTextLiveCommandTime(t *testing.T) {
 	if line, _, _ := strings.Cut(b.String(), "\n"); line != `live trace of "git status": 0 processes, 0.006 s traced (set-up 0.041 s before it)` {
 		t.Errorf("first line %q", line)
 	}
+	// On a server's programs, the text says whose.
+	b.Reset()
+	r.Live.SetupS, r.Live.LoadedBy = 0.001, "fusescope syscalls --serve, pid 42, on /run/fusescope/syscalls.sock"
+	if err := WriteSyscallsText(&b, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	want := `live trace of "git status": 0 processes, 0.006 s traced (set-up 0.001 s before it, on the programs of fusescope syscalls --serve, pid 42, on /run/fusescope/syscalls.sock)`
+	if line, _, _ := strings.Cut(b.String(), "\n"); line != want {
+		t.Errorf("first line %q", line)
+	}
 }
 
 // syscallsRecord is the record fusescope syscalls --json writes for r.

@@ -188,6 +188,9 @@ func TestBenchSyscallsLiveShort(t *testing.T) {
 		// first loads and attaches one empty tp_btf program.
 		{"floor: Go runner", func(a []string) []string { return append([]string{floor, "run"}, a...) }},
 		{"floor: one empty eBPF program", func(a []string) []string { return append([]string{floor, "bpf"}, a...) }},
+		// What any run of fusescope costs before it traces: its binary
+		// starting and exiting (the command is not run).
+		{"fusescope --version alone", func([]string) []string { return []string{bin, "--version"} }},
 		{"fusescope syscalls", func(a []string) []string {
 			return append([]string{bin, "syscalls", "--no-server", "-o", "/dev/null", "--"}, a...)
 		}},
