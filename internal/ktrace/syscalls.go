@@ -218,6 +218,8 @@ type SyscallPrograms struct {
 	mu      sync.Mutex
 	o       *sysObjects // nil once closed
 	busy    bool        // a run holds them
+	ending  bool        // its Run has returned: the maps are being cleared
+	cleared sync.Cond   // signalled when a run hands them back
 	closing bool        // Close came during a run: its end frees them
 }
 
@@ -231,7 +233,9 @@ func LoadSyscallPrograms(category func(name string) string) (*SyscallPrograms, e
 	if err != nil {
 		return nil, err
 	}
-	return &SyscallPrograms{o: o}, nil
+	p := &SyscallPrograms{o: o}
+	p.cleared.L = &p.mu
+	return p, nil
 }
 
 // Start begins a run on the loaded programs (opts.Category and
@@ -241,6 +245,11 @@ func (p *SyscallPrograms) Start(opts SyscallOptions) (*SyscallTracer, error) {
 	start, t0 := time.Now(), kernel.Monotonic()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A run that has ended is only clearing the maps (a few ms): the next
+	// one waits for that rather than loading programs of its own.
+	for p.busy && p.ending {
+		p.cleared.Wait()
+	}
 	if p.o == nil || p.closing {
 		return nil, fmt.Errorf("the pre-loaded programs were closed")
 	}
@@ -274,12 +283,20 @@ func (p *SyscallPrograms) Close() error {
 	return err
 }
 
+// ended marks the run's Run as returned: what is left of it is clearing.
+func (p *SyscallPrograms) ended() {
+	p.mu.Lock()
+	p.ending = true
+	p.mu.Unlock()
+}
+
 // release takes a run's programs back: the maps cleared for the next run,
 // or freed when Close came during the run.
 func (p *SyscallPrograms) release() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.busy = false
+	defer p.cleared.Broadcast()
+	p.busy, p.ending = false, false
 	if p.closing {
 		err := p.o.close()
 		p.o = nil
@@ -630,7 +647,11 @@ func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), in
 		}
 		t.handle(rec.RawSample, emit)
 	}
-	return t.finish(emit, info)
+	err := t.finish(emit, info)
+	if t.owner != nil {
+		t.owner.ended()
+	}
+	return err
 }
 
 func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -16,14 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A run's -- CMD starts as a gate: a process that waits on a pipe until the
+// A run's -- CMD starts as a gate: a process that waits on a socket until the
 // sources are attached, then executes the command, so that tracing begins
 // exactly at the command's exec and a source knows the command's PID
-// before it runs. The pipe is the first fd after those the command
+// before it runs. The socket is the first fd after those the command
 // inherits from us (a shell's 3>&1 reaches the command as it would without
 // fusescope). The gate is a small program of its own (gate_amd64.go) or,
 // where that cannot run, fusescope itself, marked by gateEnv, with
-// gateFDEnv saying which fd the pipe is.
+// gateFDEnv saying which fd the socket is.
 const (
 	gateEnv   = "FUSESCOPE_GATE"
 	gateFDEnv = "FUSESCOPE_GATE_FD"
@@ -40,8 +41,11 @@ func RunGateIfAsked() {
 	fd, err := strconv.Atoi(os.Getenv(gateFDEnv))
 	os.Unsetenv(gateEnv)
 	os.Unsetenv(gateFDEnv)
-	var b [1]byte
-	if n, _ := syscall.Read(fd, b[:]); err != nil || n != 1 {
+	b := []byte{1}
+	if n, _ := syscall.Write(fd, b); err != nil || n != 1 { // it runs
+		os.Exit(127)
+	}
+	if n, _ := syscall.Read(fd, b); n != 1 {
 		os.Exit(127) // the run gave up before attaching
 	}
 	syscall.Close(fd)
@@ -69,7 +73,7 @@ func LookCommand(name string) (string, error) {
 // sources are attached; its exit ends the run.
 type command struct {
 	cmd       *exec.Cmd
-	gate      *os.File   // our end of the gate's pipe; nil once released
+	gate      *os.File   // our end of the gate's socket; nil once released
 	gateFD    int        // the gate's end, in the command
 	inherited []*os.File // our fds it inherits, kept from the garbage collector's finalizers
 
@@ -86,58 +90,75 @@ type Exit struct {
 	Ran      time.Duration // from its release to its exit
 }
 
-// startGated starts argv held at the gate.
+// startGated starts argv held at the gate, and waits until the gate runs.
 func startGated(argv []string) (*command, error) {
 	path, err := LookCommand(argv[0])
-	if err != nil {
-		return nil, err
-	}
-	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	if err := checkExecutable(path); err != nil {
 		return nil, err
 	}
-	r, w, err := os.Pipe()
+	// A socket pair, not a pipe: the gate says it runs before it waits for
+	// the release. Until then its own exec may still be under way, and a
+	// source attached meanwhile would see it (a server's programs attach
+	// in a millisecond).
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	c := exec.Command(self, argv...)
-	c.Args = append([]string{self}, argv...)
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	ours, theirs := os.NewFile(uintptr(fds[0]), "gate"), os.NewFile(uintptr(fds[1]), "gate")
+	defer theirs.Close()
 	// The fds we inherited without close-on-exec go on to the command at
-	// their numbers, as a shell's would; the gate's pipe comes after them.
-	for _, fd := range inheritedFDs(w.Fd()) {
-		for len(c.ExtraFiles) < fd-3 {
-			c.ExtraFiles = append(c.ExtraFiles, nil) // closed in the child: close-on-exec here anyway
+	// their numbers, as a shell's would; the gate's socket comes after them.
+	var inherited []*os.File
+	for _, fd := range inheritedFDs(ours.Fd()) {
+		for len(inherited) < fd-3 {
+			inherited = append(inherited, nil) // closed in the child: close-on-exec here anyway
 		}
-		c.ExtraFiles = append(c.ExtraFiles, os.NewFile(uintptr(fd), "inherited"))
+		inherited = append(inherited, os.NewFile(uintptr(fd), "inherited"))
 	}
-	inherited := c.ExtraFiles
-	gateFD := 3 + len(c.ExtraFiles)
-	c.ExtraFiles = append(c.ExtraFiles, r)
-	if small, err := newGate(gateFD); err == nil {
-		c.Path = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), small.Fd())
-		c.Args = append([]string{"fusescope-gate", path}, argv...)
-		err = c.Start()
-		small.Close()
-		if err == nil {
-			r.Close()
-			return &command{cmd: c, gate: w, gateFD: gateFD, inherited: inherited, done: make(chan struct{})}, nil
-		}
-		// A memfd the kernel will not execute (vm.memfd_noexec): fusescope is the gate.
-		c = &exec.Cmd{Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, ExtraFiles: c.ExtraFiles}
-	}
-	c.Path, c.Args = self, append([]string{self}, argv...)
-	c.Env = append(os.Environ(), gateEnv+"="+path, gateFDEnv+"="+strconv.Itoa(gateFD))
-	err = c.Start()
-	r.Close()
+	gateFD := 3 + len(inherited)
+	c, err := startGate(path, argv, append(slices.Clip(inherited), theirs), gateFD)
 	if err != nil {
-		w.Close()
+		ours.Close()
 		return nil, fmt.Errorf("starting %s: %v", argv[0], err)
 	}
-	return &command{cmd: c, gate: w, gateFD: gateFD, inherited: inherited, done: make(chan struct{})}, nil
+	if n, _ := ours.Read(make([]byte, 1)); n != 1 {
+		ours.Close()
+		c.Wait()
+		return nil, fmt.Errorf("starting %s: the gate ended before it ran", argv[0])
+	}
+	return &command{cmd: c, gate: ours, gateFD: gateFD, inherited: inherited, done: make(chan struct{})}, nil
+}
+
+// selfGate makes fusescope the gate always: tests of that gate.
+var selfGate = false
+
+// startGate starts the gate for path (argv as given) with files from fd 3
+// on: the small gate, or fusescope itself where the kernel will not
+// execute a memfd (vm.memfd_noexec) or the small gate does not exist.
+func startGate(path string, argv []string, files []*os.File, gateFD int) (*exec.Cmd, error) {
+	gate := func() *exec.Cmd {
+		return &exec.Cmd{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: files}
+	}
+	if small, err := newGate(gateFD); err == nil && !selfGate {
+		defer small.Close() // its exec has opened it, through our fd table, when Start returns
+		c := gate()
+		c.Path = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), small.Fd())
+		c.Args = append([]string{"fusescope-gate", path}, argv...)
+		if err := c.Start(); err == nil {
+			return c, nil
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := gate()
+	c.Path, c.Args = self, append([]string{self}, argv...)
+	c.Env = append(os.Environ(), gateEnv+"="+path, gateFDEnv+"="+strconv.Itoa(gateFD))
+	return c, c.Start()
 }
 
 // checkExecutable refuses, in one line, a file the kernel would not
@@ -157,7 +178,7 @@ func checkExecutable(path string) error {
 }
 
 // inheritedFDs lists our fds from 3 on without close-on-exec, but for
-// skip (the pipe's other end, which the command must not hold): the ones
+// skip (our end of the gate's socket, which the command must not hold): the ones
 // fusescope was started with, that a command run by a shell would get.
 func inheritedFDs(skip uintptr) []int {
 	ents, err := os.ReadDir("/proc/self/fd")

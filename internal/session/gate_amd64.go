@@ -11,8 +11,10 @@ import (
 // The gate as a program of its own: fusescope re-executed as the gate
 // spends ~5 ms starting the Go runtime and its packages before it waits,
 // which a run on pre-loaded programs (syscalls --serve) waits for. This
-// one is 200 bytes of x86-64 in a memfd: it reads one byte from the gate's
-// pipe, closes it and executes the command, in well under a millisecond.
+// one is 200 bytes of x86-64 in a memfd: it writes one byte to the gate's
+// socket (it runs: its own exec, which no source may count, is over),
+// reads one (the release), closes it and executes the command, in well
+// under a millisecond.
 // Its arguments are the command's path, then the command's argv (argv[0]
 // as given); the environment passes through untouched.
 
@@ -20,7 +22,7 @@ const gateBase = 0x400000 // where its one segment is loaded
 
 var gateFailed = []byte("fusescope: the kernel would not execute the command\n")
 
-// gateProgram is the gate's ELF image for a pipe at fd.
+// gateProgram is the gate's ELF image for its socket at fd.
 func gateProgram(fd int) []byte {
 	const headers = 64 + 56 // the ELF header and one program header
 	imm := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
@@ -30,14 +32,19 @@ func gateProgram(fd int) []byte {
 			code = append(code, x...)
 		}
 	}
-	emit([]byte{0x31, 0xc0})                   // xor eax, eax: read
-	emit([]byte{0xbf}, imm(uint32(fd)))        // mov edi, fd
-	emit([]byte{0x48, 0x8d, 0x74, 0x24, 0xf0}) // lea rsi, [rsp-16]
-	emit([]byte{0xba}, imm(1))                 // mov edx, 1
-	emit([]byte{0x0f, 0x05})                   // syscall
-	emit([]byte{0x48, 0x83, 0xf8, 0x01})       // cmp rax, 1
-	emit([]byte{0x75, 0x00})                   // jne gave_up (patched below)
-	jne := len(code)
+	var gaveUp []int // the ends of the jumps to gave_up, patched below
+	// One byte each way on the socket: "running" (the exec is over), then
+	// the release.
+	for _, call := range []uint32{1, 0} { // write, then read
+		emit([]byte{0xb8}, imm(call))              // mov eax, call
+		emit([]byte{0xbf}, imm(uint32(fd)))        // mov edi, fd
+		emit([]byte{0x48, 0x8d, 0x74, 0x24, 0xf0}) // lea rsi, [rsp-16]
+		emit([]byte{0xba}, imm(1))                 // mov edx, 1
+		emit([]byte{0x0f, 0x05})                   // syscall
+		emit([]byte{0x48, 0x83, 0xf8, 0x01})       // cmp rax, 1
+		emit([]byte{0x75, 0x00})                   // jne gave_up
+		gaveUp = append(gaveUp, len(code))
+	}
 	emit([]byte{0xb8}, imm(3))                 // mov eax, 3: close
 	emit([]byte{0xbf}, imm(uint32(fd)))        // mov edi, fd
 	emit([]byte{0x0f, 0x05})                   // syscall
@@ -53,10 +60,12 @@ func gateProgram(fd int) []byte {
 	lea := len(code)
 	emit([]byte{0xba}, imm(uint32(len(gateFailed)))) // mov edx, len
 	emit([]byte{0x0f, 0x05})                         // syscall
-	code[jne-1] = byte(len(code) - jne)              // gave_up: the run ended before the release
-	emit([]byte{0xbf}, imm(127))                     // mov edi, 127
-	emit([]byte{0xb8}, imm(231))                     // mov eax, 231: exit_group
-	emit([]byte{0x0f, 0x05})                         // syscall
+	for _, j := range gaveUp {                       // gave_up: the run ended before the release
+		code[j-1] = byte(len(code) - j)
+	}
+	emit([]byte{0xbf}, imm(127)) // mov edi, 127
+	emit([]byte{0xb8}, imm(231)) // mov eax, 231: exit_group
+	emit([]byte{0x0f, 0x05})     // syscall
 	binary.LittleEndian.PutUint32(code[lea-4:], uint32(len(code)-lea))
 	code = append(code, gateFailed...)
 
@@ -88,7 +97,7 @@ func gateProgram(fd int) []byte {
 	return append(elf, code...)
 }
 
-// newGate writes the gate for a pipe at fd into a memfd; the caller
+// newGate writes the gate for its socket at fd into a memfd; the caller
 // executes it through fusescope's own fd table (/proc/PID/fd/N: the
 // child's is rearranged before its exec) and closes it once it runs.
 func newGate(fd int) (*os.File, error) {

@@ -6,16 +6,19 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
-// runGate starts the small gate for argv (path first), with its pipe at
-// fd 3, and writes release to the pipe before closing it.
+// runGate starts the small gate for argv (path first), with its socket at
+// fd 3, waits for its byte and writes release before closing our end.
 func runGate(t *testing.T, release []byte, argv ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	r, w, err := os.Pipe()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	w, r := os.NewFile(uintptr(fds[0]), "ours"), os.NewFile(uintptr(fds[1]), "gate's")
 	gate, err := newGate(3)
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +34,9 @@ func runGate(t *testing.T, release []byte, argv ...string) (stdout, stderr strin
 		t.Fatal(err)
 	}
 	r.Close()
+	if n, err := w.Read(make([]byte, 1)); n != 1 {
+		t.Fatalf("the gate did not say it runs: %v", err)
+	}
 	w.Write(release)
 	w.Close()
 	c.Wait()

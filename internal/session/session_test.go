@@ -124,6 +124,14 @@ func TestRunImmediate(t *testing.T) {
 // small gate, or this binary where it cannot run; not yet sh), then runs; its exit ends the run, the source
 // learns how it ended, and Run passes its status on.
 func TestRunCommand(t *testing.T) {
+	for _, self := range []bool{false, true} {
+		selfGate = self
+		t.Run(fmt.Sprintf("selfGate=%v", self), testRunCommand)
+	}
+	selfGate = false
+}
+
+func testRunCommand(t *testing.T) {
 	src := &finishingSource{}
 	self, _ := os.Executable()
 	var heldExe string
@@ -131,7 +139,7 @@ func TestRunCommand(t *testing.T) {
 		heldExe, _ = os.Readlink(filepathProc(tg.CommandPID, "exe"))
 		return src, nil
 	})
-	if heldExe != self && !strings.HasPrefix(heldExe, "/memfd:fusescope-gate") {
+	if selfGate && heldExe != self || !selfGate && !strings.HasPrefix(heldExe, "/memfd:fusescope-gate") {
 		t.Errorf("at open, the command's process runs %q, want the gate (/memfd:fusescope-gate or %s)", heldExe, self)
 	}
 	var ee *ExitError
