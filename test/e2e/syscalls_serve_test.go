@@ -54,6 +54,12 @@ func TestSyscallsServe(t *testing.T) {
 		if len(r.Processes) != 6 || r.Live.ExitStatus == nil || *r.Live.ExitStatus != 0 {
 			t.Errorf("%s: %d processes, exit status %v; want the shell and five cats, 0", what, len(r.Processes), r.Live.ExitStatus)
 		}
+		// Tracing begins at the command's exec: the gate's own is never seen.
+		for _, p := range r.Processes {
+			if len(p.Execs) != 1 {
+				t.Errorf("%s: process %d executed %+v, want one program", what, p.PID, p.Execs)
+			}
+		}
 		calls := map[string]int{}
 		for _, s := range r.Syscalls {
 			calls[s.Name] = s.Calls
@@ -61,7 +67,7 @@ func TestSyscallsServe(t *testing.T) {
 		return calls
 	}
 	own := check("a run's own programs", liveReport(t, "--no-server", "--", script), false)
-	for i := range 3 {
+	for i := range 5 {
 		got := check("through the server", liveReport(t, "--socket", sock, "--", script), true)
 		// The same calls, exactly: nothing left over from the run before.
 		for _, name := range []string{"execve", "openat", "read", "close", "vfork", "wait4"} {
