@@ -3,6 +3,7 @@ package systrace
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,23 +51,24 @@ func NewLive(proc Proc) *Live {
 
 // Begin learns what the traced process holds already: its inherited fds
 // and its working directory. It is called once the kernel side is
-// attached, before the process runs on (a command held at its gate).
-func (l *Live) Begin(root int) {
+// attached, before the process runs on (a command held at its gate). The
+// fds in skip are left out: the gate's socket, closed at its exec, which
+// would cost /proc/net's tables to name (~5 ms).
+func (l *Live) Begin(root int, skip ...int) {
 	l.root = root
 	p := l.get(root)
 	p.cwd, _ = l.proc.Cwd(root)
 	if fds, err := l.proc.FDs(root); err == nil {
 		for _, fd := range fds {
+			if slices.Contains(skip, fd) {
+				continue
+			}
 			if target, err := l.proc.FD(root, fd); err == nil {
 				p.fds[fd] = target
 			}
 		}
 	}
 }
-
-// Forget drops what the root's fd table holds for fd (the gate's pipe,
-// closed at its exec).
-func (l *Live) Forget(fd int) { delete(l.get(l.root).fds, fd) }
 
 func (l *Live) get(pid int) *liveProc {
 	p := l.procs[pid]

@@ -70,10 +70,11 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 	}
 	s := &LiveSource{cfg: cfg, tr: tr, live: NewLive(proc), info: profile.LiveInfo{Command: cfg.Traced},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	s.live.Begin(tr.Root())
+	var gate []int
 	if opts.GatePID != 0 {
-		s.live.Forget(target.GateFD) // the gate's pipe, closed at its exec
+		gate = append(gate, target.GateFD)
 	}
+	s.live.Begin(tr.Root(), gate...)
 	o := cfg.Analysis
 	// Shorter calls reach user space only when they name an fd or a
 	// process: ranked with the long ones, they would push out waits that
