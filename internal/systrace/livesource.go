@@ -108,6 +108,9 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 // openKernelSide starts the run on a server's programs, or on its own.
 func openKernelSide(cfg LiveConfig, opts ktrace.SyscallOptions) (kernelSide, error) {
 	if cfg.Server != "" && !opts.EmptyPrograms {
+		if err := checkSocketPath(cfg.Server); err != nil {
+			return nil, err
+		}
 		r, err := dialServer(cfg.Server, cfg.Tool, opts)
 		if err == nil {
 			return r, nil

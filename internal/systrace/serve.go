@@ -107,6 +107,9 @@ func Serve(ctx context.Context, socket, tool string, ready func()) error {
 // listenOnce listens on socket with mode 0600, after removing a socket
 // no server answers on.
 func listenOnce(socket string) (*net.UnixListener, error) {
+	if err := checkSocketPath(socket); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the socket's directory: %w", err)
 	}
@@ -125,6 +128,15 @@ func listenOnce(socket string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("listening on %s: %w", socket, err)
 	}
 	return ln, nil
+}
+
+// checkSocketPath refuses a path a Unix socket cannot have (sun_path holds
+// 107 bytes and a NUL), which bind and connect would only call invalid.
+func checkSocketPath(socket string) error {
+	if len(socket) > 107 {
+		return fmt.Errorf("--socket %s: the path is %d bytes, and a Unix socket's may have 107 at most: give a shorter one", socket, len(socket))
+	}
+	return nil
 }
 
 // serveRun traces one client's run.

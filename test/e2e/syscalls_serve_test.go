@@ -100,6 +100,8 @@ func TestSyscallsServe(t *testing.T) {
 		{[]string{"syscalls", "--serve", "--socket", sock}, "a server already listens on " + sock},
 		{[]string{"syscalls", "--serve", "--", "touch", marker}, "--serve takes no logs, command or -p"},
 		{[]string{"syscalls", "--socket", filepath.Join(dir, "none.sock"), "--", "touch", marker}, "start fusescope syscalls --serve --socket"},
+		{[]string{"syscalls", "--socket", "/tmp/" + strings.Repeat("x", 120), "--", "touch", marker}, "a Unix socket's may have 107 at most"},
+		{[]string{"syscalls", "--serve", "--socket", "/tmp/" + strings.Repeat("x", 120)}, "a Unix socket's may have 107 at most"},
 	} {
 		out, err := exec.Command(fusescopeBin, c.args...).CombinedOutput()
 		if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 || !strings.Contains(string(out), c.want) {
