@@ -106,7 +106,7 @@ func (h *heldFDs) closeAll() {
 	h.handles, h.dirs = map[*openHandle]struct{}{}, map[*confinedNode]struct{}{}
 	h.mu.Unlock()
 	for fh := range handles {
-		fh.LoopbackFile.Release(context.Background()) // closes once, whoever asks first
+		fh.close()
 	}
 	for n := range dirs {
 		n.closeDir()
@@ -261,14 +261,23 @@ type openHandle struct {
 	*fs.LoopbackFile
 	node *confinedNode
 	fd   int
+
+	// A file the caller opened with O_DIRECT keeps it for the caller's
+	// direct I/O, and a second descriptor without it for the rest
+	// (direct.go).
+	direct   bool
+	flags    uint32
+	bufMu    sync.Mutex
+	buffered int // 1 + the descriptor without O_DIRECT; 0: not opened yet
 }
 
-// handle makes the file handle of fd, a file of n's opened for a request.
-func (n *confinedNode) handle(fd int) fs.FileHandle {
+// handle makes the file handle of fd, a file of n's opened with flags for a
+// request.
+func (n *confinedNode) handle(fd int, flags uint32) fs.FileHandle {
 	n.openMu.Lock()
 	n.opens = append(n.opens, fd)
 	n.openMu.Unlock()
-	h := &openHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), node: n, fd: fd}
+	h := &openHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), node: n, fd: fd, direct: flags&syscall.O_DIRECT != 0, flags: flags}
 	n.held.mu.Lock()
 	n.held.handles[h] = struct{}{}
 	n.held.mu.Unlock()
@@ -278,11 +287,21 @@ func (n *confinedNode) handle(fd int) fs.FileHandle {
 // Read answers with the part of the file that is there, for go-fuse to
 // splice: a result as long as the reply, never longer.
 func (h *openHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n := h.node.readable(h.fd, off, len(buf))
+	fd := h.fd
+	if h.direct {
+		if isDirectIO(ctx) {
+			return h.readDirect(buf, off)
+		}
+		var errno syscall.Errno
+		if fd, errno = h.bufferedFD(); errno != 0 {
+			return nil, errno
+		}
+	}
+	n := h.node.readable(fd, off, len(buf))
 	if n == 0 {
 		return fuse.ReadResultData(nil), 0
 	}
-	return h.LoopbackFile.Read(ctx, buf[:n], off)
+	return fuse.ReadResultFd(uintptr(fd), off, n), 0
 }
 
 func (h *openHandle) Release(ctx context.Context) syscall.Errno {
@@ -295,7 +314,13 @@ func (h *openHandle) Release(ctx context.Context) syscall.Errno {
 	n.held.mu.Lock()
 	delete(n.held.handles, h)
 	n.held.mu.Unlock()
-	return h.LoopbackFile.Release(ctx)
+	return h.close()
+}
+
+// close closes the handle's descriptors, once, whoever asks first.
+func (h *openHandle) close() syscall.Errno {
+	h.closeBuffered()
+	return h.LoopbackFile.Release(context.Background())
 }
 
 // procFD names what fd refers to: opening it opens that very file, as
@@ -527,7 +552,7 @@ func (n *confinedNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, u
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return n.handle(fd), 0, 0
+	return n.handle(fd, flags), 0, 0
 }
 
 func (n *confinedNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -587,7 +612,7 @@ func (n *confinedNode) Create(ctx context.Context, name string, flags, mode uint
 			unix.Close(fd)
 			return err
 		}
-		fh = ch.Operations().(*confinedNode).handle(fd)
+		fh = ch.Operations().(*confinedNode).handle(fd, flags)
 		return nil
 	})
 	return ch, fh, 0, errno
@@ -608,7 +633,7 @@ func (n *confinedNode) Tmpfile(ctx context.Context, flags, mode uint32, out *fus
 		unix.Close(fd)
 		return nil, nil, 0, fs.ToErrno(err)
 	}
-	return ch, ch.Operations().(*confinedNode).handle(fd), 0, 0
+	return ch, ch.Operations().(*confinedNode).handle(fd, flags), 0, 0
 }
 
 func (n *confinedNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {

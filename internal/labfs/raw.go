@@ -325,6 +325,9 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 			}
 		}
 		remote.wait()
+		if in.Flags&syscall.O_DIRECT != 0 { // the kernel sends the caller's open flags
+			defer markDirect(c)()
+		}
 		res, st = w.RawFileSystem.Read(c, in, buf)
 		if st == fuse.OK && res != nil {
 			n = res.Size() // exact: openHandle.Read sizes it to the file
@@ -360,6 +363,9 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 	}
 	applied := w.ord.begin(in.NodeId, in.Unique, in.Offset, size) // before the wait for a slot, which a later READ may pass
 	defer applied()
+	// The caller's direct I/O, not the page cache's write-back, which the
+	// kernel sends through any open file of the inode.
+	direct := in.Flags&syscall.O_DIRECT != 0 && in.WriteFlags&fuse.WRITE_CACHE == 0
 	w.serve(fuseproto.Write, func(remote backend) (fuse.Status, int, int) {
 		node := in.NodeId
 		// The caches are dropped once the backend has the data: an answer
@@ -369,6 +375,9 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 		write := func(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
 			remote.wait()
 			w.link.wait(size)
+			if direct {
+				defer markDirect(c)()
+			}
 			n, st := w.RawFileSystem.Writev(c, in, data)
 			if st == fuse.ENOSYS {
 				n, st = w.RawFileSystem.Write(c, in, bytes.Join(data, nil))
@@ -389,10 +398,17 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 			return st, size, 0
 		}
 		// Write-behind: copy the request (go-fuse reuses its buffers) and
-		// acknowledge it; the queue writes it in order.
+		// acknowledge it; the queue writes it in order, a direct write
+		// from a page-aligned copy.
 		inCopy, dataCopy := *in, bytes.Join(data, nil)
+		var queued <-chan struct{} // names the request as direct I/O
+		if direct {
+			aligned := alignedBuffer(len(dataCopy))
+			copy(aligned, dataCopy)
+			dataCopy, queued = aligned, make(chan struct{})
+		}
 		w.wb.submit(in.NodeId, func() fuse.Status {
-			_, st := write(nil, &inCopy, [][]byte{dataCopy})
+			_, st := write(queued, &inCopy, [][]byte{dataCopy})
 			return st
 		})
 		n, st = uint32(size), fuse.OK
