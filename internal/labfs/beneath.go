@@ -33,6 +33,17 @@ type confinedNode struct {
 	held   *heldFDs     // what the mount's nodes keep open, shared by all nodes
 	cached atomic.Int64 // 1 + this directory's O_PATH descriptor; 0: none
 
+	// orphan is 1 + an O_PATH descriptor of this file or directory, kept
+	// from when its last name the mount knew went (unlink, rmdir, a rename
+	// over it) until the kernel forgets it; 0: none. The kernel may still
+	// ask about it: write-back caching sends the times it kept in a
+	// SETATTR at syncfs, after the file was closed and removed (which
+	// failed with ENOENT, and `sync -f` with it); a shell inside a removed
+	// directory stats it. A native file system answers; so does this one,
+	// on the very inode, which another name (one the mount never looked
+	// up) may still reach.
+	orphan atomic.Int64
+
 	// The descriptors of this file's open handles: a file with no name
 	// left (unlinked while open, or made with O_TMPFILE) is reached
 	// through one of them, as a native file system reaches it through
@@ -91,25 +102,25 @@ var dirFDs atomic.Int64 // directory descriptors kept open, all mounts
 type heldFDs struct {
 	mu      sync.Mutex
 	handles map[*openHandle]struct{}
-	dirs    map[*confinedNode]struct{}
+	nodes   map[*confinedNode]struct{} // with a directory's or an orphan's descriptor
 }
 
 func newHeldFDs() *heldFDs {
-	return &heldFDs{handles: map[*openHandle]struct{}{}, dirs: map[*confinedNode]struct{}{}}
+	return &heldFDs{handles: map[*openHandle]struct{}{}, nodes: map[*confinedNode]struct{}{}}
 }
 
 // closeAll closes what the kernel never released; no request may be served
 // any more.
 func (h *heldFDs) closeAll() {
 	h.mu.Lock()
-	handles, dirs := h.handles, h.dirs
-	h.handles, h.dirs = map[*openHandle]struct{}{}, map[*confinedNode]struct{}{}
+	handles, nodes := h.handles, h.nodes
+	h.handles, h.nodes = map[*openHandle]struct{}{}, map[*confinedNode]struct{}{}
 	h.mu.Unlock()
 	for fh := range handles {
 		fh.close()
 	}
-	for n := range dirs {
-		n.closeDir()
+	for n := range nodes {
+		n.closeKept()
 	}
 }
 
@@ -163,15 +174,58 @@ func (n *confinedNode) child() *confinedNode {
 // OnForget closes the directory's descriptor: no request can use it any more.
 func (n *confinedNode) OnForget() {
 	n.held.mu.Lock()
-	delete(n.held.dirs, n)
+	delete(n.held.nodes, n)
 	n.held.mu.Unlock()
-	n.closeDir()
+	n.closeKept()
 }
 
-func (n *confinedNode) closeDir() {
+// closeKept closes the descriptors n keeps: its own as a directory, and
+// the one it keeps as an orphan.
+func (n *confinedNode) closeKept() {
 	if v := n.cached.Swap(0); v > 0 {
 		unix.Close(int(v - 1))
 		dirFDs.Add(-1)
+	}
+	if v := n.orphan.Swap(0); v > 0 {
+		unix.Close(int(v - 1))
+	}
+}
+
+// keepIfRemoved prepares for the removal of name from the directory dir of
+// n: if the mount knows the child by that name, it opens the child with
+// O_PATH, and the returned function, told whether the removal happened,
+// keeps the descriptor as the child's orphan or closes it.
+func (n *confinedNode) keepIfRemoved(dir int, name string) func(removed bool) {
+	ch := n.GetChild(name)
+	if ch == nil {
+		return func(bool) {}
+	}
+	c, ok := ch.Operations().(*confinedNode)
+	kind := ch.StableAttr().Mode & unix.S_IFMT
+	// Not a symlink: a /proc path of its descriptor, which calls without
+	// an AT_EMPTY_PATH form use, could lead on to its target.
+	if !ok || kind == unix.S_IFLNK || c.orphan.Load() > 0 {
+		return func(bool) {}
+	}
+	fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func(bool) {}
+	}
+	// The name may have been replaced in SRC since the kernel looked it
+	// up; then it is not the child's.
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != kind {
+		unix.Close(fd)
+		return func(bool) {}
+	}
+	return func(removed bool) {
+		if !removed || !c.orphan.CompareAndSwap(0, int64(fd)+1) {
+			unix.Close(fd)
+			return
+		}
+		c.held.mu.Lock()
+		c.held.nodes[c] = struct{}{}
+		c.held.mu.Unlock()
 	}
 }
 
@@ -203,13 +257,16 @@ func (n *confinedNode) dir() (int, func(), error) {
 	if v := n.cached.Load(); v > 0 {
 		return int(v - 1), noop, nil
 	}
+	if v := n.orphan.Load(); v > 0 { // removed: it has no path
+		return int(v - 1), noop, nil
+	}
 	fd, err := n.open(n.Path(n.Root()), unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return -1, nil, err
 	}
 	if dirFDs.Add(1) <= maxDirFDs && n.cached.CompareAndSwap(0, int64(fd)+1) {
 		n.held.mu.Lock()
-		n.held.dirs[n] = struct{}{}
+		n.held.nodes[n] = struct{}{}
 		n.held.mu.Unlock()
 		return fd, noop, nil
 	}
@@ -245,15 +302,19 @@ func (n *confinedNode) self(f func(dir int, name string) error) syscall.Errno {
 	return p.inDir(name, func(dir int) error { return f(dir, name) })
 }
 
-// viaOpen runs f on the descriptor of one of n's open handles, which stays
-// open until f returns; ENOENT if n has none (then it has no name either).
+// viaOpen runs f, for n with no name the mount knows, on the descriptor of
+// one of n's open handles, which stays open until f returns, or else on
+// the O_PATH descriptor n keeps as an orphan; ENOENT if it has neither.
 func (n *confinedNode) viaOpen(f func(fd int) error) syscall.Errno {
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
-	if len(n.opens) == 0 {
-		return syscall.ENOENT
+	if len(n.opens) > 0 {
+		return fs.ToErrno(f(n.opens[0]))
 	}
-	return fs.ToErrno(f(n.opens[0]))
+	if v := n.orphan.Load(); v > 0 {
+		return fs.ToErrno(f(int(v - 1))) // closed at FORGET: after every request about n
+	}
+	return syscall.ENOENT
 }
 
 // openHandle is a loopback file handle that its node knows while it is open.
@@ -666,11 +727,20 @@ func (n *confinedNode) Link(ctx context.Context, target fs.InodeEmbedder, name s
 }
 
 func (n *confinedNode) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.inDir(name, func(dir int) error { return unix.Unlinkat(dir, name, 0) })
+	return n.inDir(name, func(dir int) error { return n.remove(dir, name, 0) })
 }
 
 func (n *confinedNode) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return n.inDir(name, func(dir int) error { return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) })
+	return n.inDir(name, func(dir int) error { return n.remove(dir, name, unix.AT_REMOVEDIR) })
+}
+
+// remove unlinks name from dir, keeping what the kernel may still ask
+// about it.
+func (n *confinedNode) remove(dir int, name string, flags int) error {
+	keep := n.keepIfRemoved(dir, name)
+	err := unix.Unlinkat(dir, name, flags)
+	keep(err == nil)
+	return err
 }
 
 func (n *confinedNode) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -680,7 +750,13 @@ func (n *confinedNode) Rename(ctx context.Context, name string, newParent fs.Ino
 	}
 	return n.inDir(name, func(dir int) error {
 		if errno := p.inDir(newName, func(newDir int) error {
-			return unix.Renameat2(dir, name, newDir, newName, uint(flags))
+			keep := func(bool) {}
+			if flags&unix.RENAME_EXCHANGE == 0 { // a rename over newName removes it
+				keep = p.keepIfRemoved(newDir, newName)
+			}
+			err := unix.Renameat2(dir, name, newDir, newName, uint(flags))
+			keep(err == nil)
+			return err
 		}); errno != 0 {
 			return errno
 		}

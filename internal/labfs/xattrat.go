@@ -96,8 +96,12 @@ func errnoErr(e syscall.Errno) error {
 func (n *confinedNode) xattr(at func(dir int, name string) error, proc func(p string) error) syscall.Errno {
 	if haveXattrat() {
 		return n.self(func(dir int, name string) error {
-			if name == "" && n.IsRoot() {
-				name = "." // AT_EMPTY_PATH refuses the source's O_PATH descriptor
+			// AT_EMPTY_PATH refuses O_PATH descriptors: the source's, and
+			// an orphan's (a file with no name the mount knows).
+			if name == "" && n.IsDir() {
+				name = "."
+			} else if name == "" {
+				return proc(procFD(dir))
 			}
 			return at(dir, name)
 		})

@@ -145,11 +145,15 @@ func TestLabFSDirectReadAtEndOfFile(t *testing.T) {
 // open file. Before, the daemon answered ENOENT and `sync -f` failed in the
 // writeback preset (native: exit 0), one SETATTR error in fs stats each
 // time. The same for a file whose other name the kernel never looked up
-// (made in SRC): the SETATTR must reach it, and nothing else.
+// (made in SRC): the SETATTR must reach it, and nothing else; for a file
+// replaced by a rename; and a shell inside a removed directory stats and
+// lists it, as natively (before: ENOENT).
 func TestLabFSSyncfsAfterUnlink(t *testing.T) {
 	const script = `set -e
 echo hello > "$1/f"; rm "$1/f"; sync -f "$1"
-echo linked > "$1/g"; ln "$2/g" "$2/g2"; rm "$1/g"; sync -f "$1"`
+echo linked > "$1/g"; ln "$2/g" "$2/g2"; rm "$1/g"; sync -f "$1"
+echo old > "$1/h"; echo new > "$1/i"; mv "$1/i" "$1/h"; sync -f "$1"; rm "$1/h"; sync -f "$1"
+mkdir "$1/d"; cd "$1/d"; rmdir ../d; stat -c %h . >/dev/null; ls . >/dev/null`
 	native := t.TempDir()
 	if out, err := exec.Command("sh", "-c", script, "sh", native, native).CombinedOutput(); err != nil {
 		t.Fatalf("natively: %v\n%s", err, out)
