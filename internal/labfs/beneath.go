@@ -525,7 +525,24 @@ func (n *confinedNode) Statx(ctx context.Context, f fs.FileHandle, flags, mask u
 	})
 }
 
+// setsAttr are the attributes a SETATTR may set; one that sets none of
+// them (at most FATTR_CTIME, with write-back caching) is a chown(f, -1, -1).
+const setsAttr = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.FATTR_SIZE |
+	fuse.FATTR_ATIME | fuse.FATTR_MTIME | fuse.FATTR_ATIME_NOW | fuse.FATTR_MTIME_NOW
+
 func (n *confinedNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if in.Valid&setsAttr == 0 {
+		// chown(f, -1, -1) changes nothing but ctime, which a native file
+		// system moves: so does the same chown of the backing file (the
+		// kernel moved it in its cache with write-back caching only, and
+		// until it read the attributes again).
+		if errno := n.self(func(dir int, name string) error {
+			return unix.Fchownat(dir, name, -1, -1, unix.AT_SYMLINK_NOFOLLOW|emptyPath(name))
+		}); errno != 0 {
+			return errno
+		}
+		return n.Getattr(ctx, f, out)
+	}
 	if fsa, ok := f.(fs.FileSetattrer); ok && f != nil {
 		if errno := fsa.Setattr(ctx, in, out); errno != 0 {
 			return errno
