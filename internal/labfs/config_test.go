@@ -37,6 +37,28 @@ func TestParseLatency(t *testing.T) {
 	}
 }
 
+// getattr= delays STATX too, which the kernel sends for stat(1) (it asks for
+// the birth time); a statx= of its own wins, and * comes last.
+func TestLatencyGetattrCoversStatx(t *testing.T) {
+	for spec, want := range map[string]time.Duration{
+		"getattr=2ms":                 2 * time.Millisecond,
+		"getattr=2ms,*=100us":         2 * time.Millisecond,
+		"getattr=2ms,statx=300us":     300 * time.Microsecond,
+		"statx=300us":                 300 * time.Microsecond,
+		"*=100us":                     100 * time.Microsecond,
+		"lookup=1ms":                  0,
+		"statx=0s,getattr=2ms,*=50us": 0,
+	} {
+		l, err := ParseLatency(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.For(fuseproto.Statx); got != want {
+			t.Errorf("--latency %s: STATX delayed %v, want %v", spec, got, want)
+		}
+	}
+}
+
 func TestParseBandwidth(t *testing.T) {
 	for in, want := range map[string]uint64{"100MiB/s": 100 << 20, "10MB/s": 10e6, "1GiB": 1 << 30, "512": 512, "": 0, "1.5KiB/s": 1536} {
 		got, err := ParseBandwidth(in)

@@ -26,7 +26,8 @@ type Delay struct {
 // LatencySpec maps opcodes to delays; the "*" entry applies to the rest.
 type LatencySpec map[string]Delay
 
-// ParseLatency reads 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us'.
+// ParseLatency reads 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us'
+// (getattr= covers STATX too, unless statx= is given).
 func ParseLatency(s string) (LatencySpec, error) {
 	spec := LatencySpec{}
 	if strings.TrimSpace(s) == "" {
@@ -92,9 +93,14 @@ func (l LatencySpec) String() string {
 	return strings.Join(parts, ",")
 }
 
-// For returns the delay of one opcode.
+// For returns the delay of one opcode. STATX has GETATTR's unless it has
+// one of its own: the kernel sends STATX where a caller asks for the birth
+// time, as stat(1) does, and its user expects getattr= to slow stat.
 func (l LatencySpec) For(op fuseproto.Opcode) time.Duration {
 	d, ok := l[op.String()]
+	if !ok && op == fuseproto.Statx {
+		d, ok = l[fuseproto.Getattr.String()]
+	}
 	if !ok {
 		d, ok = l["*"]
 	}

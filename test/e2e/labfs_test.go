@@ -18,6 +18,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/test/labmodes"
@@ -417,6 +418,45 @@ func TestLabFSLatencyInjection(t *testing.T) {
 	// The kernel's time includes the daemon's: per request, kernel >= daemon.
 	if k.Latency.Sum/k.Count < d.Latency.Sum/d.Count {
 		t.Errorf("kernel mean %d ns < daemon mean %d ns", k.Latency.Sum/k.Count, d.Latency.Sum/d.Count)
+	}
+}
+
+// getattr= slows stat(1), whose statx asks for the birth time, which the
+// kernel asks the daemon for with STATX, not GETATTR. Before, 10 runs of
+// stat with --latency getattr=3ms took a few milliseconds in all, the
+// daemon's STATX p50 some 40 us.
+func TestLabFSGetattrLatencyCoversStatx(t *testing.T) {
+	need(t, "stat")
+	cfg := preset(t, "nocache") // attributes time out at once: every stat asks
+	const injected = 3 * time.Millisecond
+	cfg.Latency = labfs.LatencySpec{"GETATTR": {Base: injected}}
+	_, mnt, f := mountLabFS(t, cfg)
+	file := filepath.Join(mnt, "f")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const runs = 10
+	before := f.Record()
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--mount", mnt, "--op", "STATX", "-o", rec)
+	for i := 0; i < runs; i++ {
+		run(t, "stat", file)
+	}
+	tr.stop(t)
+	diff, err := f.Record().Profile.Sub(&before.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, k := diff.Find(f.Conn, fuseproto.Statx), loadRecord(t, rec).Profile.Find(f.Conn, fuseproto.Statx)
+	if d == nil || k == nil {
+		t.Skipf("this kernel (%s) sent no STATX for stat(1)", kernel.Release())
+	}
+	// The kernel's view (the trace) and the daemon's: every STATX waited.
+	if d.Count < runs || d.Latency.Min < uint64(injected-100*time.Microsecond) {
+		t.Errorf("stat(1) with --latency getattr=%v: the daemon served %d STATX, the fastest in %v; want %d at least, none faster than the delay", injected, d.Count, time.Duration(d.Latency.Min), runs)
+	}
+	if p50 := k.Latency.Quantile(0.5); p50 < float64(injected) {
+		t.Errorf("stat(1) with --latency getattr=%v: the kernel's STATX p50 %v", injected, time.Duration(p50))
 	}
 }
 
