@@ -94,13 +94,17 @@ struct {
 
 /* Statistics indexed by (connection mod FAST_CONNS, opcode): an inlined
  * per-CPU array lookup. A (connection, opcode) whose index another
- * connection already holds on this CPU goes to the stats hash instead. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FAST_CONNS * FAST_OPS);
-	__type(key, __u32);
-	__type(value, struct op_stats);
-} stats_fast SEC(".maps");
+ * connection already holds on this CPU goes to the stats hash instead.
+ * One array per half (fusereq.h, stats_key). */
+#define STATS_FAST(name)                                               \
+	struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);               \
+		__uint(max_entries, FAST_CONNS * FAST_OPS);            \
+		__type(key, __u32);                                    \
+		__type(value, struct op_stats);                        \
+	} name SEC(".maps");
+STATS_FAST(stats_fast0)
+STATS_FAST(stats_fast1)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -111,20 +115,24 @@ struct {
 
 /* Sub-buckets, by (connection mod FINE_CONNS, opcode): a (connection,
  * opcode) whose index another connection holds on this CPU has none there,
- * and user space uses the log2 buckets for the octaves that misses. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FINE_CONNS * FAST_OPS);
-	__type(key, __u32);
-	__type(value, struct fine_stats);
-} fine_fast SEC(".maps");
+ * and user space uses the log2 buckets for the octaves that misses. One
+ * array per half; the stages' (stages.bpf.h) follow the same layout with
+ * the stage as the last dimension. */
+#define FINE_ARRAY(name, entries)                                      \
+	struct {                                                       \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);               \
+		__uint(max_entries, entries);                          \
+		__type(key, __u32);                                    \
+		__type(value, struct fine_stats);                      \
+	} name SEC(".maps");
+FINE_ARRAY(fine_fast0, FINE_CONNS * FAST_OPS)
+FINE_ARRAY(fine_fast1, FINE_CONNS * FAST_OPS)
 
-static __always_inline void count_fine(__u32 conn, __u32 opcode, __u64 delta, __u32 octave)
+/* Counts delta in its sub-bucket of the copy f, if conn holds it. Two
+ * lookups of one map pointer each, never one call on a pointer chosen at
+ * run time: the verifier inlines a lookup only where its map is known. */
+static __always_inline void count_fine_in(struct fine_stats *f, __u32 conn, __u64 delta, __u32 octave)
 {
-	if (opcode >= FAST_OPS || octave < FINE_FIRST || octave >= FINE_FIRST + FINE_OCTAVES)
-		return;
-	__u32 idx = (conn & (FINE_CONNS - 1)) * FAST_OPS + opcode;
-	struct fine_stats *f = bpf_map_lookup_elem(&fine_fast, &idx);
 	if (!f)
 		return;
 	if (!f->used) {
@@ -135,6 +143,22 @@ static __always_inline void count_fine(__u32 conn, __u32 opcode, __u64 delta, __
 	}
 	__u32 sub = (delta >> (octave - 4)) & (FINE_SUBS - 1);
 	f->slots[((octave - FINE_FIRST) * FINE_SUBS + sub) & (FINE_OCTAVES * FINE_SUBS - 1)]++;
+}
+
+static __always_inline int fine_octave(__u32 opcode, __u32 octave)
+{
+	return opcode < FAST_OPS && octave >= FINE_FIRST && octave < FINE_FIRST + FINE_OCTAVES;
+}
+
+static __always_inline void count_fine(__u32 conn, __u32 opcode, __u64 delta, __u32 octave, __u32 half)
+{
+	if (!fine_octave(opcode, octave))
+		return;
+	__u32 idx = (conn & (FINE_CONNS - 1)) * FAST_OPS + opcode;
+	if (half)
+		count_fine_in(bpf_map_lookup_elem(&fine_fast1, &idx), conn, delta, octave);
+	else
+		count_fine_in(bpf_map_lookup_elem(&fine_fast0, &idx), conn, delta, octave);
 }
 
 struct {
@@ -354,19 +378,25 @@ SEND_BTF(fuse_send_btf_slow, 1, 0)
 SEND_BTF(fuse_send_btf_stages, 0, 1)
 SEND_BTF(fuse_send_btf_slow_stages, 1, 1)
 
-static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
+static __always_inline struct op_stats *fast_stats(__u32 conn, struct op_stats *s)
+{
+	if (!s)
+		return 0;
+	if (s->count == 0)
+		s->conn = conn;
+	return s->conn == conn ? s : 0;
+}
+
+static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode, __u32 half)
 {
 	if (opcode < FAST_OPS) {
 		__u32 idx = (conn & (FAST_CONNS - 1)) * FAST_OPS + opcode;
-		struct op_stats *s = bpf_map_lookup_elem(&stats_fast, &idx);
-		if (s) {
-			if (s->count == 0)
-				s->conn = conn;
-			if (s->conn == conn)
-				return s;
-		}
+		struct op_stats *s = half ? fast_stats(conn, bpf_map_lookup_elem(&stats_fast1, &idx))
+					  : fast_stats(conn, bpf_map_lookup_elem(&stats_fast0, &idx));
+		if (s)
+			return s;
 	}
-	struct stats_key sk = { .conn = conn, .opcode = opcode };
+	struct stats_key sk = { .conn = conn, .opcode = opcode, .half = half };
 	struct op_stats *s = bpf_map_lookup_elem(&stats, &sk);
 	if (s)
 		return s;
@@ -390,7 +420,7 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode)
  * same slot within that instant could have written another there. */
 static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 opcode, __u64 start,
 				      __u64 delta, __u32 req_len, __u32 reply_len, __s32 err, __u64 nodeid,
-				      const __u64 *stage)
+				      const __u64 *stage, __u32 epoch)
 {
 	struct slow_req *e = bpf_ringbuf_reserve(&slow_reqs, sizeof(*e), 0);
 	if (!e) {
@@ -412,7 +442,7 @@ static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 op
 	e->stage_ns[0] = stage[0];
 	e->stage_ns[1] = stage[1];
 	e->stage_ns[2] = stage[2];
-	e->epoch = interval_epoch;
+	e->epoch = epoch;
 	struct slow_comm *c = bpf_map_lookup_elem(&inflight_comm, &idx);
 	if (c)
 		__builtin_memcpy(e->comm, c->comm, sizeof(e->comm));
@@ -458,12 +488,15 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 delta = now - start;
+	/* Read once: the request's figures all go to its interval's half. */
+	__u32 epoch = interval_epoch;
+	__u32 half = epoch & 1;
 	__u64 stage[STAGES] = {};
 	int gap = stages ? stage_split(start, taken, replied, now, stage) : 0;
 	if (slow && delta >= slower_ns)
-		send_slow(slot_idx, pid, conn, opcode, start, delta, req_len, reply_len, err, nodeid, stage);
+		send_slow(slot_idx, pid, conn, opcode, start, delta, req_len, reply_len, err, nodeid, stage, epoch);
 
-	struct op_stats *s = stats_for(conn, opcode);
+	struct op_stats *s = stats_for(conn, opcode, half);
 	if (!s) {
 		count_drop(DROP_STATS_FULL);
 		return 0;
@@ -479,23 +512,21 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	s->reply_bytes += reply_len;
 	__u32 octave = log2l(delta);
 	s->slots[octave & (HIST_SLOTS - 1)]++;
-	count_fine(conn, opcode, delta, octave);
-	__u32 epoch = interval_epoch;
-	__u32 b = epoch & 1;
-	if (s->epoch[b] != epoch) {
-		s->epoch[b] = epoch;
-		s->interval_min_ns[b] = delta;
-		s->interval_max_ns[b] = delta;
+	count_fine(conn, opcode, delta, octave, half);
+	if (s->epoch != epoch) {
+		s->epoch = epoch;
+		s->interval_min_ns = delta;
+		s->interval_max_ns = delta;
 	} else {
-		if (delta < s->interval_min_ns[b])
-			s->interval_min_ns[b] = delta;
-		if (delta > s->interval_max_ns[b])
-			s->interval_max_ns[b] = delta;
+		if (delta < s->interval_min_ns)
+			s->interval_min_ns = delta;
+		if (delta > s->interval_max_ns)
+			s->interval_max_ns = delta;
 	}
 
 	if (err) {
 		s->errors++;
-		struct errno_key ek = { .conn = conn, .opcode = opcode, .error = err };
+		struct errno_key ek = { .conn = conn, .opcode = opcode, .error = err, .half = half };
 		__u64 *n = bpf_map_lookup_elem(&errnos, &ek);
 		if (!n) {
 			__u64 zero = 0;
@@ -508,9 +539,10 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 			count_drop(DROP_ERRNO_FULL);
 	}
 	/* After the request's count: user space reads the stages first, so
-	 * that they never count a request the totals do not. */
+	 * that a live snapshot's stages never count a request its totals do
+	 * not. */
 	if (stages)
-		count_stages(conn, opcode, gap, stage);
+		count_stages(conn, opcode, gap, stage, half, epoch);
 	if (files)
 		count_node(conn, nodeid, delta, err);
 	return 0;

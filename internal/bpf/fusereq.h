@@ -8,12 +8,12 @@
 #define INFLIGHT_SLOTS 65536 /* power of two */
 #define FAST_CONNS 64        /* power of two: connection bits of the fast stats index */
 #define FAST_OPS 64          /* opcodes below this use the fast stats array */
-#define MAX_STATS_KEYS 2048
-#define MAX_ERRNO_KEYS 1024
+#define MAX_STATS_KEYS 2048 /* (connection, opcode) in each half, beyond the fast array */
+#define MAX_ERRNO_KEYS 2048 /* (connection, opcode, errno) in each half */
 #define CONN_BITMAP_WORDS 16384 /* one bit per connection number below 2^20 */
 #define DAEMON_BITMAP_WORDS 65536 /* --stages: one bit per process id below 2^22 (PID_MAX_LIMIT) */
 #define DAEMON_THREADS 4096     /* power of two: --stages' per-thread state, by thread id */
-#define MAX_STAGE_KEYS 512
+#define MAX_STAGE_KEYS 1024 /* (connection, opcode) in each half */
 #define FINE_FIRST 10           /* sub-buckets from octave 2^10 ns (1 us) ... */
 #define FINE_OCTAVES 32         /* ... to 2^42 ns (73 min) */
 #define FINE_SUBS 16            /* per octave: 6.25% wide */
@@ -75,23 +75,38 @@ struct slow_req {
 
 /* The latencies of one (connection, opcode) in 16 linear sub-buckets per
  * octave, per CPU, for quantiles within 3% where the log2 buckets alone
- * would be up to 25% off. The CPU's copy belongs to conn once used. */
+ * would be up to 25% off (and of one stage of it, under --stages). The
+ * CPU's copy belongs to conn once used. */
 struct fine_stats {
 	__u32 conn;
 	__u32 used;
 	__u64 slots[FINE_OCTAVES * FINE_SUBS];
 };
 
+/* The statistics are kept twice, by the parity of the interval a request
+ * ended in (interval_epoch's low bit): the programs write one half while
+ * user space reads the other, which no CPU writes any more once the epoch
+ * has moved on. Each half is cumulative over the intervals of its parity,
+ * so an interval's figures (its requests, their stages, their sub-buckets
+ * and errnos) are all cut at the same moment, the epoch's move, and agree
+ * with one another; a half is never cleared, so an end that ran late
+ * still counts, in the next interval of its parity. The arrays are two
+ * maps (the *0 and *1 twins), the hashes carry the half in their key. */
 struct stats_key {
 	__u32 conn;
 	__u32 opcode;
+	__u32 half;
+	__u32 pad;
 };
 
 /* One per (connection, opcode) and CPU; user space sums the CPUs. In the
  * fast array, conn says which connection a CPU's copy belongs to. */
 struct op_stats {
 	__u32 conn;
-	__u32 pad;
+	/* The last interval that wrote this copy, and its extremes: a
+	 * snapshot's cumulative min_ns and max_ns cannot say which interval
+	 * they happened in. */
+	__u32 epoch;
 	__u64 count;
 	__u64 errors;
 	__u64 req_bytes;
@@ -99,14 +114,8 @@ struct op_stats {
 	__u64 sum_ns;
 	__u64 min_ns;
 	__u64 max_ns;
-	/* The extremes of the interval numbered epoch[i], for i = that
-	 * number's low bit: user space moves interval_epoch on, then reads
-	 * the slot no CPU writes any more (double buffering, so interval
-	 * views show exact minima and maxima, which snapshots of the
-	 * cumulative min_ns and max_ns cannot give). */
-	__u32 epoch[2];
-	__u64 interval_min_ns[2];
-	__u64 interval_max_ns[2];
+	__u64 interval_min_ns;
+	__u64 interval_max_ns;
 	__u64 slots[HIST_SLOTS];
 };
 
@@ -114,7 +123,7 @@ struct errno_key {
 	__u32 conn;
 	__u32 opcode;
 	__s32 error;
-	__u32 pad;
+	__u32 half; /* the interval's parity, as stats_key's */
 };
 
 /* --stages: one (connection, opcode)'s stages, per CPU. A request ends with
@@ -129,6 +138,12 @@ struct stage_stats {
 	__u64 min_ns[STAGES];
 	__u64 max_ns[STAGES];
 	__u64 slots[STAGES][HIST_SLOTS];
+	/* The last interval that staged a request here, and its extremes
+	 * (op_stats's epoch). */
+	__u32 epoch;
+	__u32 pad;
+	__u64 interval_min_ns[STAGES];
+	__u64 interval_max_ns[STAGES];
 };
 
 #define MAX_CALL_NR 512 /* --calls: system call numbers (x86-64 uses < 470) */

@@ -65,7 +65,7 @@ type FuseReqErrnoKey struct {
 	Conn   uint32
 	Opcode uint32
 	Error  int32
-	Pad    uint32
+	Half   uint32
 }
 
 type FuseReqFineStats struct {
@@ -117,7 +117,7 @@ type FuseReqNodeStats struct {
 type FuseReqOpStats struct {
 	_             structs.HostLayout
 	Conn          uint32
-	Pad           uint32
+	Epoch         uint32
 	Count         uint64
 	Errors        uint64
 	ReqBytes      uint64
@@ -125,9 +125,8 @@ type FuseReqOpStats struct {
 	SumNs         uint64
 	MinNs         uint64
 	MaxNs         uint64
-	Epoch         [2]uint32
-	IntervalMinNs [2]uint64
-	IntervalMaxNs [2]uint64
+	IntervalMinNs uint64
+	IntervalMaxNs uint64
 	Slots         [64]uint64
 }
 
@@ -174,20 +173,26 @@ type FuseReqSlowReq struct {
 }
 
 type FuseReqStageStats struct {
-	_          structs.HostLayout
-	Staged     uint64
-	NotTaken   uint64
-	NotReplied uint64
-	SumNs      [3]uint64
-	MinNs      [3]uint64
-	MaxNs      [3]uint64
-	Slots      [3][64]uint64
+	_             structs.HostLayout
+	Staged        uint64
+	NotTaken      uint64
+	NotReplied    uint64
+	SumNs         [3]uint64
+	MinNs         [3]uint64
+	MaxNs         [3]uint64
+	Slots         [3][64]uint64
+	Epoch         uint32
+	Pad           uint32
+	IntervalMinNs [3]uint64
+	IntervalMaxNs [3]uint64
 }
 
 type FuseReqStatsKey struct {
 	_      structs.HostLayout
 	Conn   uint32
 	Opcode uint32
+	Half   uint32
+	Pad    uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -204,7 +209,8 @@ const (
 	FuseReqMapDrops                      = "drops"
 	FuseReqMapErrnos                     = "errnos"
 	FuseReqMapFilterConns                = "filter_conns"
-	FuseReqMapFineFast                   = "fine_fast"
+	FuseReqMapFineFast0                  = "fine_fast0"
+	FuseReqMapFineFast1                  = "fine_fast1"
 	FuseReqMapInflight                   = "inflight"
 	FuseReqMapInflightComm               = "inflight_comm"
 	FuseReqMapNamesSent                  = "names_sent"
@@ -216,9 +222,12 @@ const (
 	FuseReqMapPcReads                    = "pc_reads"
 	FuseReqMapSlowLost                   = "slow_lost"
 	FuseReqMapSlowReqs                   = "slow_reqs"
+	FuseReqMapStageFine0                 = "stage_fine0"
+	FuseReqMapStageFine1                 = "stage_fine1"
 	FuseReqMapStageTable                 = "stage_table"
 	FuseReqMapStats                      = "stats"
-	FuseReqMapStatsFast                  = "stats_fast"
+	FuseReqMapStatsFast0                 = "stats_fast0"
+	FuseReqMapStatsFast1                 = "stats_fast1"
 	FuseReqProgAppEnd                    = "app_end"
 	FuseReqProgAppEnter                  = "app_enter"
 	FuseReqProgAppExit                   = "app_exit"
@@ -373,7 +382,8 @@ type FuseReqMapSpecs struct {
 	Drops            *ebpf.MapSpec `ebpf:"drops"`
 	Errnos           *ebpf.MapSpec `ebpf:"errnos"`
 	FilterConns      *ebpf.MapSpec `ebpf:"filter_conns"`
-	FineFast         *ebpf.MapSpec `ebpf:"fine_fast"`
+	FineFast0        *ebpf.MapSpec `ebpf:"fine_fast0"`
+	FineFast1        *ebpf.MapSpec `ebpf:"fine_fast1"`
 	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
 	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.MapSpec `ebpf:"names_sent"`
@@ -385,9 +395,12 @@ type FuseReqMapSpecs struct {
 	PcReads          *ebpf.MapSpec `ebpf:"pc_reads"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
+	StageFine0       *ebpf.MapSpec `ebpf:"stage_fine0"`
+	StageFine1       *ebpf.MapSpec `ebpf:"stage_fine1"`
 	StageTable       *ebpf.MapSpec `ebpf:"stage_table"`
 	Stats            *ebpf.MapSpec `ebpf:"stats"`
-	StatsFast        *ebpf.MapSpec `ebpf:"stats_fast"`
+	StatsFast0       *ebpf.MapSpec `ebpf:"stats_fast0"`
+	StatsFast1       *ebpf.MapSpec `ebpf:"stats_fast1"`
 }
 
 // FuseReqVariableSpecs contains global variables before they are loaded into the kernel.
@@ -440,7 +453,8 @@ type FuseReqMaps struct {
 	Drops            *ebpf.Map `ebpf:"drops"`
 	Errnos           *ebpf.Map `ebpf:"errnos"`
 	FilterConns      *ebpf.Map `ebpf:"filter_conns"`
-	FineFast         *ebpf.Map `ebpf:"fine_fast"`
+	FineFast0        *ebpf.Map `ebpf:"fine_fast0"`
+	FineFast1        *ebpf.Map `ebpf:"fine_fast1"`
 	Inflight         *ebpf.Map `ebpf:"inflight"`
 	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.Map `ebpf:"names_sent"`
@@ -452,9 +466,12 @@ type FuseReqMaps struct {
 	PcReads          *ebpf.Map `ebpf:"pc_reads"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
+	StageFine0       *ebpf.Map `ebpf:"stage_fine0"`
+	StageFine1       *ebpf.Map `ebpf:"stage_fine1"`
 	StageTable       *ebpf.Map `ebpf:"stage_table"`
 	Stats            *ebpf.Map `ebpf:"stats"`
-	StatsFast        *ebpf.Map `ebpf:"stats_fast"`
+	StatsFast0       *ebpf.Map `ebpf:"stats_fast0"`
+	StatsFast1       *ebpf.Map `ebpf:"stats_fast1"`
 }
 
 func (m *FuseReqMaps) Close() error {
@@ -469,7 +486,8 @@ func (m *FuseReqMaps) Close() error {
 		m.Drops,
 		m.Errnos,
 		m.FilterConns,
-		m.FineFast,
+		m.FineFast0,
+		m.FineFast1,
 		m.Inflight,
 		m.InflightComm,
 		m.NamesSent,
@@ -481,9 +499,12 @@ func (m *FuseReqMaps) Close() error {
 		m.PcReads,
 		m.SlowLost,
 		m.SlowReqs,
+		m.StageFine0,
+		m.StageFine1,
 		m.StageTable,
 		m.Stats,
-		m.StatsFast,
+		m.StatsFast0,
+		m.StatsFast1,
 	)
 }
 

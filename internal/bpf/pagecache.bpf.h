@@ -15,14 +15,6 @@ struct trace_event_raw_mm_filemap_op_page_cache {
 	unsigned char order;
 } __attribute__((preserve_access_index));
 
-struct trace_event_raw_mm_filemap_op_page_cache_range {
-	__u64 common;
-	unsigned long i_ino;
-	__u32 s_dev;
-	unsigned long index;
-	unsigned long last_index;
-} __attribute__((preserve_access_index));
-
 struct trace_event_raw_page_cache_ra_op {
 	__u64 common;
 	unsigned long i_ino;
@@ -47,6 +39,11 @@ struct {
 } page_cache SEC(".maps");
 
 static const struct page_cache_stats zero_pc;
+
+static __always_inline __u64 min_u64(__u64 a, __u64 b)
+{
+	return a < b ? a : b;
+}
 
 /* The counters of a FUSE superblock's device, if it is traced. */
 static __always_inline struct page_cache_stats *pc_for(__u32 s_dev)
@@ -83,22 +80,48 @@ struct {
 	__type(value, struct pc_read);
 } pc_reads SEC(".maps");
 
-SEC("tracepoint/filemap/mm_filemap_get_pages")
-int pc_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+/* The mapping a read asks the cache of, for its file's size (tp_btf). */
+struct super_block___pc {
+	__u32 s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode___pc {
+	unsigned long i_ino;
+	long long i_size;
+	struct super_block___pc *i_sb;
+} __attribute__((preserve_access_index));
+
+struct address_space___pc {
+	struct inode___pc *host;
+} __attribute__((preserve_access_index));
+
+/* The pages a buffered read asks the cache for: from index to last_index,
+ * within the file. The event names the pages of the whole read, which a
+ * read larger than its file (cat asks for 128 KiB) runs past the end of;
+ * only the file's pages can be hits, so the rest are left out. */
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(pc_get_pages, struct address_space___pc *mapping, unsigned long index, unsigned long last_index)
 {
-	struct page_cache_stats *s = pc_for(ctx->s_dev);
-	if (!s || ctx->last_index < ctx->index)
+	struct inode___pc *inode = mapping->host;
+	__u32 s_dev = inode->i_sb->s_dev;
+	struct page_cache_stats *s = pc_for(s_dev);
+	if (!s || last_index < index)
 		return 0;
 	/* The same read's next batch: its pages were counted at its first. */
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pc_read cur = { .ino = ctx->i_ino, .last_index = ctx->last_index, .index = ctx->index, .s_dev = ctx->s_dev };
+	__u64 ino = inode->i_ino;
+	struct pc_read cur = { .ino = ino, .last_index = last_index, .index = index, .s_dev = s_dev };
 	struct pc_read *prev = bpf_map_lookup_elem(&pc_reads, &tid);
 	int more = prev && prev->s_dev == cur.s_dev && prev->ino == cur.ino && prev->last_index == cur.last_index &&
 		   cur.index > prev->index;
 	bpf_map_update_elem(&pc_reads, &tid, &cur, BPF_ANY);
 	if (more)
 		return 0;
-	s->read_pages += ctx->last_index - ctx->index + 1;
+	long long size = inode->i_size;
+	if (size <= 0 || (__u64)index > (__u64)(size - 1) >> 12)
+		return 0; /* at or past the end: a read that returns nothing */
+	__u64 last = min_u64(last_index, (__u64)(size - 1) >> 12);
+	s->read_pages += last - index + 1;
 	s->reads++;
 	return 0;
 }

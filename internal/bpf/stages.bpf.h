@@ -101,6 +101,22 @@ struct {
 
 static const struct stage_stats zero_stage_stats;
 
+/* The stages' sub-buckets (fine_fast's, per stage), one array per half:
+ * their quantiles as precise as the totals'. */
+FINE_ARRAY(stage_fine0, FINE_CONNS * FAST_OPS * STAGES)
+FINE_ARRAY(stage_fine1, FINE_CONNS * FAST_OPS * STAGES)
+
+static __always_inline void count_stage_fine(__u32 conn, __u32 opcode, __u32 stage, __u64 d, __u32 octave, __u32 half)
+{
+	if (!fine_octave(opcode, octave))
+		return;
+	__u32 idx = ((conn & (FINE_CONNS - 1)) * FAST_OPS + opcode) * STAGES + stage;
+	if (half)
+		count_fine_in(bpf_map_lookup_elem(&stage_fine1, &idx), conn, d, octave);
+	else
+		count_fine_in(bpf_map_lookup_elem(&stage_fine0, &idx), conn, d, octave);
+}
+
 /* The calling thread's state if its process is a watched daemon. */
 static __always_inline struct daemon_thread *daemon_thread(int claim)
 {
@@ -516,9 +532,9 @@ static __always_inline int stage_split(__u64 start, __u64 taken, __u64 replied, 
 	return STAGED;
 }
 
-static __always_inline void count_stages(__u32 conn, __u32 opcode, int gap, const __u64 *stage)
+static __always_inline void count_stages(__u32 conn, __u32 opcode, int gap, const __u64 *stage, __u32 half, __u32 epoch)
 {
-	struct stats_key sk = { .conn = conn, .opcode = opcode };
+	struct stats_key sk = { .conn = conn, .opcode = opcode, .half = half };
 	struct stage_stats *s = bpf_map_lookup_elem(&stage_table, &sk);
 	if (!s) {
 		bpf_map_update_elem(&stage_table, &sk, &zero_stage_stats, BPF_NOEXIST);
@@ -537,6 +553,8 @@ static __always_inline void count_stages(__u32 conn, __u32 opcode, int gap, cons
 		return;
 	}
 	int first = s->staged == 0;
+	int new_interval = s->epoch != epoch;
+	s->epoch = epoch;
 #pragma unroll
 	for (int i = 0; i < STAGES; i++) {
 		__u64 d = stage[i];
@@ -544,8 +562,14 @@ static __always_inline void count_stages(__u32 conn, __u32 opcode, int gap, cons
 			s->min_ns[i] = d;
 		if (d > s->max_ns[i])
 			s->max_ns[i] = d;
+		if (new_interval || d < s->interval_min_ns[i])
+			s->interval_min_ns[i] = d;
+		if (new_interval || d > s->interval_max_ns[i])
+			s->interval_max_ns[i] = d;
 		s->sum_ns[i] += d;
-		s->slots[i][log2l(d) & (HIST_SLOTS - 1)]++;
+		__u32 octave = log2l(d);
+		s->slots[i][octave & (HIST_SLOTS - 1)]++;
+		count_stage_fine(conn, opcode, i, d, octave, half);
 	}
 	s->staged++;
 }

@@ -27,7 +27,7 @@ func (p *pageCachePrograms) hooks() []struct {
 		group, event string
 		prog         *ebpf.Program
 	}{
-		{"filemap", "mm_filemap_get_pages", p.GetPages}, {"filemap", "mm_filemap_add_to_page_cache", p.Add},
+		{"filemap", "mm_filemap_add_to_page_cache", p.Add},
 		{"filemap", "mm_filemap_delete_from_page_cache", p.Delete},
 		{"readahead", "page_cache_sync_ra", p.SyncRA}, {"readahead", "page_cache_async_ra", p.AsyncRA},
 	}
@@ -46,6 +46,12 @@ func (t *Tracer) loadPageCache(spec *ebpf.CollectionSpec) error {
 }
 
 func (t *Tracer) attachPageCache() error {
+	// tp_btf: the read's mapping gives its file's size (pagecache.bpf.h).
+	l, err := link.AttachTracing(link.TracingOptions{Program: t.pageCache.GetPages})
+	if err != nil {
+		return fmt.Errorf("attaching to filemap:mm_filemap_get_pages (--page-cache): %w", err)
+	}
+	t.links = append(t.links, l)
 	for _, h := range t.pageCache.hooks() {
 		l, err := link.Tracepoint(h.group, h.event, h.prog, nil)
 		if err != nil {
@@ -60,7 +66,7 @@ func (t *Tracer) closePageCache() error {
 	if t.pageCache == nil {
 		return nil
 	}
-	var errs []error
+	errs := []error{t.pageCache.GetPages.Close()}
 	for _, h := range t.pageCache.hooks() {
 		errs = append(errs, h.prog.Close())
 	}

@@ -301,8 +301,18 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 		return nil, nil, fmt.Errorf("interval statistics: %w", err)
 	}
 	for i := range d.Ops {
-		if e, ok := extremes[d.Ops[i].Key()]; ok {
-			d.Ops[i].Latency.SetExtremes(e.Min, e.Max)
+		op := &d.Ops[i]
+		e, ok := extremes[op.Key()]
+		if !ok {
+			continue
+		}
+		if e.Total {
+			op.Latency.SetExtremes(e.Min, e.Max)
+		}
+		for j, st := range stageOrder {
+			if h := op.Stage(st); h != nil && e.Stage[j].Staged {
+				h.SetExtremes(e.Stage[j].Min, e.Stage[j].Max)
+			}
 		}
 	}
 	s.prev = cum

@@ -8,10 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/fusescope/fusescope/internal/bpf"
-	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/kernel"
-	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // StageCost selects what --stages attaches; the benchmarks compare them.
@@ -134,62 +131,6 @@ func (t *Tracer) closeStages() error {
 	return errors.Join(errs...)
 }
 
-// stageAccum sums one (connection, opcode)'s stages over CPUs.
-type stageAccum struct {
-	staged, notTaken, notReplied uint64
-	sum, lo, hi                  [3]uint64
-	slots                        [3][hist.NumBuckets]uint64
-}
-
-func (a *stageAccum) add(c *bpf.FuseReqStageStats) {
-	for i := range 3 {
-		if c.Staged > 0 {
-			if a.staged == 0 || c.MinNs[i] < a.lo[i] {
-				a.lo[i] = c.MinNs[i]
-			}
-			a.hi[i] = max(a.hi[i], c.MaxNs[i])
-		}
-		a.sum[i] += c.SumNs[i]
-		for j, v := range c.Slots[i] {
-			a.slots[i][j] += v
-		}
-	}
-	a.staged += c.Staged
-	a.notTaken += c.NotTaken
-	a.notReplied += c.NotReplied
-}
-
-// stageOrder is the order of the stages in the maps.
-var stageOrder = [3]profile.Stage{profile.StageQueue, profile.StageDaemon, profile.StageReply}
-
-// readStageTable reads the stages of every (connection, opcode).
-func (t *Tracer) readStageTable() (map[profile.Key]*stageAccum, error) {
-	out := map[profile.Key]*stageAccum{}
-	var key bpf.FuseReqStatsKey
-	var perCPU []bpf.FuseReqStageStats
-	it := t.maps.StageTable.Iterate()
-	for it.Next(&key, &perCPU) {
-		a := &stageAccum{}
-		for c := range perCPU {
-			a.add(&perCPU[c])
-		}
-		out[profile.Key{Conn: key.Conn, Opcode: key.Opcode}] = a
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading the stage statistics: %w", err)
-	}
-	return out, nil
-}
-
-// fill gives an operation its stages.
-func (a *stageAccum) fill(op *profile.OpStats) {
-	for s, name := range stageOrder {
-		h := hist.FromBuckets(a.slots[s][:], a.sum[s], a.lo[s], a.hi[s])
-		op.Stages = append(op.Stages, profile.StageLatency{Stage: name, Latency: h})
-	}
-	op.StageGaps = profile.StageGaps{NotTaken: a.notTaken, NotReplied: a.notReplied}
-}
-
 // loadStages loads the programs on the daemons' system calls, sharing the
 // maps the request programs were loaded with.
 func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
@@ -198,6 +139,7 @@ func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
 	repl := map[string]*ebpf.Map{
 		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
 		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
+		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
 		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}

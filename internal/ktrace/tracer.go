@@ -15,7 +15,6 @@ import (
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
-	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 )
@@ -95,8 +94,12 @@ type Tracer struct {
 	inflightBuf []byte
 	epochVar    *ebpf.Variable // interval_epoch: the interval being measured
 	epoch       uint32         // its value
-	slow        *ringbuf.Reader
-	clock       kernel.Clock // for SlowRequest.End
+	// closed holds each half of the statistics as read when its last
+	// interval ended (halves.go): no CPU writes a half between then and
+	// the start of its next interval.
+	closed [2]*halfStats
+	slow   *ringbuf.Reader
+	clock  kernel.Clock // for SlowRequest.End
 
 	// --stages: the programs on the daemons' system calls (or, for the
 	// benchmarks, the raw floor's) and the daemons watched.
@@ -113,9 +116,6 @@ type Tracer struct {
 	pageCache *pageCachePrograms // --page-cache
 	calls     *callPrograms      // --calls
 }
-
-// Extremes are the exact fastest and slowest request of one interval, in ns.
-type Extremes struct{ Min, Max uint64 }
 
 // btfObjects and tracepointObjects select one pair of programs of the
 // object, so that only that pair is loaded (and relocated).
@@ -235,7 +235,7 @@ func Start(opts Options) (*Tracer, error) {
 			consts["stages_empty"] = uint8(1)
 		}
 	} else {
-		for _, m := range []string{"daemon_tgids", "daemon_threads", "stage_table", "passthrough_opens"} {
+		for _, m := range []string{"daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens"} {
 			spec.Maps[m].MaxEntries = 1
 		}
 	}
@@ -516,217 +516,6 @@ func (t *Tracer) ProgramStats() ([]ProgramStat, error) {
 		out = append(out, ProgramStat{Program: p.name, Runtime: st.Runtime, Runs: st.RunCount})
 	}
 	return out, nil
-}
-
-// Snapshot reads the cumulative statistics since Start.
-func (t *Tracer) Snapshot() (profile.Profile, error) {
-	p, _, err := t.snapshot(0)
-	return p, err
-}
-
-// NextInterval ends the interval being measured and starts the next: it
-// returns the cumulative statistics, as Snapshot does, and the exact
-// extremes of each (connection, opcode) since the previous call (or
-// Start), which differences of cumulative snapshots cannot give.
-func (t *Tracer) NextInterval() (profile.Profile, map[profile.Key]Extremes, error) {
-	ended := t.epoch
-	if err := t.epochVar.Set(ended + 1); err != nil {
-		return profile.Profile{}, nil, fmt.Errorf("starting the next interval: %w", err)
-	}
-	t.epoch = ended + 1
-	// An end program that read the old epoch just before the change still
-	// writes its extremes into the ended interval's slots: programs on a
-	// tracepoint run with preemption off, in microseconds, so a short wait
-	// lets them finish before those slots are read.
-	time.Sleep(epochGrace)
-	return t.snapshot(ended)
-}
-
-// epochGrace is how long NextInterval waits for end programs still
-// running on the interval that ended.
-const epochGrace = time.Millisecond
-
-// snapshot reads the statistics, and the extremes of interval epoch (0:
-// none).
-func (t *Tracer) snapshot(epoch uint32) (profile.Profile, map[profile.Key]Extremes, error) {
-	var p profile.Profile
-	// The stages before the totals: the programs count a request's stages
-	// after its total, so the stages never count one the totals do not.
-	var stages map[profile.Key]*stageAccum
-	if t.stages {
-		var err error
-		if stages, err = t.readStageTable(); err != nil {
-			return p, nil, err
-		}
-	}
-	// The sub-buckets before the totals too (the end program counts them
-	// after), so that an octave's sub-buckets never hold a request its
-	// bucket does not: one that does not add up is left to its bucket.
-	fine, err := t.readFine()
-	if err != nil {
-		return p, nil, err
-	}
-	merged := map[profile.Key]*opAccum{}
-	add := func(opcode uint32, c *bpf.FuseReqOpStats) {
-		if c.Count == 0 {
-			return
-		}
-		k := profile.Key{Conn: c.Conn, Opcode: opcode}
-		a := merged[k]
-		if a == nil {
-			a = &opAccum{}
-			merged[k] = a
-		}
-		a.add(c, epoch)
-	}
-	err = eachPerCPU(t.maps.StatsFast, func(idx uint32, perCPU []bpf.FuseReqOpStats) {
-		for i := range perCPU {
-			add(idx%fastOps, &perCPU[i])
-		}
-	})
-	if err != nil {
-		return p, nil, fmt.Errorf("reading FUSE statistics: %w", err)
-	}
-	var perCPU []bpf.FuseReqOpStats
-	var key bpf.FuseReqStatsKey
-	it := t.maps.Stats.Iterate()
-	for it.Next(&key, &perCPU) {
-		for i := range perCPU {
-			perCPU[i].Conn = key.Conn
-			add(key.Opcode, &perCPU[i])
-		}
-	}
-	if err := it.Err(); err != nil {
-		return p, nil, fmt.Errorf("reading FUSE statistics: %w", err)
-	}
-	byKey := map[profile.Key]int{}
-	for k, a := range merged {
-		s := profile.OpStats{Conn: k.Conn, Opcode: k.Opcode, Op: fuseproto.Opcode(k.Opcode).String()}
-		s.Latency = hist.FromBuckets(a.slots[:], a.sum, a.lo, a.hi)
-		// The count is the histogram's: a CPU may be mid-update while we read.
-		s.Count = s.Latency.Count
-		s.Errors = min(a.errors, s.Count)
-		s.ReqBytes, s.ReplyBytes = a.reqBytes, a.replyBytes
-		if f := fine[k]; f != nil {
-			s.Latency.Fine = f
-		}
-		if a := stages[k]; a != nil {
-			a.fill(&s)
-		}
-		byKey[k] = len(p.Ops)
-		p.Ops = append(p.Ops, s)
-	}
-	var ek bpf.FuseReqErrnoKey
-	var n uint64
-	eit := t.maps.Errnos.Iterate()
-	for eit.Next(&ek, &n) {
-		i, ok := byKey[profile.Key{Conn: ek.Conn, Opcode: ek.Opcode}]
-		if !ok {
-			continue
-		}
-		if p.Ops[i].Errnos == nil {
-			p.Ops[i].Errnos = map[string]uint64{}
-		}
-		p.Ops[i].Errnos[kernel.ErrnoName(int64(ek.Error))] += n
-	}
-	if err := eit.Err(); err != nil {
-		return p, nil, fmt.Errorf("reading FUSE errors: %w", err)
-	}
-	var drops [dropReasons]uint64
-	for i := range drops {
-		var vals []uint64
-		if err := t.maps.Drops.Lookup(uint32(i), &vals); err != nil {
-			return p, nil, fmt.Errorf("reading drop counters: %w", err)
-		}
-		for _, v := range vals {
-			drops[i] += v
-		}
-	}
-	abandoned, err := t.abandoned()
-	if err != nil {
-		return p, nil, err
-	}
-	p.Drops = profile.Drops{
-		InflightFull: drops[dropInflightFull], UnmatchedEnd: drops[dropUnmatchedEnd],
-		StatsFull: drops[dropStatsFull], UniqueZero: drops[dropUniqueZero], ErrnoFull: drops[dropErrnoFull],
-		ReapedStale: drops[dropReapedStale], ReapedConnGone: abandoned, StagesFull: drops[dropStagesFull],
-		NodesFull: drops[dropNodesFull],
-	}
-	var extremes map[profile.Key]Extremes
-	if epoch != 0 {
-		extremes = map[profile.Key]Extremes{}
-		for k, a := range merged {
-			if a.inInterval {
-				extremes[k] = Extremes{Min: a.intervalLo, Max: a.intervalHi}
-			}
-		}
-	}
-	return p, extremes, nil
-}
-
-// readFine sums the sub-buckets of each (connection, opcode) over the CPUs
-// whose copy of its index it holds.
-func (t *Tracer) readFine() (map[profile.Key][]uint64, error) {
-	out := map[profile.Key][]uint64{}
-	err := eachPerCPU(t.maps.FineFast, func(idx uint32, perCPU []bpf.FuseReqFineStats) {
-		for i := range perCPU {
-			f := &perCPU[i]
-			if f.Used == 0 {
-				continue
-			}
-			k := profile.Key{Conn: f.Conn, Opcode: idx % fastOps}
-			sum := out[k]
-			if sum == nil {
-				sum = make([]uint64, hist.FineLen)
-				out[k] = sum
-			}
-			for j, c := range f.Slots {
-				sum[j] += c
-			}
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the sub-buckets: %w", err)
-	}
-	return out, nil
-}
-
-// Sizes from fusereq.h.
-const (
-	fastOps         = 64    // FAST_OPS: the stats_fast index is conn*64 + opcode
-	connBitmapWords = 16384 // CONN_BITMAP_WORDS
-)
-
-// opAccum sums one (connection, opcode) over CPUs and maps.
-type opAccum struct {
-	slots                        [hist.NumBuckets]uint64
-	sum, lo, hi, n               uint64
-	errors, reqBytes, replyBytes uint64
-	// The extremes of one interval, where a CPU's copy has them.
-	intervalLo, intervalHi uint64
-	inInterval             bool
-}
-
-func (a *opAccum) add(c *bpf.FuseReqOpStats, epoch uint32) {
-	if b := epoch & 1; epoch != 0 && c.Epoch[b] == epoch {
-		if !a.inInterval || c.IntervalMinNs[b] < a.intervalLo {
-			a.intervalLo = c.IntervalMinNs[b]
-		}
-		a.intervalHi = max(a.intervalHi, c.IntervalMaxNs[b])
-		a.inInterval = true
-	}
-	if a.n == 0 || c.MinNs < a.lo {
-		a.lo = c.MinNs
-	}
-	a.hi = max(a.hi, c.MaxNs)
-	a.n += c.Count
-	a.sum += c.SumNs
-	a.errors += c.Errors
-	a.reqBytes += c.ReqBytes
-	a.replyBytes += c.ReplyBytes
-	for i, v := range c.Slots {
-		a.slots[i] += v
-	}
 }
 
 // abandoned counts requests still in flight on connections that no longer
