@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -40,7 +41,7 @@ type labRaw struct {
 }
 
 func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Lookup, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(h, fuseproto.Lookup, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		since := w.md.begin()
 		st := w.RawFileSystem.Lookup(c, h, name, out)
@@ -48,7 +49,7 @@ func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *f
 			w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr}, since)
 			w.lru.looked(h.NodeId, name, out.NodeId)
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
@@ -70,13 +71,13 @@ func (w *labRaw) Forget(nodeid, nlookup uint64) {
 }
 
 func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	return w.serve(fuseproto.Getattr, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Getattr, func(remote backend) (fuse.Status, int) {
 		w.wb.drain(in.NodeId, false)
 		w.lru.touch(in.NodeId)
 		if w.md != nil {
 			if w.md.get(in.NodeId, out) {
 				w.c.mdHits.Add(1)
-				return fuse.OK, 0, 0
+				return fuse.OK, 0
 			}
 			w.c.mdMisses.Add(1)
 		}
@@ -86,12 +87,12 @@ func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOu
 		if st == fuse.OK {
 			w.md.put(in.NodeId, out, since)
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
 func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	return w.serve(fuseproto.Setattr, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Setattr, func(remote backend) (fuse.Status, int) {
 		w.wb.drain(in.NodeId, false)
 		remote.wait()
 		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.SetAttr(c, in, out) })
@@ -102,109 +103,110 @@ func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOu
 		if st == fuse.OK && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && in.Valid&fuse.FATTR_MODE == 0 {
 			w.killSuidgid(c, &in.InHeader, in.Fh, out)
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
 func (w *labRaw) Mknod(c <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Mknod, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Mknod, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
-		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mknod(c, in, name, out)), 0, 0
+		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mknod(c, in, name, out)), 0
 	})
 }
 
 func (w *labRaw) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Mkdir, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Mkdir, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
-		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mkdir(c, in, name, out)), 0, 0
+		return w.entry(in.NodeId, name, out, w.RawFileSystem.Mkdir(c, in, name, out)), 0
 	})
 }
 
 func (w *labRaw) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	return w.serve(fuseproto.Unlink, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(h, fuseproto.Unlink, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		defer w.md.clear()
-		return w.RawFileSystem.Unlink(c, h, name), 0, 0
+		return w.RawFileSystem.Unlink(c, h, name), 0
 	})
 }
 
 func (w *labRaw) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	return w.serve(fuseproto.Rmdir, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(h, fuseproto.Rmdir, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		defer w.md.clear()
-		return w.RawFileSystem.Rmdir(c, h, name), 0, 0
+		return w.RawFileSystem.Rmdir(c, h, name), 0
 	})
 }
 
 func (w *labRaw) Rename(c <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	return w.serve(fuseproto.Rename, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Rename, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		defer w.md.clear()
-		return w.RawFileSystem.Rename(c, in, oldName, newName), 0, 0
+		return w.RawFileSystem.Rename(c, in, oldName, newName), 0
 	})
 }
 
 func (w *labRaw) Link(c <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Link, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Link, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.entry(in.NodeId, name, out, w.RawFileSystem.Link(c, in, name, out)), 0, 0
+		return w.entry(in.NodeId, name, out, w.RawFileSystem.Link(c, in, name, out)), 0
 	})
 }
 
 func (w *labRaw) Symlink(c <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	return w.serve(fuseproto.Symlink, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(h, fuseproto.Symlink, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.entry(h.NodeId, name, out, w.RawFileSystem.Symlink(c, h, target, name, out)), len(target), 0
+		return w.entry(h.NodeId, name, out, w.RawFileSystem.Symlink(c, h, target, name, out)), 0
 	})
 }
 
 func (w *labRaw) Readlink(c <-chan struct{}, h *fuse.InHeader) (out []byte, st fuse.Status) {
-	w.serve(fuseproto.Readlink, func(remote backend) (fuse.Status, int, int) {
+	w.serve(h, fuseproto.Readlink, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		out, st = w.RawFileSystem.Readlink(c, h)
-		return st, 0, len(out)
+		return st, len(out)
 	})
 	return out, st
 }
 
 func (w *labRaw) Access(c <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	return w.serve(fuseproto.Access, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Access, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.RawFileSystem.Access(c, in), 0, 0
+		return w.RawFileSystem.Access(c, in), 0
 	})
 }
 
 func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (sz uint32, st fuse.Status) {
-	w.serve(fuseproto.Getxattr, func(remote backend) (fuse.Status, int, int) {
+	w.serve(h, fuseproto.Getxattr, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		sz, st = w.RawFileSystem.GetXAttr(c, h, attr, dest)
-		return st, 0, dataBytes(sz, dest)
+		return st, xattrReply(sz, dest)
 	})
 	return sz, st
 }
 
 func (w *labRaw) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (sz uint32, st fuse.Status) {
-	w.serve(fuseproto.Listxattr, func(remote backend) (fuse.Status, int, int) {
+	w.serve(h, fuseproto.Listxattr, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		sz, st = w.RawFileSystem.ListXAttr(c, h, dest)
-		return st, 0, dataBytes(sz, dest)
+		return st, xattrReply(sz, dest)
 	})
 	return sz, st
 }
 
-// dataBytes is what an xattr reply of size sz carried: a caller that gave
-// no buffer asked for the size alone, which travels in a fixed header.
-func dataBytes(sz uint32, dest []byte) int {
+// xattrReply is what an xattr reply carried after its out header: to a
+// caller that gave no buffer, the size alone (a GetXAttrOut), else the
+// value or the list of names, sz bytes.
+func xattrReply(sz uint32, dest []byte) int {
 	if len(dest) == 0 {
-		return 0
+		return int(unsafe.Sizeof(fuse.GetXAttrOut{}))
 	}
 	return int(sz)
 }
 
 func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	return w.serve(fuseproto.Setxattr, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Setxattr, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		st := w.RawFileSystem.SetXAttr(c, in, attr, data)
 		if st == fuse.OK && attr == aclAccess && in.SetXAttrFlags&fuse.SETXATTR_ACL_KILL_SGID != 0 {
@@ -214,24 +216,24 @@ func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, d
 		if attr == aclDefault {
 			w.acls.drop(in.NodeId)
 		}
-		return st, len(data), 0
+		return st, 0
 	})
 }
 
 func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
-	return w.serve(fuseproto.Removexattr, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(h, fuseproto.Removexattr, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		st := w.RawFileSystem.RemoveXAttr(c, h, attr)
 		w.md.drop(h.NodeId)
 		if attr == aclDefault {
 			w.acls.drop(h.NodeId)
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
 func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	return w.serve(fuseproto.Create, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Create, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		in.Flags = w.backingFlags(in.Flags)
 		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
@@ -243,14 +245,14 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 			w.openFlags(&out.OpenOut)
 			w.openedForWrite(out.NodeId, in.Flags)
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
 // Tmpfile is open(O_TMPFILE): a file in no directory, made as Create makes
 // one.
 func (w *labRaw) Tmpfile(c <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	return w.serve(fuseproto.Tmpfile, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Tmpfile, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		in.Flags = w.backingFlags(in.Flags)
 		in.Mode = w.creationMode(c, in.NodeId, in.Mode, in.Umask)
@@ -258,7 +260,7 @@ func (w *labRaw) Tmpfile(c <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateO
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
@@ -268,7 +270,7 @@ const (
 )
 
 func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return w.serve(fuseproto.Open, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Open, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		in.Flags = w.backingFlags(in.Flags)
 		w.lru.touch(in.NodeId)
@@ -288,7 +290,7 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 				w.killPrivsForWriter(c, &in.InHeader)
 			}
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
@@ -316,12 +318,12 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 	start := monotonic()
 	w.ord.wait(in.NodeId, in.Unique, in.Offset, int(in.Size))
 	n, deferred := 0, false
-	w.serveFrom(start, fuseproto.Read, func(remote backend) (fuse.Status, int, int) {
+	w.serveFrom(start, &in.InHeader, fuseproto.Read, func(remote backend) (fuse.Status, int) {
 		w.wb.drain(in.NodeId, false)
 		if w.pipe != nil {
 			if data, ok := w.pipe.read(in.NodeId, in.Fh, int64(in.Offset), int(in.Size)); ok {
 				res, st = fuse.ReadResultData(data), fuse.OK
-				return st, 0, len(data)
+				return st, len(data)
 			}
 		}
 		remote.wait()
@@ -334,16 +336,17 @@ func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.
 			if n == 0 {
 				// Recorded now: go-fuse sends an empty reply without
 				// calling the result's Done.
-				return fuse.OK, 0, 0
+				return fuse.OK, 0
 			}
 			w.link.wait(n)
 			deferred = true
-			return fuse.OK, -1, 0 // recorded when the reply has gone out
+			return fuse.OK, -1 // recorded when the reply has gone out
 		}
-		return st, 0, 0
+		return st, 0
 	})
 	if deferred {
-		res = timeRead(res, n, func(n int) { w.stats.record(fuseproto.Read, monotonic()-start, "", 0, n) })
+		length := in.Length // go-fuse may reuse the request's buffer once it has replied
+		res = timeRead(res, n, func(n int) { w.stats.record(fuseproto.Read, monotonic()-start, "", length, outHeaderSize+n) })
 	}
 	return res, st
 }
@@ -366,7 +369,7 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 	// The caller's direct I/O, not the page cache's write-back, which the
 	// kernel sends through any open file of the inode.
 	direct := in.Flags&syscall.O_DIRECT != 0 && in.WriteFlags&fuse.WRITE_CACHE == 0
-	w.serve(fuseproto.Write, func(remote backend) (fuse.Status, int, int) {
+	w.serve(&in.InHeader, fuseproto.Write, func(remote backend) (fuse.Status, int) {
 		node := in.NodeId
 		// The caches are dropped once the backend has the data: an answer
 		// fetched before it must not be kept after it (pipeline.begin,
@@ -395,7 +398,7 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 		}
 		if w.wb == nil {
 			n, st = write(c, in, data)
-			return st, size, 0
+			return st, 0
 		}
 		// Write-behind: copy the request (go-fuse reuses its buffers) and
 		// acknowledge it; the queue writes it in order, a direct write
@@ -412,39 +415,39 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 			return st
 		})
 		n, st = uint32(size), fuse.OK
-		return st, size, 0
+		return st, 0
 	})
 	return n, st
 }
 
 func (w *labRaw) Lseek(c <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	return w.serve(fuseproto.Lseek, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Lseek, func(remote backend) (fuse.Status, int) {
 		w.wb.drain(in.NodeId, false)
 		remote.wait()
-		return w.RawFileSystem.Lseek(c, in, out), 0, 0
+		return w.RawFileSystem.Lseek(c, in, out), 0
 	})
 }
 
 func (w *labRaw) GetLk(c <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
-	return w.serve(fuseproto.Getlk, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Getlk, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.RawFileSystem.GetLk(c, in, out), 0, 0
+		return w.RawFileSystem.GetLk(c, in, out), 0
 	})
 }
 
 func (w *labRaw) SetLk(c <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	return w.serve(fuseproto.Setlk, func(remote backend) (fuse.Status, int, int) { remote.wait(); return w.RawFileSystem.SetLk(c, in), 0, 0 })
+	return w.serve(&in.InHeader, fuseproto.Setlk, func(remote backend) (fuse.Status, int) { remote.wait(); return w.RawFileSystem.SetLk(c, in), 0 })
 }
 
 func (w *labRaw) SetLkw(c <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	return w.serve(fuseproto.Setlkw, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Setlkw, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.RawFileSystem.SetLkw(c, in), 0, 0
+		return w.RawFileSystem.SetLkw(c, in), 0
 	})
 }
 
 func (w *labRaw) Release(c <-chan struct{}, in *fuse.ReleaseIn) {
-	w.serve(fuseproto.Release, func(remote backend) (fuse.Status, int, int) {
+	w.serve(&in.InHeader, fuseproto.Release, func(remote backend) (fuse.Status, int) {
 		w.wb.drain(in.NodeId, false)
 		w.pipe.forget(in.Fh)
 		w.noteClose(c, in.NodeId)
@@ -453,12 +456,12 @@ func (w *labRaw) Release(c <-chan struct{}, in *fuse.ReleaseIn) {
 		if w.cfg.Passthrough && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 			w.md.closed(in.NodeId)
 		}
-		return fuse.OK, 0, 0
+		return fuse.OK, 0
 	})
 }
 
 func (w *labRaw) CopyFileRange(c <-chan struct{}, in *fuse.CopyFileRangeIn) (n uint32, st fuse.Status) {
-	w.serve(fuseproto.CopyFileRange, func(remote backend) (fuse.Status, int, int) {
+	w.serve(&in.InHeader, fuseproto.CopyFileRange, func(remote backend) (fuse.Status, int) {
 		w.wb.drain(in.NodeId, false)
 		w.wb.drain(in.NodeIdOut, false)
 		remote.wait()
@@ -467,14 +470,14 @@ func (w *labRaw) CopyFileRange(c <-chan struct{}, in *fuse.CopyFileRangeIn) (n u
 			return st
 		})
 		w.md.drop(in.NodeIdOut)
-		return st, 0, 0
+		return st, 0
 	})
 	return n, st
 }
 
 // Flush (close) and fsync report write-behind errors, so none is lost.
 func (w *labRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	return w.serve(fuseproto.Flush, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Flush, func(remote backend) (fuse.Status, int) {
 		queued := w.wb.drain(in.NodeId, true)
 		remote.wait()
 		st := w.RawFileSystem.Flush(c, in)
@@ -482,43 +485,43 @@ func (w *labRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 		// asynchronously, too late for an open that follows at once.
 		w.noteClose(c, in.NodeId)
 		if queued == fuse.OK {
-			return st, 0, 0
+			return st, 0
 		}
-		return queued, 0, 0
+		return queued, 0
 	})
 }
 
 func (w *labRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return w.serve(fuseproto.Fsync, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Fsync, func(remote backend) (fuse.Status, int) {
 		queued := w.wb.drain(in.NodeId, true)
 		remote.wait()
 		if st := w.RawFileSystem.Fsync(c, in); queued == fuse.OK {
-			return st, 0, 0
+			return st, 0
 		}
-		return queued, 0, 0
+		return queued, 0
 	})
 }
 
 func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	return w.serve(fuseproto.Fallocate, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Fallocate, func(remote backend) (fuse.Status, int) {
 		w.wb.drain(in.NodeId, false)
 		remote.wait()
 		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.Fallocate(c, in) })
 		w.md.drop(in.NodeId)
 		w.shrinks.Add(1) // FALLOC_FL_COLLAPSE_RANGE shortens
-		return st, 0, 0
+		return st, 0
 	})
 }
 
 func (w *labRaw) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return w.serve(fuseproto.Opendir, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Opendir, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		st := w.RawFileSystem.OpenDir(c, in, out)
 		if st == fuse.OK && w.rda != nil {
 			op := w.cfg.listingOp()
 			w.rda.start(out.Fh, backend{w, op}.wait)
 		}
-		return st, 0, 0
+		return st, 0
 	})
 }
 
@@ -531,16 +534,16 @@ func (w *labRaw) listing(fh uint64, remote backend) {
 }
 
 func (w *labRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return w.serve(fuseproto.Readdir, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Readdir, func(remote backend) (fuse.Status, int) {
 		w.listing(in.Fh, remote)
 		before := len(out.Bytes())
 		st := w.RawFileSystem.ReadDir(c, in, out)
-		return st, 0, len(out.Bytes()) - before
+		return st, len(out.Bytes()) - before
 	})
 }
 
 func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return w.serve(fuseproto.Readdirplus, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Readdirplus, func(remote backend) (fuse.Status, int) {
 		w.listing(in.Fh, remote)
 		before := len(out.Bytes())
 		since := w.md.begin()
@@ -548,7 +551,7 @@ func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 		if st == fuse.OK {
 			w.lookedPlus(in.NodeId, out.Bytes()[before:], since)
 		}
-		return st, 0, len(out.Bytes()) - before
+		return st, len(out.Bytes()) - before
 	})
 }
 
@@ -578,33 +581,33 @@ func (w *labRaw) lookedPlus(dir uint64, reply []byte, since uint64) {
 }
 
 func (w *labRaw) ReleaseDir(in *fuse.ReleaseIn) {
-	w.serve(fuseproto.Releasedir, func(remote backend) (fuse.Status, int, int) {
+	w.serve(&in.InHeader, fuseproto.Releasedir, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		if w.rda != nil {
 			w.rda.release(in.Fh)
 		}
 		w.RawFileSystem.ReleaseDir(in)
-		return fuse.OK, 0, 0
+		return fuse.OK, 0
 	})
 }
 
 func (w *labRaw) FsyncDir(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return w.serve(fuseproto.Fsyncdir, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Fsyncdir, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.RawFileSystem.FsyncDir(c, in), 0, 0
+		return w.RawFileSystem.FsyncDir(c, in), 0
 	})
 }
 
 func (w *labRaw) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	return w.serve(fuseproto.Statfs, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(h, fuseproto.Statfs, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.RawFileSystem.StatFs(c, h, out), 0, 0
+		return w.RawFileSystem.StatFs(c, h, out), 0
 	})
 }
 
 func (w *labRaw) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
-	return w.serve(fuseproto.Statx, func(remote backend) (fuse.Status, int, int) {
+	return w.serve(&in.InHeader, fuseproto.Statx, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		return w.RawFileSystem.Statx(c, in, out), 0, 0
+		return w.RawFileSystem.Statx(c, in, out), 0
 	})
 }

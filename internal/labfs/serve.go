@@ -8,33 +8,40 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// serve runs one request: wait for a slot, run it, and record the time from
-// receipt to reply. The handler calls remote.wait() when it goes to the
-// backend, which costs the emulated network delay; answers from the
-// daemon's own caches do not.
-func (w *labRaw) serve(op fuseproto.Opcode, do func(remote backend) (fuse.Status, int, int)) fuse.Status {
-	return w.serveFrom(monotonic(), op, do)
+// serve runs one request: wait for a slot, run it, and record it: its time
+// from receipt to reply, and its bytes as the kernel counts them (the
+// request's in.h.len, the reply's out.h.len: headers included). The
+// handler calls remote.wait() when it goes to the backend, which costs the
+// emulated network delay; answers from the daemon's own caches do not. It
+// returns the reply's status and the bytes the reply carries after the
+// opcode's fixed structure (replyStruct) when it succeeds: data (READ,
+// READDIR, READLINK...); or -1 when it records the request itself, later.
+func (w *labRaw) serve(h *fuse.InHeader, op fuseproto.Opcode, do func(remote backend) (fuse.Status, int)) fuse.Status {
+	return w.serveFrom(monotonic(), h, op, do)
 }
 
-// serveFrom is serve for a request received at start. A handler that
-// returns in < 0 records the request itself, later.
-func (w *labRaw) serveFrom(start time.Duration, op fuseproto.Opcode, do func(remote backend) (fuse.Status, int, int)) fuse.Status {
+// serveFrom is serve for a request received at start. The request is
+// recorded under the opcode the kernel sent (RENAME2 as such), its delay
+// is op's.
+func (w *labRaw) serveFrom(start time.Duration, h *fuse.InHeader, op fuseproto.Opcode, do func(remote backend) (fuse.Status, int)) fuse.Status {
 	if w.slots != nil {
 		w.slots <- struct{}{}
 		defer func() { <-w.slots }()
 	}
-	st, in, out := do(backend{w, op})
-	if in < 0 {
+	sent := fuseproto.Opcode(h.Opcode)
+	length := h.Length // go-fuse may reuse the request's buffer once it has replied
+	st, data := do(backend{w, op})
+	if data < 0 {
 		return st
 	}
-	errno := ""
+	errno, reply := "", outHeaderSize+replyStruct(sent)+data
 	if st != fuse.OK {
-		// A failed request carries no data, whatever size its handler
-		// returned (go-fuse's loopback passes on the syscall's -1).
-		in, out = 0, 0
-		errno = kernel.ErrnoName(int64(st))
+		// A failed request's reply is its header alone, whatever size
+		// its handler returned (go-fuse's loopback passes on the
+		// syscall's -1).
+		errno, reply = kernel.ErrnoName(int64(st)), outHeaderSize
 	}
-	w.stats.record(op, monotonic()-start, errno, in, out)
+	w.stats.record(sent, monotonic()-start, errno, length, reply)
 	return st
 }
 

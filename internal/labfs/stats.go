@@ -4,10 +4,12 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // opStats is the daemon's record of one opcode.
@@ -16,8 +18,8 @@ type opStats struct {
 	lat    hist.Hist
 	errors uint64
 	errnos map[string]uint64
-	in     uint64 // request data bytes (WRITE)
-	out    uint64 // reply data bytes (READ, READDIR...)
+	in     uint64 // request bytes, headers included (in.h.len)
+	out    uint64 // reply bytes, headers included (out.h.len)
 }
 
 // daemonStats holds every opcode's statistics; indexed by opcode.
@@ -25,7 +27,7 @@ type daemonStats struct {
 	ops [64]opStats
 }
 
-func (d *daemonStats) record(op fuseproto.Opcode, took time.Duration, errno string, in, out int) {
+func (d *daemonStats) record(op fuseproto.Opcode, took time.Duration, errno string, in uint32, out int) {
 	if int(op) >= len(d.ops) {
 		return
 	}
@@ -39,9 +41,41 @@ func (d *daemonStats) record(op fuseproto.Opcode, took time.Duration, errno stri
 		}
 		s.errnos[errno]++
 	}
-	s.in += uint64(max(in, 0))
+	s.in += uint64(in)
 	s.out += uint64(max(out, 0))
 	s.mu.Unlock()
+}
+
+// outHeaderSize is a reply's fuse_out_header.
+const outHeaderSize = int(unsafe.Sizeof(fuse.OutHeader{}))
+
+// replyStruct is the size of the structure that follows the out header in
+// a successful reply of op, as go-fuse writes it (fuse/opcode.go); what a
+// reply carries after it (READ's data, a READDIR's entries...) comes on top,
+// and an xattr reply's, whose structure depends on the request, is its
+// handler's (xattrReply).
+func replyStruct(op fuseproto.Opcode) int {
+	switch op {
+	case fuseproto.Lookup, fuseproto.Mknod, fuseproto.Mkdir, fuseproto.Symlink, fuseproto.Link:
+		return int(unsafe.Sizeof(fuse.EntryOut{}))
+	case fuseproto.Getattr, fuseproto.Setattr:
+		return int(unsafe.Sizeof(fuse.AttrOut{}))
+	case fuseproto.Open, fuseproto.Opendir:
+		return int(unsafe.Sizeof(fuse.OpenOut{}))
+	case fuseproto.Create, fuseproto.Tmpfile:
+		return int(unsafe.Sizeof(fuse.CreateOut{}))
+	case fuseproto.Write, fuseproto.CopyFileRange:
+		return int(unsafe.Sizeof(fuse.WriteOut{}))
+	case fuseproto.Statfs:
+		return int(unsafe.Sizeof(fuse.StatfsOut{}))
+	case fuseproto.Getlk:
+		return int(unsafe.Sizeof(fuse.LkOut{}))
+	case fuseproto.Lseek:
+		return int(unsafe.Sizeof(fuse.LseekOut{}))
+	case fuseproto.Statx:
+		return int(unsafe.Sizeof(fuse.StatxOut{}))
+	}
+	return 0
 }
 
 // profile returns the daemon's statistics as a profile on connection conn.
