@@ -69,8 +69,11 @@ counts the mounts' page cache and its read hit ratio; --hung D (default
 -- CMD ARGS runs the command once the probes are attached and ends the trace
 when it exits, as perf stat -- CMD and bpftrace -c do; fusescope then exits
 with the command's status. Every request made while it runs is traced (add
---mount or --comm to narrow it); a Ctrl-C reaches the command, a second one
-ends the trace.`,
+--mount or --comm to narrow it); a Ctrl-C reaches the command. A second
+one, a SIGTERM or the end of the count ends the trace and the command with
+it, as timeout does: SIGTERM to the command and the processes it started,
+SIGKILL to those left 2 s later; a line says so, and fusescope exits with
+the command's status.`,
 		Example: `  fusescope trace                        # every FUSE mount, until Ctrl-C
   fusescope trace --mount /mnt/sshfs 5   # one mount, a report every 5 s
   fusescope trace -p 1234 --op LOOKUP,GETATTR -m 1 10

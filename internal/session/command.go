@@ -259,8 +259,8 @@ func (c *command) abandon() {
 	c.cmd.Wait()
 }
 
-// ended is how the command ended, or nil while it runs (the run was ended
-// under it by a second Ctrl-C: it is left to the signals it got).
+// ended is how the command ended, or nil while it runs (the run ended
+// under it: terminate ends it).
 func (c *command) ended() *Exit {
 	select {
 	case <-c.done:

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"golang.org/x/sys/unix"
 )
 
 // Source is one measurement: it measures from when it is opened until it
@@ -114,9 +115,16 @@ func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (wh
 		}
 		defer cmd.abandon()
 	}
-	// A Ctrl-C (or SIGTERM, SIGHUP) ends the run; with a command it reaches
-	// the command (the terminal's reaches it anyway), and a second one
-	// ends the run without waiting for the command.
+	// What ended the run while its command still ran, for the line that
+	// says the command was ended.
+	var endedBy atomic.Pointer[string]
+	stop := func(why string) {
+		endedBy.CompareAndSwap(nil, &why)
+		end()
+	}
+	// A Ctrl-C ends the run; with a command it reaches the command (the
+	// terminal's reaches it anyway), and a second one, a SIGTERM or a
+	// SIGHUP end the run and the command with it (terminate).
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -124,8 +132,14 @@ func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (wh
 		n := 0
 		for s := range sigs {
 			n++
-			if cmd == nil || !cmd.signal(s) || n > 1 {
-				end()
+			name := unix.SignalName(s.(syscall.Signal))
+			switch {
+			case cmd == nil || s != os.Interrupt:
+				stop("fusescope got " + name)
+			case n > 1:
+				stop("fusescope got a second " + name)
+			case !cmd.signal(s):
+				stop("fusescope got " + name)
 			}
 		}
 	}()
@@ -198,6 +212,7 @@ loop:
 			}
 		case <-tickC:
 			if cfg.Count > 0 && emitted+1 >= cfg.Count {
+				endedBy.CompareAndSwap(nil, ptr(fmt.Sprintf("the run's count of %d interval%s was reached", cfg.Count, map[bool]string{true: "", false: "s"}[cfg.Count == 1])))
 				break loop
 			}
 			rec, _, err := iv.Interval(false)
@@ -213,7 +228,15 @@ loop:
 
 	var exit *Exit
 	if cmd != nil {
-		exit = cmd.ended()
+		if exit = cmd.ended(); exit == nil {
+			why := "the run ended"
+			if runErr != nil {
+				why = fmt.Sprintf("the run ended (%v)", runErr)
+			} else if p := endedBy.Load(); p != nil {
+				why = *p
+			}
+			exit = cmd.terminate(why, cfg.log)
+		}
 	}
 	if cfg.Interval > 0 {
 		var last *profile.Record
@@ -251,6 +274,14 @@ loop:
 	}
 	return whole, exit.Err()
 }
+
+func (cfg *Config) log(line string) {
+	if cfg.Log != nil {
+		fmt.Fprintln(cfg.Log, line)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func (cfg *Config) emit(rec *profile.Record, final bool) error {
 	if cfg.Emit == nil {

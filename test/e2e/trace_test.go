@@ -413,3 +413,31 @@ func TestTraceCommand(t *testing.T) {
 		t.Errorf("no report after the command died:\n%s", stdout.String())
 	}
 }
+
+// trace's count ends the command with the trace (issue 39, 12: trace 1 20
+// -- CMD exited after its count and left CMD running): a command that
+// started a child of its own and outlives `trace 0.2 2` is ended with it,
+// a line says so, and fusescope exits with the command's status, 143.
+func TestTraceCountEndsTheCommand(t *testing.T) {
+	mnt, _ := mountLab(t, 1, 1, 0)
+	pids := filepath.Join(t.TempDir(), "pids")
+	cmd := exec.Command(fusescopeBin, "trace", "--mount", mnt, "--counts", "0.2", "2", "--",
+		"sh", "-c", `sleep 30 & echo $! > "$0"; wait`, pids)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %v, want %d (the command ended by SIGTERM):\n%s", err, 128+int(syscall.SIGTERM), out)
+	}
+	if !strings.Contains(string(out), "was still running when the run's count of 2 intervals was reached: sent it and the process it started SIGTERM; it ended by SIGTERM.") {
+		t.Errorf("no line says the command was ended:\n%s", out)
+	}
+	b, _ := os.ReadFile(pids)
+	var child int
+	fmt.Sscan(string(b), &child)
+	if child == 0 {
+		t.Fatalf("the command's child did not start: %q", b)
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); err == nil && !strings.Contains(string(st), ") Z ") {
+		syscall.Kill(child, syscall.SIGKILL)
+		t.Errorf("the command's child %d still runs after fusescope exited: %s", child, st)
+	}
+}
