@@ -64,11 +64,7 @@ the seeds' experiments beside its published figures; flags make a quick one:
 			defer stop()
 			switch {
 			case listPresets:
-				for _, p := range bench.Presets() {
-					s, _ := bench.LoadPreset(p)
-					fmt.Printf("%-12s %s\n", p, firstSentence(s.Description))
-				}
-				return nil
+				return bench.WritePresetList(os.Stdout, 80)
 			case printPreset != "":
 				b, err := bench.PresetYAML(printPreset)
 				if err != nil {
@@ -248,14 +244,4 @@ func benchSpec(args []string, preset string, native bool, labfs, mounts, fios, s
 		s.Workloads = append(s.Workloads, bench.Workload{Name: name, Shell: &bench.ShellWorkload{Run: run}})
 	}
 	return s, nil
-}
-
-func firstSentence(s string) string {
-	if i := strings.Index(s, ". "); i > 0 {
-		s = s[:i+1]
-	}
-	if len(s) > 100 {
-		s = s[:97] + "..."
-	}
-	return s
 }

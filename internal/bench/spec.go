@@ -247,37 +247,58 @@ func Load(path string) (*Spec, error) {
 	return Parse(f, path)
 }
 
-// yamlLine finds "line N: ..." in the YAML decoder's messages.
-var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)
-
 // Parse reads a bench from r (named name in errors), rejects keys it does
 // not know, fills in the defaults and checks the whole.
 func Parse(r io.Reader, name string) (*Spec, error) {
-	dec := yaml.NewDecoder(r)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s%s", name, syntaxError(err))
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s: empty: give configurations and workloads", name)
+	}
+	if err := checkYAML(&doc); err != nil {
+		return nil, fmt.Errorf("%s, %w", name, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var s Spec
 	if err := dec.Decode(&s); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty: give configurations and workloads", name)
-		}
-		var te *yaml.TypeError
-		if errors.As(err, &te) && len(te.Errors) > 0 {
-			err = errors.New(te.Errors[0])
-		}
-		msg := err.Error()
-		msg = strings.TrimPrefix(msg, "yaml: ")
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			what := strings.Replace(m[2], "field ", "key ", 1)
-			what = regexp.MustCompile(` in type bench\.\w+`).ReplaceAllString(what, "")
-			return nil, fmt.Errorf("%s, line %s: %s", name, m[1], what)
-		}
-		return nil, fmt.Errorf("%s: %s", name, msg)
+		// checkYAML lets nothing through that go-yaml refuses; should it,
+		// the line is still said, without go-yaml's Go type names.
+		return nil, fmt.Errorf("%s%s: see docs/bench.md for the bench file's keys and values", name, syntaxError(err))
 	}
 	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &s, nil
 }
+
+// syntaxError is go-yaml's message on YAML it cannot parse, less its
+// prefix and Go type names, with the usual fix: ", line N: ..." or ": ...".
+func syntaxError(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		err = errors.New(te.Errors[0])
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = goTypeName.ReplaceAllString(msg, "")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf(", line %s: not YAML the bench can read (%s): check the indentation, the colons and the quotes", m[1], m[2])
+	}
+	return fmt.Sprintf(": not YAML the bench can read (%s): check the indentation, the colons and the quotes", msg)
+}
+
+var (
+	// yamlLine finds "line N: ..." in go-yaml's messages.
+	yamlLine = regexp.MustCompile(`^line (\d+): (.*)`)
+	// goTypeName is a Go type in go-yaml's messages.
+	goTypeName = regexp.MustCompile(` (in|into) (type )?[\w.\[\]*]+`)
+)
 
 func (s *Spec) check() error {
 	if s.Repetitions == 0 {
@@ -488,15 +509,27 @@ func (s *Spec) Only(configs, workloads []string) error {
 	if err := pick(workloads, hasW, "workload", "workload"); err != nil {
 		return err
 	}
+	left := map[string]bool{} // "configuration NAME", "workload NAME"
 	if len(configs) > 0 {
 		if !slices.Contains(configs, s.Baseline) {
 			configs = append([]string{s.Baseline}, configs...)
 		}
-		s.Configurations = slices.DeleteFunc(s.Configurations, func(c Configuration) bool { return !slices.Contains(configs, c.Name) })
+		s.Configurations = slices.DeleteFunc(s.Configurations, func(c Configuration) bool {
+			left["configuration "+c.Name] = !slices.Contains(configs, c.Name)
+			return left["configuration "+c.Name]
+		})
 	}
 	if len(workloads) > 0 {
-		s.Workloads = slices.DeleteFunc(s.Workloads, func(w Workload) bool { return !slices.Contains(workloads, w.Name) })
+		s.Workloads = slices.DeleteFunc(s.Workloads, func(w Workload) bool {
+			left["workload "+w.Name] = !slices.Contains(workloads, w.Name)
+			return left["workload "+w.Name]
+		})
 	}
+	// A published figure of what was left out has nothing to stand
+	// beside (one that names what the file never had is still refused).
+	s.Published = slices.DeleteFunc(s.Published, func(p Published) bool {
+		return left["configuration "+p.Configuration] || left["workload "+p.Workload]
+	})
 	return nil
 }
 
@@ -560,4 +593,39 @@ func (s *Spec) Scale(f float64) error {
 		}
 	}
 	return nil
+}
+
+// WritePresetList prints each preset's name and the first sentence of its
+// description, wrapped at word boundaries to width columns under the
+// description's first column.
+func WritePresetList(w io.Writer, width int) error {
+	const indent = 15
+	for _, name := range Presets() {
+		s, err := LoadPreset(name)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%-*s", indent-1, name)
+		for _, word := range strings.Fields(firstSentence(s.Description)) {
+			if len(line) > indent && len(line)+1+len(word) > width {
+				if _, err := fmt.Fprintln(w, line); err != nil {
+					return err
+				}
+				line = strings.Repeat(" ", indent-1)
+			}
+			line += " " + word
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstSentence is s up to its first full stop followed by a space.
+func firstSentence(s string) string {
+	if i := strings.Index(s, ". "); i > 0 {
+		return s[:i+1]
+	}
+	return s
 }

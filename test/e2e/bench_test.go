@@ -128,7 +128,9 @@ func TestBenchErrors(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"bad key", []string{write("key.yaml", "repetitions: 2\nconfigurations:\n  - name: a\n    nativ: true\n")}, nil, "key.yaml, line 4: key nativ not found"},
+		{"bad key", []string{write("key.yaml", "repetitions: 2\nconfigurations:\n  - name: a\n    nativ: true\n")}, nil, `key.yaml, line 4: configuration "a" has no key "nativ": did you mean native?`},
+		{"bad value", []string{write("value.yaml", "workloads:\n  - name: c\n    cat: {size: 1m, times: five}\n")}, nil, `value.yaml, line 3: workload "c"'s cat's times is "five", not a whole number, such as 5`},
+		{"not a bench file", []string{write("notjson.json", "notjson\n")}, nil, "notjson.json, line 1: a bench file is a YAML mapping of keys"},
 		{"no fio", []string{"--native", "--fio", "r=rw=read,size=1m"}, []string{"PATH=/nonexistent"}, "fio is not installed"},
 		{"no bench", nil, nil, "give a bench file, --preset NAME"},
 		{"unknown preset", []string{"--preset", "fast"}, nil, `no preset "fast"`},
@@ -144,7 +146,7 @@ func TestBenchErrors(t *testing.T) {
 			}
 			out, err := cmd.CombinedOutput()
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if err == nil || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			if err == nil || len(lines) != 1 || !strings.Contains(lines[0], c.want) || strings.Contains(lines[0], "bench.Spec") {
 				t.Errorf("fusescope bench %v: %v\n%s\nwant one line with %q", c.args, err, out, c.want)
 			}
 		})
@@ -385,5 +387,29 @@ workloads:
 	}
 	if b := loadRecord(t, rec).Bench; b.Rounds != 1 || !strings.Contains(string(out), "the time budget of 1ns ran out after 1 of 3 rounds") {
 		t.Errorf("--budget 1ns: %d rounds\n%s", b.Rounds, out)
+	}
+}
+
+// --workload and --config leave out the published figures of what they
+// leave out: a preset filtered to one workload runs, beside the figure
+// that is left.
+func TestBenchFilteredPreset(t *testing.T) {
+	for _, args := range [][]string{
+		{"--preset", "writeback", "--workload", "write-4k"},
+		{"--preset", "passthrough", "--config", "labfs", "--workload", "read"},
+	} {
+		rec := filepath.Join(t.TempDir(), "b.json")
+		out, err := exec.Command(fusescopeBin, append([]string{"bench", "-n", "1", "--warmup", "0", "--scale", "0.02", "--no-trace", "-o", rec}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, out)
+		}
+		b := loadRecord(t, rec).Bench
+		if args[1] == "writeback" && (len(b.Published) != 1 || b.Published[0].Workload != "write-4k" || b.Published[0].Measured <= 0 ||
+			!strings.Contains(string(out), "1.65x")) {
+			t.Errorf("bench %v: published %+v, want write-4k's 1.65 beside its measure\n%s", args, b.Published, out)
+		}
+		if args[1] == "passthrough" && len(b.Published) != 0 {
+			t.Errorf("bench %v: published %+v, want none (labfs has no published figure)", args, b.Published)
+		}
 	}
 }
