@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -75,34 +76,35 @@ func (m Mounter) Mount(ctx context.Context, c Configuration, src, mnt string) (*
 
 // mountTemplate runs the template and waits for a mount at mnt, whether
 // the command returns (a daemon that forks) or stays (one in the
-// foreground, stopped at unmount).
+// foreground, stopped at unmount). The template runs in a session of its
+// own, and whatever of that session is left when the mount fails or is
+// undone (a daemon sent to the background with &, say) is ended with it.
 func (m Mounter) mountTemplate(ctx context.Context, c Configuration, src, mnt string) (*mounted, error) {
 	cmd := exec.Command("sh", "-c", expand(c.Mount, src, mnt))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("configuration %q: %w", c.Name, err)
 	}
+	sid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	}
 	wait := mountWait
 	if c.MountTimeout > 0 {
 		wait = time.Duration(c.MountTimeout)
 	}
 	deadline := time.Now().Add(wait)
-	exitedOK := false
+	// fail undoes what the template did: its processes, and whatever it
+	// mounted at mnt.
+	fail := func(err error) (*mounted, error) {
+		endSession(sid, sessionGrace, false)
+		detach(mnt)
+		return nil, err
+	}
 	for {
-		if conn, err := connAt(mnt); err == nil {
+		conn, err := connAt(mnt)
+		if err == nil {
 			umount := func() error {
 				tmpl := c.Umount
 				if tmpl == "" {
@@ -113,45 +115,108 @@ func (m Mounter) mountTemplate(ctx context.Context, c Configuration, src, mnt st
 					exec.Command("umount", "-l", mnt).Run()
 					err = fmt.Errorf("configuration %q: %s failed (%s): detached lazily", c.Name, tmpl, firstLine(o, e))
 				}
-				if !exitedOK {
-					select {
-					case <-exited:
-					case <-time.After(5 * time.Second):
-						stop()
-					}
-				}
+				// A daemon in the foreground (or sent to the background)
+				// ends with its mount; one that does not is ended.
+				endSession(sid, sessionGrace, true)
 				return err
 			}
 			return &mounted{dir: mnt, conn: conn, umount: umount}, nil
 		}
+		var other *notFUSEError
+		if errors.As(err, &other) {
+			return fail(fmt.Errorf("configuration %q: its mount command mounted %s at %s, not a FUSE file system (unmounted): give the command that mounts a FUSE file system", c.Name, other.fsType, mnt))
+		}
 		select {
 		case err := <-exited:
 			if err != nil {
-				return nil, fmt.Errorf("configuration %q: the mount command failed: %s", c.Name, firstLine(out.Bytes(), err))
+				return fail(fmt.Errorf("configuration %q: the mount command failed: %s", c.Name, firstLine(out.Bytes(), err)))
 			}
-			exitedOK = true
 			exited = nil // it returned: the mount may still be on its way
 		case <-ctx.Done():
-			if !exitedOK {
-				stop()
-			}
-			detach(mnt)
-			return nil, ctx.Err()
+			return fail(ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			if !exitedOK {
-				stop()
-			}
-			exec.Command("umount", "-l", mnt).Run()
-			return nil, fmt.Errorf("configuration %q: nothing was mounted at %s within %v of running %q (mount_timeout sets the wait)", c.Name, mnt, wait, c.Mount)
+			return fail(fmt.Errorf("configuration %q: nothing was mounted at %s within %v of running %q (mount_timeout sets the wait)", c.Name, mnt, wait, c.Mount))
 		}
 	}
 }
 
-// detach unmounts whatever a failed or interrupted mount left at mnt.
+// sessionGrace is how long a template's processes have to end after
+// SIGTERM (or, at unmount, on their own) before SIGKILL.
+const sessionGrace = 5 * time.Second
+
+// endSession ends the processes of session sid: SIGTERM, then SIGKILL
+// after grace. With waitFirst they have grace to end on their own before
+// (a daemon ends with its mount); none left, it returns at once. A
+// process that left the session (setsid, as a daemon that forks does) is
+// not the bench's to end.
+func endSession(sid int, grace time.Duration, waitFirst bool) {
+	gone := func(d time.Duration) bool {
+		for end := time.Now().Add(d); ; {
+			if len(sessionPids(sid)) == 0 {
+				return true
+			}
+			if time.Now().After(end) {
+				return false
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if waitFirst && gone(grace) || gone(0) {
+		return
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		for _, pid := range sessionPids(sid) {
+			syscall.Kill(pid, sig)
+		}
+		if gone(grace) {
+			return
+		}
+	}
+}
+
+// sessionPids are the live processes of session sid (zombies are ended).
+func sessionPids(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		// pid (comm) state ppid pgrp session ...; comm may hold spaces
+		// and parentheses: the fields start after the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if s, err := strconv.Atoi(f[3]); err == nil && s == sid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// detach unmounts whatever a failed or interrupted mount left at mnt
+// (mounts stacked there too).
 func detach(mnt string) {
-	if m, err := fuseconn.TopMount(mnt); err == nil && m != nil {
+	for range 8 {
+		m, err := fuseconn.TopMount(mnt)
+		if err != nil || m == nil {
+			return
+		}
 		if exec.Command("umount", mnt).Run() != nil {
 			exec.Command("umount", "-l", mnt).Run()
 		}
@@ -159,7 +224,7 @@ func detach(mnt string) {
 }
 
 // connAt is the FUSE connection mounted at mnt; an error when no FUSE file
-// system is mounted there.
+// system is mounted there (a notFUSEError when another is).
 func connAt(mnt string) (uint32, error) {
 	m, err := fuseconn.TopMount(mnt)
 	if err != nil {
@@ -169,12 +234,19 @@ func connAt(mnt string) (uint32, error) {
 		return 0, errNotMounted
 	}
 	if !m.IsFUSE() {
-		return 0, fmt.Errorf("%s is a %s mount, not FUSE", mnt, m.FSType)
+		return 0, &notFUSEError{mnt: mnt, fsType: m.FSType}
 	}
 	return m.Minor, nil
 }
 
 var errNotMounted = errors.New("not mounted")
+
+// notFUSEError is a mount that is not FUSE's where a FUSE one was wanted.
+type notFUSEError struct{ mnt, fsType string }
+
+func (e *notFUSEError) Error() string {
+	return fmt.Sprintf("%s is a %s mount, not FUSE", e.mnt, e.fsType)
+}
 
 // firstLine is a command's first line of output, or its error.
 func firstLine(out []byte, err error) string {

@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -387,6 +389,59 @@ workloads:
 	}
 	if b := loadRecord(t, rec).Bench; b.Rounds != 1 || !strings.Contains(string(out), "the time budget of 1ns ran out after 1 of 3 rounds") {
 		t.Errorf("--budget 1ns: %d rounds\n%s", b.Rounds, out)
+	}
+}
+
+// A mount template that sends a process to the background and never
+// mounts leaves no process behind (the template runs in a session of its
+// own, ended whole); one that mounts something other than FUSE is told at
+// once, with what it mounted, and unmounted.
+func TestBenchMountTemplateLeavesNothing(t *testing.T) {
+	// A sleep no one else runs, to find it by its command line.
+	nap := fmt.Sprintf("sleep %d", 3_000_000+os.Getpid())
+	tmpfs := fmt.Sprintf("tmpfs-%d", os.Getpid())
+	spec := filepath.Join(t.TempDir(), "templates.yaml")
+	os.WriteFile(spec, []byte(fmt.Sprintf(`repetitions: 1
+scratch: tmp
+trace: false
+configurations:
+  - {name: native, native: true}
+  - {name: background, mount: "%s >/dev/null 2>&1 & : {mnt}", mount_timeout: 1s}
+  - {name: %s, mount: "mount -t tmpfs none {mnt}", mount_timeout: 20s}
+workloads:
+  - {name: t, shell: {run: "true"}}
+`, nap, tmpfs)), 0o644)
+	start := time.Now()
+	out, err := exec.Command(fusescopeBin, "bench", spec).CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`configuration "background": nothing was mounted at`,
+		fmt.Sprintf(`configuration %q: its mount command mounted tmpfs at`, tmpfs),
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if took > 15*time.Second {
+		t.Errorf("the bench took %v: the tmpfs mount was waited on as if nothing had mounted (mount_timeout 20s)", took.Round(time.Second))
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ") == nap {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("the template's %q was left running (pid %d)", nap, pid)
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasSuffix(f[4], "/mnt-"+tmpfs) {
+			exec.Command("umount", "-l", f[4]).Run()
+			t.Errorf("the template's tmpfs was left mounted: %s", line)
+		}
 	}
 }
 
