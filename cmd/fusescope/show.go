@@ -22,10 +22,11 @@ func newShowCmd() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "show RECORD.json | -",
-		Short: "Render a saved record or syscalls report exactly as the live view did",
-		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json) or
-a syscalls report (fusescope syscalls --json) exactly as the live view did,
-or convert it to CSV. "-" reads standard input. The records of an interval
+		Short: "Render a saved record, syscalls report or bench run exactly as the live view did",
+		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json), a
+syscalls report (fusescope syscalls --json) or a bench run (fusescope bench
+-o) exactly as the live view did, or convert it to CSV. "-" reads standard
+input. The records of an interval
 trace's --json output (one per line) render one after another, as its
 reports did.`,
 		Example: `  fusescope trace --mount /cvmfs/sft.cern.ch -o run1.json
@@ -36,6 +37,7 @@ reports did.`,
   fusescope trace --json 5 > run2.jsonl; fusescope show -m run2.jsonl
   fusescope syscalls --json -o app.json app.log
   fusescope show --top 20 app.json
+  fusescope show bench.json           # a bench run's table, as bench printed it
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,21 +45,43 @@ reports did.`,
 			if err != nil {
 				return err
 			}
-			if !recs[0].HasRequests() {
+			kind, err := report.FileKind(args[0], recs)
+			if err != nil {
+				return err
+			}
+			if kind != report.KindRequests {
+				use := "--json or --csv"
+				if kind == report.KindSyscalls {
+					use = "--top, --json or --csv"
+				}
 				for _, name := range []string{"milliseconds", "microseconds", "ns", "counts", "no-hist", "timestamp"} {
 					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s applies to trace records; %s is a syscalls report (use --top, --json or --csv)", name, args[0])
+						return fmt.Errorf("--%s applies to records of FUSE requests; %s is %s (use %s)", name, args[0], report.KindNames[kind], use)
 					}
 				}
+			}
+			switch kind {
+			case report.KindSyscalls:
 				view := reportView{json: out.json, csv: out.csv, table: table, top: top}
 				if err := view.check(); err != nil {
 					return err
 				}
 				for _, rec := range recs {
-					if rec.Syscalls == nil {
-						return fmt.Errorf("%s mixes syscalls reports with records of FUSE requests: show them one file at a time", args[0])
-					}
 					if err := view.write(os.Stdout, rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			case report.KindBench:
+				if cmd.Flags().Changed("top") {
+					return fmt.Errorf("--top applies to syscalls reports; %s is a bench run: every result is shown", args[0])
+				}
+				if table != "" {
+					return fmt.Errorf("--table %q: %s is a bench run, whose CSV is one table: leave out --table", table, args[0])
+				}
+				r := &report.Renderer{Format: out.format(), W: os.Stdout}
+				for _, rec := range recs {
+					if err := r.Render(rec); err != nil {
 						return err
 					}
 				}
