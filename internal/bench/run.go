@@ -481,11 +481,13 @@ func summarise(rep *profile.BenchReport, spec *Spec) {
 }
 
 // noisyCause says what the traces show about a result that spread: the
-// run furthest from the median, and how its FUSE requests differ from the
+// run furthest from the median, which way (a faster or a slower run, by
+// the figure's own direction), and how its FUSE requests differ from the
 // others' (count, time in FUSE); or that the time was outside FUSE.
 func noisyCause(rep *profile.BenchReport, workload, config string, res profile.BenchResult) string {
 	med := res.Summary.Median
 	var outlier *profile.BenchRun
+	var value float64
 	worst := -1.0
 	var reqs, fuseNs []float64
 	for i := range rep.Runs {
@@ -498,7 +500,7 @@ func noisyCause(rep *profile.BenchReport, workload, config string, res profile.B
 				continue
 			}
 			if d := abs(m.Value-med) / med; d > worst {
-				worst, outlier = d, run
+				worst, outlier, value = d, run, m.Value
 			}
 		}
 		if run.Requests != nil {
@@ -510,7 +512,14 @@ func noisyCause(rep *profile.BenchReport, workload, config string, res profile.B
 			fuseNs = append(fuseNs, float64(run.Requests.TotalNs()))
 		}
 	}
-	msg := fmt.Sprintf("CV %.0f%% (over %.0f%%): round %d is %.0f%% off the median", 100*res.Summary.CV, 100*profile.NoisyCV, outlier.Round+1, 100*worst)
+	// Faster: a figure above the median where higher is better (MiB/s,
+	// files/s), below it where lower is (seconds).
+	faster := (value > med) == res.HigherIsBetter
+	pace := map[bool]string{true: "faster", false: "slower"}
+	side := map[bool]string{true: "above", false: "below"}[value > med]
+	msg := fmt.Sprintf("CV %.0f%% (over %.0f%%): round %d is %.0f%% %s the median (%s against %s %s): a %s run",
+		100*res.Summary.CV, 100*profile.NoisyCV, outlier.Round+1, 100*worst, side,
+		strconv.FormatFloat(value, 'f', decimals(value), 64), strconv.FormatFloat(med, 'f', decimals(med), 64), res.Unit, pace[faster])
 	if outlier.Requests == nil || len(reqs) == 0 {
 		if i := slices.IndexFunc(rep.Configs, func(c profile.BenchConfiguration) bool { return c.Name == config }); i >= 0 && rep.Configs[i].Kind == "native" {
 			return msg + "; native runs make no FUSE requests to tell why"
@@ -525,9 +534,15 @@ func noisyCause(rep *profile.BenchReport, workload, config string, res profile.B
 	ns := float64(outlier.Requests.TotalNs())
 	switch {
 	case medReqs > 0 && abs(float64(n)-medReqs)/medReqs > 0.2:
-		return msg + fmt.Sprintf("; it made %d FUSE requests against a median of %.0f (caches, read-ahead or write-back differed)", n, medReqs)
+		more := map[bool]string{true: "more", false: "fewer"}[float64(n) > medReqs]
+		return msg + fmt.Sprintf("; it made %d FUSE requests, %s than the median of %.0f (the kernel's caches, read-ahead or write-back differed)", n, more, medReqs)
 	case medNs > 0 && abs(ns-medNs)/medNs > 0.2:
-		return msg + fmt.Sprintf("; its requests took %.0f ms in FUSE against a median of %.0f ms (the daemon or its backend was slower)", ns/1e6, medNs/1e6)
+		took := fmt.Sprintf("; its requests took %.0f ms in FUSE against a median of %.0f ms", ns/1e6, medNs/1e6)
+		if (ns < medNs) == faster {
+			return msg + took + fmt.Sprintf(" (the daemon or its backend was %s)", pace[faster])
+		}
+		// FUSE time moved against the figure: it cannot be the cause.
+		return msg + took + fmt.Sprintf(", yet the run was %s: the time went outside FUSE (the machine, the disk)", pace[faster])
 	}
 	return msg + "; its FUSE requests were as in the other runs: the time went outside FUSE (the machine, the disk)"
 }

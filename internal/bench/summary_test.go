@@ -8,6 +8,7 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/stats"
 )
 
 // SyntheticReport is a bench of known runs: a baseline, a configuration
@@ -67,7 +68,8 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("a steady result flagged: %s", by["fast"].Noisy)
 	}
 	n := by["noisy"].Noisy
-	if !strings.Contains(n, "round 3") || !strings.Contains(n, "made 200 FUSE requests against a median of 100") {
+	if !strings.Contains(n, "round 3 is 50% below the median (25.00 against 50.00 MiB/s): a slower run") ||
+		!strings.Contains(n, "made 200 FUSE requests, more than the median of 100") {
 		t.Errorf("the noisy result's cause: %q", n)
 	}
 	if len(rep.Published) != 1 || rep.Published[0].Measured < 1.999 || rep.Published[0].Metric != "read" {
@@ -92,5 +94,61 @@ func TestSummariseUnpairedWhenARoundFailed(t *testing.T) {
 		if r.Configuration == "fast" && (r.VsBaseline == nil || !r.VsBaseline.Paired || r.VsBaseline.Ratio < 1.999 || r.VsBaseline.Ratio > 2.001 || r.Summary.N != 4) {
 			t.Errorf("fast with a round missing: %+v", r)
 		}
+	}
+}
+
+// noisyRuns is one configuration's runs of a workload: its figures and,
+// per run, the FUSE requests it made and the time they took.
+func noisyRuns(higherIsBetter bool, unit string, values []float64, reqs []uint64, fuseMs []float64) (*profile.BenchReport, profile.BenchResult) {
+	rep := &profile.BenchReport{Configs: []profile.BenchConfiguration{{Name: "bindfs", Kind: "mount", Conn: 40}}}
+	for r, v := range values {
+		h := hist.Hist{Count: reqs[r], Sum: uint64(fuseMs[r] * 1e6)}
+		rep.Runs = append(rep.Runs, profile.BenchRun{Round: r, Configuration: "bindfs", Workload: "walk",
+			Metrics:  []profile.BenchMetric{{Name: "walk", Unit: unit, Value: v, HigherIsBetter: higherIsBetter}},
+			Requests: &profile.Profile{Ops: []profile.OpStats{{Conn: 40, Opcode: uint32(fuseproto.Lookup), Count: reqs[r], Latency: h}}}})
+	}
+	res := profile.BenchResult{Workload: "walk", Metric: "walk", Unit: unit, HigherIsBetter: higherIsBetter, Configuration: "bindfs",
+		Values: values, Summary: stats.Describe(values)}
+	return rep, res
+}
+
+// The noisy-run explanation reads the figure's direction: a round 6x
+// faster than the others whose requests took less time in FUSE was faster
+// because the daemon was (it read "slower"), a slower one the reverse,
+// for a figure where higher is better and one where lower is; and FUSE
+// time that moved against the figure is not the cause.
+func TestNoisyCauseDirection(t *testing.T) {
+	same := []uint64{100, 100, 100, 100, 100}
+	for _, c := range []struct {
+		name           string
+		higherIsBetter bool
+		unit           string
+		values, fuseMs []float64
+		want           []string
+	}{
+		{"6x faster, less time in FUSE", true, "files/s", []float64{450, 460, 2871, 440, 455}, []float64{450, 455, 73, 445, 450},
+			[]string{"round 3 is 531% above the median (2871 against 455.0 files/s): a faster run",
+				"its requests took 73 ms in FUSE against a median of 450 ms (the daemon or its backend was faster)"}},
+		{"slower, more time in FUSE", true, "files/s", []float64{450, 460, 150, 440, 455}, []float64{450, 455, 1400, 445, 450},
+			[]string{"round 3 is 67% below the median (150.0 against 450.0 files/s): a slower run",
+				"(the daemon or its backend was slower)"}},
+		{"seconds: more is slower", false, "s", []float64{2, 2.1, 6, 1.9, 2}, []float64{450, 455, 1400, 445, 450},
+			[]string{"round 3 is 200% above the median (6.000 against 2.000 s): a slower run", "(the daemon or its backend was slower)"}},
+		{"seconds: less is faster", false, "s", []float64{2, 2.1, 0.5, 1.9, 2}, []float64{450, 455, 100, 445, 450},
+			[]string{"round 3 is 75% below the median (0.500 against 2.000 s): a faster run", "(the daemon or its backend was faster)"}},
+		{"faster despite more time in FUSE", true, "files/s", []float64{450, 460, 2871, 440, 455}, []float64{450, 455, 1400, 445, 450},
+			[]string{"a faster run", "its requests took 1400 ms in FUSE against a median of 450 ms, yet the run was faster: the time went outside FUSE"}},
+	} {
+		rep, res := noisyRuns(c.higherIsBetter, c.unit, c.values, same, c.fuseMs)
+		got := noisyCause(rep, "walk", "bindfs", res)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q\nwant %q", c.name, got, w)
+			}
+		}
+	}
+	rep, res := noisyRuns(true, "files/s", []float64{450, 460, 2871, 440, 455}, []uint64{100, 100, 20, 100, 100}, []float64{450, 455, 73, 445, 450})
+	if got := noisyCause(rep, "walk", "bindfs", res); !strings.Contains(got, "it made 20 FUSE requests, fewer than the median of 100") {
+		t.Errorf("fewer requests: %q", got)
 	}
 }
