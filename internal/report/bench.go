@@ -17,9 +17,11 @@ import (
 
 // WriteBenchText prints a bench: per workload and metric a table in the
 // seeds' style (mean ±% of the 95% interval), the ratio to the baseline
-// with its interval and benchstat's "~" where the spread cannot support a
-// difference, the FUSE requests per run from the traces, then the
-// published figures, the noisy results and the notes.
+// paired by round with its interval, the delta (that ratio less 1) or
+// benchstat's "~" where the rank test cannot support a difference, "†"
+// where the interval and the rank test disagree, the FUSE requests per run
+// from the traces, then the published figures, the noisy results and the
+// notes.
 func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 	order := b.Order
 	if order == "random" {
@@ -38,6 +40,8 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 		b.Name, plural(len(b.Configs), "configuration", "configurations"), b.Rounds, b.Repetitions, order, b.Warmup, caches, b.Scratch, b.Baseline)
 	reqs := requestsPerRun(b)
 	var noisy []string
+	disagree := map[string]bool{}
+	unpaired := false
 	last := ""
 	for i, r := range b.Results {
 		if r.Workload+"\x00"+r.Metric != last {
@@ -48,7 +52,7 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 			}
 			fmt.Fprintf(w, "\n%s: %s (%s, %s)\n", r.Workload, r.Metric, r.Unit, better)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "configuration\tmean ±95%%\tmedian\tmin\tmax\tCV\tvs %s [95%% CI]\tdelta\tp\tFUSE reqs/run\t\n", b.Baseline)
+			fmt.Fprintf(tw, "configuration\tmean ±95%%\tmedian\tmin\tmax\tCV\tvs %s [95%% CI]\tdelta (ratio-1)\tp\tFUSE reqs/run\t\n", b.Baseline)
 			for _, r := range b.Results[i:] {
 				if r.Workload+"\x00"+r.Metric != last {
 					break
@@ -61,20 +65,36 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 					ratio = fmt.Sprintf("%.3gx", c.Ratio)
 					if c.Paired {
 						ratio += fmt.Sprintf(" [%.3g, %.3g]", c.CILow, c.CIHigh)
+					} else {
+						unpaired = true
 					}
 					delta, p = c.Delta(), fmt.Sprintf("p=%.3f", c.P)
+					if d := c.Disagreement(); d != "" {
+						delta += " †"
+						disagree[d] = true
+					}
 				}
 				rq := "-"
 				if v, ok := reqs[r.Workload+"\x00"+r.Configuration]; ok {
 					rq = v
 				}
-				fmt.Fprintf(tw, "%s\t%s ±%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t\n", r.Configuration, num(s.Mean), percent(s.HalfWidthFraction),
+				mean := num(s.Mean)
+				if s.N > 1 { // one run has no interval
+					mean += " ±" + percent(s.HalfWidthFraction)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t\n", r.Configuration, mean,
 					num(s.Median), num(s.Min), num(s.Max), 100*s.CV, ratio, delta, p, rq)
 				if r.Noisy != "" {
 					noisy = append(noisy, fmt.Sprintf("%s on %s (%s): %s", r.Workload, r.Configuration, r.Metric, r.Noisy))
 				}
 			}
 			tw.Flush()
+		}
+	}
+	if legend := benchLegend(disagree, unpaired); len(legend) > 0 {
+		fmt.Fprintln(w)
+		for _, l := range legend {
+			fmt.Fprintln(w, l)
 		}
 	}
 	writeBenchCalls(w, b)
@@ -91,9 +111,10 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 		for _, p := range b.Published {
 			m := "not measured"
 			if p.Measured > 0 {
-				m = fmt.Sprintf("%.2fx", p.Measured)
+				m = fmt.Sprintf("%.3gx", p.Measured)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%s\t%s\n", p.Workload, p.Configuration, p.Published, m, p.Source)
+			// The published figure as the source gave it (0.036, not 0.04).
+			fmt.Fprintf(tw, "%s\t%s\t%sx\t%s\t%s\n", p.Workload, p.Configuration, strconv.FormatFloat(p.Published, 'f', -1, 64), m, p.Source)
 		}
 		tw.Flush()
 	}
@@ -170,6 +191,25 @@ func writeBenchCalls(w io.Writer, b *profile.BenchReport) {
 		}
 	}
 	tw.Flush()
+}
+
+// benchLegend explains the marks of the tables: where the two tests
+// disagreed, and ratios that could not be paired by round.
+func benchLegend(disagree map[string]bool, unpaired bool) []string {
+	var l []string
+	if disagree[stats.IntervalOnly] {
+		l = append(l, "† with ~: the paired interval excludes 1, the rank test does not support a difference (p >= 0.05):",
+			"  pairing by round cancels drift between rounds that the unpaired rank test counts as spread,",
+			"  and the rank test cannot reach 0.05 with fewer than 4 runs a side (docs/bench.md).")
+	}
+	if disagree[stats.RankOnly] {
+		l = append(l, "† with a delta: the rank test finds a difference, the paired interval includes 1:",
+			"  the rounds' ratios vary too much for the interval, one round far off the others (docs/bench.md).")
+	}
+	if unpaired {
+		l = append(l, "A ratio without an interval could not be paired by round (fewer than two rounds ran both): it is the ratio of the medians.")
+	}
+	return l
 }
 
 // lowPowerNotes says, once, when the rank test cannot reach its level at

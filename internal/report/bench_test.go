@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +62,50 @@ func TestBenchCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "bench.csv.golden", buf.Bytes())
+}
+
+// benchEdges is a bench whose table needs its marks: a single run (no
+// interval to give, a ratio that cannot be paired), a published figure of
+// three decimals, and both ways the paired interval and the rank test
+// disagree.
+func benchEdges() *profile.BenchReport {
+	b := &profile.BenchReport{Name: "edges", Baseline: "native", Order: "rotate", Repetitions: 5, Rounds: 5, DropCaches: true, Scratch: "tmp",
+		Configs: []profile.BenchConfiguration{{Name: "native", Kind: "native"}, {Name: "lab", Kind: "labfs"}}}
+	result := func(w, config string, values []float64, base []float64, paired bool) profile.BenchResult {
+		r := profile.BenchResult{Workload: w, Metric: "bw", Unit: "MiB/s", HigherIsBetter: true, Configuration: config, Values: values, Summary: stats.Describe(values)}
+		if base != nil {
+			c := stats.Compare(base, values, paired)
+			r.VsBaseline = &c
+		}
+		return r
+	}
+	drift, faster := []float64{100, 150, 200, 250, 300}, []float64{110, 165, 220, 275, 330}
+	steady, apart := []float64{100, 104, 101, 103, 102}, []float64{200, 105, 106, 107, 108}
+	b.Results = []profile.BenchResult{
+		result("once", "native", []float64{1000}, nil, false), result("once", "lab", []float64{36.1}, []float64{1000}, false),
+		result("drift", "native", drift, nil, false), result("drift", "lab", faster, drift, true),
+		result("apart", "native", steady, nil, false), result("apart", "lab", apart, steady, true),
+	}
+	b.Published = []profile.BenchPublished{{Workload: "once", Configuration: "lab", Metric: "bw", Published: 0.036, Measured: 0.0361, Source: "a seed"}}
+	return b
+}
+
+// One run has no interval (no "±0%"), a published 0.036 stays 0.036, and
+// a disagreement of the two tests is marked where it occurs and explained
+// once.
+func TestBenchTextMarks(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteBenchText(&buf, benchEdges()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Contains(out, "±0%") {
+		t.Error("a single run shown with an interval of ±0%")
+	}
+	for _, want := range []string{"0.036x", "0.0361x", "~ †", "+18.44% †", "† with ~:", "† with a delta:", "ratio of the medians"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the text lacks %q", want)
+		}
+	}
+	golden.Check(t, "bench_edges.golden", buf.Bytes())
 }

@@ -55,8 +55,9 @@ func Describe(v []float64) Summary {
 type Comparison struct {
 	// Ratio is the geometric mean of the ratios of runs paired by round
 	// (the same position in the interleaved order), with its 95%
-	// interval on the log scale; unpaired (samples of different sizes),
-	// the ratio of the means and no interval.
+	// interval on the log scale; unpaired (two runs of a bench, or
+	// samples of different sizes), the ratio of the medians, as
+	// benchstat's delta, and no interval.
 	Ratio  float64 `json:"ratio"`
 	CILow  float64 `json:"ci_low,omitzero"`
 	CIHigh float64 `json:"ci_high,omitzero"`
@@ -88,8 +89,8 @@ func Compare(base, x []float64, paired bool) Comparison {
 		}
 	}
 	if !c.Paired {
-		if b := Describe(base).Mean; b != 0 {
-			c.Ratio = Describe(x).Mean / b
+		if b := Median(base); b != 0 && len(x) > 0 {
+			c.Ratio = Median(x) / b
 		} else {
 			c.Note = "the baseline's figure is 0: no ratio"
 		}
@@ -108,10 +109,41 @@ func Compare(base, x []float64, paired bool) Comparison {
 }
 
 // Delta is the comparison as benchstat prints it: "~" where the spread
-// cannot support a difference, else the change in per cent.
+// cannot support a difference, else Ratio less 1 in per cent (paired:
+// the geometric mean of the rounds' ratios; unpaired: the change of the
+// medians, benchstat's own).
 func (c Comparison) Delta() string {
 	if c.Ratio == 0 && c.Significant {
 		return "from 0" // a baseline of 0: no ratio to give
 	}
 	return benchmath.Comparison{P: c.P, Alpha: Alpha}.FormatDelta(1, c.Ratio)
 }
+
+// Disagreement says where the paired interval and the rank test disagree:
+// IntervalOnly when the interval excludes 1 but the rank test cannot
+// support a difference (p >= 0.05), RankOnly the reverse, "" when they
+// agree or there is no interval. The interval pairs the runs by round, so
+// drift between rounds, which the unpaired rank test counts as spread,
+// cancels in it; the rank test needs at least 4 runs a side to reach 0.05
+// at all and assumes nothing of the distribution, where the interval
+// assumes the rounds' log ratios are roughly normal, so one round far off
+// widens it.
+func (c Comparison) Disagreement() string {
+	if !c.Paired || c.Ratio == 0 {
+		return ""
+	}
+	excludes := c.CILow > 1 || c.CIHigh < 1
+	switch {
+	case excludes && !c.Significant:
+		return IntervalOnly
+	case !excludes && c.Significant:
+		return RankOnly
+	}
+	return ""
+}
+
+// The two ways the tests disagree (Comparison.Disagreement).
+const (
+	IntervalOnly = "interval"
+	RankOnly     = "rank"
+)

@@ -51,15 +51,41 @@ func TestCompare(t *testing.T) {
 	if c := Compare(base[:3], fast[:3], true); c.Significant || c.Note == "" {
 		t.Errorf("three runs a side: %+v, want no difference and a note why", c)
 	}
-	if c := Compare(base, fast[:4], false); c.Paired || !near(c.Ratio, 812.0/4/100, 1e-9) {
-		t.Errorf("unpaired: %+v, want the ratio of the means", c)
+	if c := Compare(base, fast[:4], false); c.Paired || !near(c.Ratio, 206.0/100, 1e-9) {
+		t.Errorf("unpaired: %+v, want the ratio of the medians (benchstat's)", c)
 	}
 	if c := Compare([]float64{0, 0, 0, 0, 0}, []float64{401, 401, 401, 401, 401}, true); c.Ratio != 0 || c.Delta() != "from 0" || c.Note == "" {
 		t.Errorf("a baseline of 0: %+v, delta %q: want no ratio, and why", c, c.Delta())
 	}
 }
 
-// The p-values and "~" agree with benchstat's own on the same numbers,
+// The paired interval and the rank test disagree both ways, and say so:
+// a baseline that drifts from round to round with a configuration 10%
+// faster in every round (the interval excludes 1, the ranks overlap), and
+// runs whose ranks separate fully while one round's ratio is far off the
+// others (the rank test finds a difference, the interval includes 1).
+func TestDisagreement(t *testing.T) {
+	drift := []float64{100, 150, 200, 250, 300}
+	faster := []float64{110, 165, 220, 275, 330}
+	if c := Compare(drift, faster, true); c.Disagreement() != IntervalOnly || c.Significant || c.CILow <= 1 {
+		t.Errorf("drift: %+v, disagreement %q, want %q", c, c.Disagreement(), IntervalOnly)
+	}
+	base := []float64{100, 104, 101, 103, 102}
+	apart := []float64{200, 105, 106, 107, 108}
+	if c := Compare(base, apart, true); c.Disagreement() != RankOnly || !c.Significant || c.CILow > 1 {
+		t.Errorf("one round far off: %+v, disagreement %q, want %q", c, c.Disagreement(), RankOnly)
+	}
+	fast := []float64{200, 221, 179, 212, 188}
+	if c := Compare([]float64{100, 110, 90, 105, 95}, fast, true); c.Disagreement() != "" {
+		t.Errorf("twice as fast: the tests agree, got %q", c.Disagreement())
+	}
+	if c := Compare(drift, faster, false); c.Disagreement() != "" {
+		t.Errorf("unpaired: no interval to disagree with, got %q", c.Disagreement())
+	}
+}
+
+// The p-values, "~" and the deltas of two runs compared unpaired (as diff
+// compares them) agree with benchstat's own on the same numbers,
 // written as Go benchmark results (FUSESCOPE_BENCHSTAT names the binary;
 // otherwise go run builds it from the module this one requires).
 func TestCompareAgreesWithBenchstat(t *testing.T) {
@@ -71,6 +97,9 @@ func TestCompareAgreesWithBenchstat(t *testing.T) {
 		"none":    {{100, 110, 90, 105, 95}, {104, 96, 108, 93, 101}},
 		"overlap": {{100, 102, 98, 101, 99, 103}, {103, 105, 101, 104, 102, 106}},
 		"few":     {{10, 11, 12}, {20, 21, 22}},
+		// The medians move by +49.02%, the means by +195.29%: benchstat's
+		// delta is the medians'.
+		"skewed": {{100, 101, 102, 103, 104}, {150, 151, 152, 153, 900}},
 	}
 	dir := t.TempDir()
 	write := func(name string, side int) string {
@@ -94,13 +123,14 @@ func TestCompareAgreesWithBenchstat(t *testing.T) {
 		t.Fatalf("benchstat: %v\n%s", err, out)
 	}
 	for n, c := range cases {
-		ours := Compare(c[0], c[1], true)
+		// Two runs compared as diff compares them: unpaired.
+		ours := Compare(c[0], c[1], false)
 		// X/clear-2   100.0n ± 10%   200.0n ± 11%  +100.00% (p=0.008 n=5)
 		m := regexp.MustCompile(`X/` + n + `\S*\s.*?(~|[+-][0-9.]+%) \((p=([0-9.]+) )?n=`).FindStringSubmatch(string(out))
 		if m == nil {
 			t.Fatalf("no line for %s in benchstat's output:\n%s", n, out)
 		}
-		if (m[1] == "~") != (ours.Delta() == "~") {
+		if m[1] != ours.Delta() {
 			t.Errorf("%s: benchstat %s, ours %s (p=%.3f)", n, m[1], ours.Delta(), ours.P)
 		}
 		if m[3] != "" && fmt.Sprintf("%.3f", ours.P) != m[3] {
