@@ -21,15 +21,15 @@ func newDiffCmd() *cobra.Command {
 		Short: "Compare two records: per mount and opcode (and stage), system call or bench result, B against A",
 		Long: `Compare two records of one kind, B against A. Records of FUSE requests
 (trace -o, fs stats --json; an interval trace's records are summed): per
-mount and opcode, and per stage with --stages, the counts, rates, p50 and
-p99 and total time of both with the changes in per cent, the rows that
-changed the total time most first. Mounts are paired by mount point, or,
-when each record has one, with each other. System-call reports: per
-system call, calls, errors and time. Bench runs: each result's medians
-and the change, "~" where the runs' spread cannot support one (as
-benchstat prints it). On a terminal, times that grew are red and times
-that shrank green (changes under 5% stay plain); counts that moved are
-yellow.`,
+mount and opcode, and per stage with --stages, the counts, rates and total
+time of both, then p50 and p99, each with its change in per cent, the
+rows that changed the total time most first. Mounts are paired by mount
+point, or, when each record has one, with each other. System-call
+reports: per system call, calls, errors and time. Bench runs: each
+result's medians and the change of the medians (benchstat's delta), "~"
+where the runs' spread cannot support one. On a terminal, times that grew
+are red and times that shrank green (changes under 5% stay plain); counts
+that moved are yellow.`,
 		Example: `  fusescope trace --mount /mnt/a -o a.json -- ./workload
   fusescope trace --mount /mnt/a -o b.json -- ./workload   # after a change
   fusescope diff a.json b.json
@@ -39,7 +39,8 @@ yellow.`,
   fusescope diff before.bench.json after.bench.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return fmt.Errorf("diff takes two records, A and B (got %d): fusescope diff A.json B.json", len(args))
+				// withUsage adds the usage line: said once.
+				return fmt.Errorf("diff takes two records, A and B (got %d)", len(args))
 			}
 			return nil
 		},

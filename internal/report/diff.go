@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -415,11 +414,6 @@ func (d *Diff) diffBench(a, b *profile.BenchReport) {
 // Worse says whether a change is for the worse: more time, fewer
 // operations per second.
 func (r *RequestDiff) Worse() bool { return r.TotalS > 0 }
-
-// durationText prints seconds in the unit's numbers.
-func durationText(s float64, u hist.Unit) string {
-	return fmt.Sprintf("%.1f", s*float64(time.Second)/float64(u.Divisor))
-}
 
 // pctText prints a change in per cent, "new" where A had none, "" where neither had any.
 func pctText(p *float64, a, b float64) string {

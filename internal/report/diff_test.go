@@ -159,15 +159,19 @@ func TestDiffBench(t *testing.T) {
 			Values: values, Summary: stats.Describe(values)}
 	}
 	a := &profile.Record{Schema: profile.Schema, Bench: &profile.BenchReport{Results: []profile.BenchResult{
-		result("labfs", 100, 102, 98, 101, 99), result("native", 500, 520, 480, 510, 490), result("gone", 1, 2)}}}
+		result("labfs", 100, 102, 98, 101, 99), result("native", 500, 520, 480, 510, 490), result("gone", 1, 2),
+		result("skewed", 100, 101, 102, 103, 104), result("once", 3000)}}}
 	b := &profile.Record{Schema: profile.Schema, Bench: &profile.BenchReport{Results: []profile.BenchResult{
-		// Twice as fast, and within the noise.
-		result("labfs", 200, 204, 196, 202, 198), result("native", 510, 470, 530, 495, 500)}}}
+		// Twice as fast, within the noise, one run far off (the medians
+		// moved +49.02%, the means +195.29%: benchstat says +49.02%), and
+		// a single run.
+		result("labfs", 200, 204, 196, 202, 198), result("native", 510, 470, 530, 495, 500),
+		result("skewed", 150, 151, 152, 153, 900), result("once", 0.0567)}}}
 	d, err := NewDiff(DiffInput{Name: "a", Records: []*profile.Record{a}}, DiffInput{Name: "b", Records: []*profile.Record{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Bench) != 2 || d.Bench[0].Delta != "+100.00%" || d.Bench[1].Delta != "~" {
+	if len(d.Bench) != 4 || d.Bench[0].Delta != "+100.00%" || d.Bench[1].Delta != "~" || d.Bench[2].Delta != "+49.02%" {
 		t.Errorf("bench deltas: %+v", d.Bench)
 	}
 	if len(d.Notes) != 1 || !strings.Contains(d.Notes[0], "1 result is in one run only") {
@@ -178,4 +182,53 @@ func TestDiffBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "diff_bench.golden", buf.Bytes())
+}
+
+// The text of a diff fits 120 columns (benchstat's kind of width: it was
+// 195), gives every change in per cent, the time's too (it was +800000.0
+// in the unit), and keeps three significant digits of a figure under -m
+// (a p50 of 57 us was 0.0).
+func TestDiffTextFits(t *testing.T) {
+	withStages := func(s profile.OpStats, queue, daemon time.Duration) profile.OpStats {
+		var q, dm hist.Hist
+		for i := uint64(0); i < s.Count; i++ {
+			q.Add(uint64(queue))
+			dm.Add(uint64(daemon))
+		}
+		s.Stages = []profile.StageLatency{{Stage: profile.StageQueue, Latency: q}, {Stage: profile.StageDaemon, Latency: dm}}
+		return s
+	}
+	a := recordOf("/var/tmp/fusescope-bench-1234/mnt-labfs", 40, 10,
+		withStages(opOf(40, "READDIRPLUS", 28, 123456, 57*time.Microsecond), 3*time.Microsecond, 50*time.Microsecond),
+		withStages(opOf(40, "LOOKUP", 1, 1000, 200*time.Microsecond), 10*time.Microsecond, 180*time.Microsecond))
+	b := recordOf("/var/tmp/fusescope-bench-1234/mnt-labfs", 40, 10,
+		withStages(opOf(40, "READDIRPLUS", 28, 123456, 25*time.Microsecond), 3*time.Microsecond, 20*time.Microsecond),
+		withStages(opOf(40, "LOOKUP", 1, 500, 2*time.Millisecond), 10*time.Microsecond, 1900*time.Microsecond))
+	d, err := NewDiff(DiffInput{Name: "a.json", Records: []*profile.Record{a}}, DiffInput{Name: "b.json", Records: []*profile.Record{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unit := range []hist.Unit{hist.Usecs, hist.Msecs, hist.Nsecs} {
+		var buf bytes.Buffer
+		if err := WriteDiffText(&buf, d, DiffOptions{Unit: unit}); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		for _, line := range strings.Split(out, "\n") {
+			if n := len([]rune(line)); n > 120 {
+				t.Errorf("%s: a line of %d columns: %q", unit.Name, n, line)
+			}
+		}
+		if unit == hist.Msecs {
+			// READDIRPLUS's p50: 57 us, then 25 us.
+			if !strings.Contains(out, "0.0570") || !strings.Contains(out, "0.0250") || strings.Contains(out, " 0.0 ") {
+				t.Errorf("msecs: sub-millisecond figures lost:\n%s", out)
+			}
+			golden.Check(t, "diff_msecs.golden", buf.Bytes())
+		}
+		// LOOKUP's time: 1000 x 200 us, then 500 x 2 ms: +400%.
+		if !strings.Contains(out, "+400.0%") {
+			t.Errorf("%s: the time's change is not in per cent:\n%s", unit.Name, out)
+		}
+	}
 }

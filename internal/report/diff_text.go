@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/stats"
 )
 
 // DiffOptions choose what the text of a diff shows.
@@ -95,73 +97,103 @@ func limit(n, top int) int {
 	return n
 }
 
+// writeRequestDiff prints two tables of the same rows, benchstat's way
+// of keeping a line within 80-120 columns: the counts, rates and time in
+// FUSE (the rows that changed the time most first), then each row's
+// latency. Every change is in per cent. With one mount on each side the
+// mount is said once, above, rather than in a column.
 func writeRequestDiff(w io.Writer, d *Diff, o DiffOptions) error {
 	if len(d.Requests) == 0 {
 		_, err := io.WriteString(w, "Neither record holds a request.\n")
 		return err
 	}
-	unit := o.Unit.Name
-	var rows [][]string
-	if o.Counts {
-		rows = append(rows, []string{"MOUNT", "OP", "A", "B", "DELTA", "DELTA%"})
-	} else {
-		rows = append(rows, []string{"MOUNT", "OP", "STAGE", "COUNT A", "COUNT B", "DELTA", "RATE/s A", "RATE/s B", "DELTA",
-			"P50 A(" + unit + ")", "P50 B", "DELTA", "P99 A(" + unit + ")", "P99 B", "DELTA", "TIME A(" + unit + ")", "TIME B", "DELTA"})
-	}
-	shown, totals := 0, 0
-	var histRows []RequestDiff
+	shown := shownRequests(d, o)
+	mounts := map[string]bool{}
 	for _, r := range d.Requests {
-		if r.Stage == "total" {
-			totals++
-			if o.Top > 0 && totals > o.Top {
-				break
-			}
-		} else if o.Counts {
-			continue
+		mounts[mountText(r)] = true
+	}
+	oneMount := len(mounts) == 1
+	if oneMount {
+		fmt.Fprintf(w, "mount: %s\n", mountText(d.Requests[0]))
+	}
+	// lead is a row's first cells: its mount (unless said above), opcode
+	// and stage; a stage's row leaves the names to its opcode's.
+	lead := func(r RequestDiff, stage bool) []string {
+		op := r.Op
+		mount := mountText(r)
+		if r.Stage != profile.StageTotal {
+			op, mount = "", ""
 		}
-		shown++
-		mount := Name(r.Mount)
-		if r.MountB != "" {
-			mount += " / " + Name(r.MountB)
+		var cells []string
+		if !oneMount {
+			cells = append(cells, mount)
 		}
-		if o.Counts {
+		cells = append(cells, op)
+		if stage {
+			cells = append(cells, shortStage(r.Stage))
+		}
+		return cells
+	}
+	header := func(stage bool, rest ...string) []string {
+		var cells []string
+		if !oneMount {
+			cells = append(cells, "MOUNT")
+		}
+		cells = append(cells, "OP")
+		if stage {
+			cells = append(cells, "STAGE")
+		}
+		return append(cells, rest...)
+	}
+	align := func(names int) string { return strings.Repeat("l", names) + "r" }
+	names := 2
+	if !oneMount {
+		names = 3
+	}
+	if o.Counts {
+		rows := [][]string{header(false, "A", "B", "DELTA", "DELTA%")}
+		for _, r := range shown {
 			diff := int64(r.B.Count) - int64(r.A.Count)
-			rows = append(rows, []string{mount, r.Op, u(r.A.Count), u(r.B.Count),
+			rows = append(rows, append(lead(r, false), u(r.A.Count), u(r.B.Count),
 				o.paint(fmt.Sprintf("%+d", diff), r.CountPct, false, diff != 0 && (r.CountPct == nil || math.Abs(*r.CountPct) >= significantPct)),
-				pctText(r.CountPct, float64(r.A.Count), float64(r.B.Count))})
-			continue
+				pctText(r.CountPct, float64(r.A.Count), float64(r.B.Count))))
 		}
-		if r.Stage == "total" {
-			histRows = append(histRows, r)
-		}
-		lat := func(s float64) string { return durationText(s, o.Unit) }
+		Columns(w, rows, align(names-1))
+	} else {
+		unit := o.Unit.Name
+		lat := func(s float64) string { return figure(s * 1e9 / float64(o.Unit.Divisor)) }
 		rate := func(v float64) string {
 			if d.A.Seconds == 0 || d.B.Seconds == 0 {
 				return "-"
 			}
-			return strconv.FormatFloat(v, 'f', 1, 64)
+			return figure(v)
 		}
-		name, op := mount, r.Op
-		if r.Stage != "total" {
-			name, op = "", ""
+		fmt.Fprintln(w, "Requests and their time in FUSE, B against A (the rows that changed the time most first):")
+		rows := [][]string{header(true, "COUNT A", "COUNT B", "DELTA", "RATE/s A", "RATE/s B", "DELTA", "TIME A("+unit+")", "TIME B", "DELTA")}
+		for _, r := range shown {
+			rows = append(rows, append(lead(r, true),
+				u(r.A.Count), u(r.B.Count), o.paint(pctText(r.CountPct, float64(r.A.Count), float64(r.B.Count)), r.CountPct, false, true),
+				rate(r.A.Rate), rate(r.B.Rate), o.paint(pctText(r.RatePct, r.A.Rate, r.B.Rate), r.RatePct, false, true),
+				lat(r.A.Total), lat(r.B.Total), o.paint(pctText(pctChange(r.A.Total, r.B.Total), r.A.Total, r.B.Total), pctChange(r.A.Total, r.B.Total), true, false)))
 		}
-		rows = append(rows, []string{name, op, shortStage(r.Stage),
-			u(r.A.Count), u(r.B.Count), o.paint(pctText(r.CountPct, float64(r.A.Count), float64(r.B.Count)), r.CountPct, false, true),
-			rate(r.A.Rate), rate(r.B.Rate), o.paint(pctText(r.RatePct, r.A.Rate, r.B.Rate), r.RatePct, false, true),
-			lat(r.A.P50), lat(r.B.P50), o.paint(pctText(r.P50Pct, r.A.P50, r.B.P50), r.P50Pct, true, false),
-			lat(r.A.P99), lat(r.B.P99), o.paint(pctText(r.P99Pct, r.A.P99, r.B.P99), r.P99Pct, true, false),
-			lat(r.A.Total), lat(r.B.Total), o.paint(signedDuration(r.TotalS, o.Unit), pctChange(r.A.Total, r.B.Total), true, false)})
+		Columns(w, rows, align(names))
+		fmt.Fprintln(w, "\nLatency per request, B against A:")
+		rows = [][]string{header(true, "P50 A("+unit+")", "P50 B", "DELTA", "P99 A("+unit+")", "P99 B", "DELTA")}
+		for _, r := range shown {
+			rows = append(rows, append(lead(r, true),
+				lat(r.A.P50), lat(r.B.P50), o.paint(pctText(r.P50Pct, r.A.P50, r.B.P50), r.P50Pct, true, false),
+				lat(r.A.P99), lat(r.B.P99), o.paint(pctText(r.P99Pct, r.A.P99, r.B.P99), r.P99Pct, true, false)))
+		}
+		Columns(w, rows, align(names))
 	}
-	if o.Counts {
-		Columns(w, rows, "llr")
-	} else {
-		Columns(w, rows, "lllr")
-	}
-	if left := countTotals(d) - min(countTotals(d), limit(countTotals(d), o.Top)); left > 0 {
+	if left := countTotals(d) - limit(countTotals(d), o.Top); left > 0 {
 		fmt.Fprintf(w, "(%s more: --top 0 shows all)\n", plural(left, "row", "rows"))
 	}
 	if o.Hist {
-		for _, r := range histRows {
+		for _, r := range shown {
+			if r.Stage != profile.StageTotal {
+				continue
+			}
 			fmt.Fprintf(w, "\n%s %s: total latency, A | B\n", Name(r.Mount), r.Op)
 			if err := hist.WriteLog2Pair(w, r.A.hist, r.B.hist, o.Unit); err != nil {
 				return err
@@ -171,22 +203,56 @@ func writeRequestDiff(w io.Writer, d *Diff, o DiffOptions) error {
 	return nil
 }
 
+// shownRequests are the rows the text prints: the first --top opcodes,
+// each with its stages unless counts alone are asked for.
+func shownRequests(d *Diff, o DiffOptions) []RequestDiff {
+	var rows []RequestDiff
+	totals := 0
+	for _, r := range d.Requests {
+		if r.Stage == profile.StageTotal {
+			totals++
+			if o.Top > 0 && totals > o.Top {
+				break
+			}
+		} else if o.Counts {
+			continue
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// mountText names a row's mount, and B's where two differently named
+// mounts were paired.
+func mountText(r RequestDiff) string {
+	if r.MountB != "" {
+		return Name(r.Mount) + " / " + Name(r.MountB)
+	}
+	return Name(r.Mount)
+}
+
 func countTotals(d *Diff) int {
 	n := 0
 	for _, r := range d.Requests {
-		if r.Stage == "total" {
+		if r.Stage == profile.StageTotal {
 			n++
 		}
 	}
 	return n
 }
 
-// signedDuration prints a change of seconds in the unit's numbers, with its sign.
-func signedDuration(s float64, u hist.Unit) string {
-	if s == 0 {
-		return "0"
+// figure prints a measurement with three significant digits and no
+// exponent (0.0567, 2.50, 200, 1000000): under -m a p50 of 57 us is 0.0567,
+// not 0.0, and a figure of thousands keeps every digit.
+func figure(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case v == 0 || math.IsNaN(v) || math.IsInf(v, 0):
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
-	return fmt.Sprintf("%+.1f", s*1e9/float64(u.Divisor))
+	return strconv.FormatFloat(v, 'f', min(9, 2-int(math.Floor(math.Log10(a)))), 64)
 }
 
 func writeSyscallDiff(w io.Writer, d *Diff, o DiffOptions) error {
@@ -224,7 +290,7 @@ func writeBenchDiff(w io.Writer, d *Diff, o DiffOptions) error {
 		_, err := io.WriteString(w, "The two runs have no result in common.\n")
 		return err
 	}
-	rows := [][]string{{"WORKLOAD", "METRIC", "CONFIGURATION", "A", "±", "B", "±", "DELTA", "P"}}
+	rows := [][]string{{"WORKLOAD", "METRIC", "CONFIGURATION", "MEDIAN A", "±", "MEDIAN B", "±", "DELTA OF MEDIANS", "P"}}
 	n := limit(len(d.Bench), o.Top)
 	for _, r := range d.Bench[:n] {
 		delta := r.Delta
@@ -233,23 +299,26 @@ func writeBenchDiff(w io.Writer, d *Diff, o DiffOptions) error {
 			delta = o.paint(delta, &p, !r.HigherIsBetter, false)
 		}
 		rows = append(rows, []string{r.Workload, r.Metric + " (" + r.Unit + ")", r.Configuration,
-			fmt.Sprintf("%.4g", r.A.Median), ciText(r.A.HalfWidthFraction), fmt.Sprintf("%.4g", r.B.Median), ciText(r.B.HalfWidthFraction),
+			figure(r.A.Median), ciText(r.A), figure(r.B.Median), ciText(r.B),
 			delta, fmt.Sprintf("p=%.3f n=%d+%d", r.Comparison.P, r.A.N, r.B.N)})
 	}
 	Columns(w, rows, "lllr")
 	if n < len(d.Bench) {
 		fmt.Fprintf(w, "(%s more: --top 0 shows all)\n", plural(len(d.Bench)-n, "row", "rows"))
 	}
-	_, err := io.WriteString(w, "A and B are medians, ± the 95% interval of the mean in per cent; ~: the runs' spread cannot support a difference (Mann-Whitney U, p >= 0.05), as benchstat prints it.\n")
+	_, err := io.WriteString(w, "DELTA OF MEDIANS is B's median against A's, as benchstat's delta; ± is the 95% interval of the mean in per cent;\n"+
+		"~: the runs' spread cannot support a difference (Mann-Whitney U, p >= 0.05).\n")
 	return err
 }
 
-// ciText is a half-interval as a share of the mean, as benchstat's ±.
-func ciText(fraction float64) string {
-	if fraction == 0 || math.IsNaN(fraction) || math.IsInf(fraction, 0) {
+// ciText is a half-interval as a share of the mean, as benchstat's ±;
+// nothing for a single run, which has none.
+func ciText(s stats.Summary) string {
+	f := s.HalfWidthFraction
+	if s.N < 2 || math.IsNaN(f) || math.IsInf(f, 0) {
 		return ""
 	}
-	return fmt.Sprintf("±%.0f%%", 100*math.Abs(fraction))
+	return fmt.Sprintf("±%.0f%%", 100*math.Abs(f))
 }
 
 // WriteDiffJSON writes the diff as indented, versioned JSON.

@@ -129,6 +129,12 @@ func TestDiffInjectedLatency(t *testing.T) {
 	os.WriteFile(future, []byte(`{"schema":"fusescope.record/v9","meta":{}}`), 0o644)
 	syscalls := filepath.Join(dir, "sys.json")
 	os.WriteFile(syscalls, mustRead(t, fusescopeBin, "syscalls", "--json", "../../internal/systrace/testdata/sample.log"), 0o644)
+	// One record: said once, with the usage once (it was printed twice).
+	if out, err := exec.Command(fusescopeBin, "diff", a).CombinedOutput(); err == nil || strings.Count(string(out), "\n") != 1 ||
+		!strings.Contains(string(out), "diff takes two records") || strings.Count(string(out), "usage") != 1 ||
+		strings.Count(string(out), "A.json B.json") != 1 {
+		t.Errorf("diff with one record: %v\n%s", err, out)
+	}
 	for _, args := range [][]string{
 		{"diff", a},
 		{"diff", a, syscalls},
