@@ -55,6 +55,13 @@ func dialServer(socket, tool string, opts ktrace.SyscallOptions) (*remoteTracer,
 	if err != nil {
 		return nil, noServer{why: err.Error()}
 	}
+	// Anyone may listen on a --socket in a directory others can write:
+	// the run's options, and the command it holds, go only to root or to
+	// this user.
+	if err := checkServerCred(conn.(*net.UnixConn), socket); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	r := &remoteTracer{conn: conn, enc: gob.NewEncoder(conn), dec: gob.NewDecoder(conn), socket: socket}
 	opts.Category = nil
 	if err := r.enc.Encode(serveRequest{Protocol: serveProtocol, Tool: tool, PID: os.Getpid(), Options: opts}); err != nil {
@@ -76,6 +83,19 @@ func dialServer(socket, tool string, opts ktrace.SyscallOptions) (*remoteTracer,
 	}
 	r.setup = time.Since(start)
 	return r, nil
+}
+
+// checkServerCred refuses a server that runs neither as root nor as this
+// process's user, before anything is sent to it.
+func checkServerCred(conn *net.UnixConn, socket string) error {
+	cred, err := peerCred(conn)
+	if err != nil {
+		return fmt.Errorf("the server on %s: its credentials cannot be read (%v): nothing was sent to it", socket, err)
+	}
+	if me := os.Geteuid(); cred.Uid != 0 && int(cred.Uid) != me {
+		return fmt.Errorf("the server on %s runs as uid %d, neither root nor you (uid %d): nothing was sent to it; stop it, or give another --socket or --no-server", socket, cred.Uid, me)
+	}
+	return nil
 }
 
 func (r *remoteTracer) Root() int                  { return r.reply.Root }

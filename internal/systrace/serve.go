@@ -15,6 +15,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/session"
 	"github.com/fusescope/fusescope/internal/sysevent"
 	"golang.org/x/sys/unix"
 )
@@ -113,12 +114,8 @@ func listenOnce(socket string) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the socket's directory: %w", err)
 	}
-	if c, err := net.DialTimeout("unix", socket, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("a server already listens on %s: stop it first, or give another --socket", socket)
-	}
-	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("removing the stale socket %s: %w", socket, err)
+	if err := removeStaleSocket(socket); err != nil {
+		return nil, err
 	}
 	// The mode is set at bind, so no client ever sees a wider one.
 	old := syscall.Umask(0o177)
@@ -128,6 +125,63 @@ func listenOnce(socket string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("listening on %s: %w", socket, err)
 	}
 	return ln, nil
+}
+
+// removeStaleSocket removes what is at socket only when it is a socket
+// that no server answers on (one a killed server left). Anything else
+// stays, and is refused: as root, --socket must never delete a file or a
+// directory someone gave by mistake.
+func removeStaleSocket(socket string) error {
+	st, err := os.Lstat(socket)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--socket %s: %v: give another path", socket, session.WithoutPath(err))
+	}
+	if st.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("--socket %s: the path is %s, not a socket: give another path, or remove it yourself", socket, fileKind(st.Mode()))
+	}
+	c, err := net.DialTimeout("unix", socket, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("a server already listens on %s: stop it first, or give another --socket", socket)
+	}
+	// Only a refused connection says that no one listens: a socket that
+	// timed out may belong to a server that is busy.
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("--socket %s: a socket that neither answers nor refuses (%v): give another path, or remove it yourself", socket, dialErrno(err))
+	}
+	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the stale socket %s: %v", socket, session.WithoutPath(err))
+	}
+	return nil
+}
+
+// dialErrno is a failed connect's reason without net's "dial unix PATH:".
+func dialErrno(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
+
+// fileKind names what a mode's type is, as ls -l would tell it.
+func fileKind(m os.FileMode) string {
+	switch m.Type() {
+	case 0:
+		return "a regular file"
+	case os.ModeDir:
+		return "a directory"
+	case os.ModeSymlink:
+		return "a symbolic link"
+	case os.ModeNamedPipe:
+		return "a named pipe"
+	case os.ModeDevice, os.ModeDevice | os.ModeCharDevice:
+		return "a device"
+	}
+	return "not a file a socket can replace"
 }
 
 // checkSocketPath refuses a path a Unix socket cannot have (sun_path holds

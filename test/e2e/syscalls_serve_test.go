@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,4 +143,96 @@ func TestSyscallsServe(t *testing.T) {
 		t.Errorf("Ctrl-C: %v", err)
 	}
 	assertNoProbesLeft(t)
+}
+
+// TestSyscallsServeKeepsWhatIsNotASocket: --serve --socket PATH runs as
+// root, and replaces only a socket no server answers on; a file, a
+// directory or a link at PATH is refused in one line and left as it was.
+func TestSyscallsServeKeepsWhatIsNotASocket(t *testing.T) {
+	dir := t.TempDir()
+	file, empty, link := filepath.Join(dir, "file"), filepath.Join(dir, "empty"), filepath.Join(dir, "link")
+	if err := os.WriteFile(file, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]string{file: "a regular file", empty: "a directory", link: "a symbolic link"} {
+		// Had it taken the path, it would serve there until killed.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, fusescopeBin, "syscalls", "--serve", "--socket", path).CombinedOutput()
+		cancel()
+		want := "--socket " + path + ": the path is " + kind + ", not a socket"
+		if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 || !strings.Contains(string(out), want) {
+			t.Errorf("--serve --socket %s: %v\n%s\nwant one line with %q", path, err, out, want)
+		}
+	}
+	if data, err := os.ReadFile(file); err != nil || string(data) != "precious\n" {
+		t.Errorf("the file: %q, %v; want it untouched", data, err)
+	}
+	if st, err := os.Lstat(empty); err != nil || !st.IsDir() {
+		t.Errorf("the empty directory: %v, %v; want it untouched", st, err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode().Type() != os.ModeSymlink {
+		t.Errorf("the link: %v, %v; want it untouched", st, err)
+	}
+	assertNoProbesLeft(t)
+}
+
+// TestSyscallsClientChecksServer: with --socket in a world-writable
+// directory, anyone can listen there first. A run asks the listener's
+// credentials (SO_PEERCRED) before it sends anything: one that is neither
+// root nor the run's own user gets nothing, and the run ends at once in
+// one line, its command never run.
+func TestSyscallsClientChecksServer(t *testing.T) {
+	need(t, "setpriv", "/usr/bin/python3")
+	dir, err := os.MkdirTemp("", "fusescope-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil { // as /tmp
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "syscalls.sock")
+	// A listener run as nobody, which counts the bytes a client sends it.
+	listener := `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept()
+c.settimeout(3)
+n = 0
+try:
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        n += len(b)
+except socket.timeout:
+    pass
+print("received", n, flush=True)
+`
+	impostor := proctest.Start(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", listener, sock), "listening", 10*time.Second)
+	marker := filepath.Join(t.TempDir(), "ran")
+	start := time.Now()
+	out, err := exec.Command(fusescopeBin, "syscalls", "--socket", sock, "--", "touch", marker).CombinedOutput()
+	took := time.Since(start)
+	want := "the server on " + sock + " runs as uid 65534"
+	if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 || !strings.Contains(string(out), want) {
+		t.Errorf("a run on nobody's socket: %v\n%s\nwant one line with %q", err, out, want)
+	}
+	if took > 3*time.Second {
+		t.Errorf("the run took %v: it waited for the listener", took)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the refused run ran its command")
+	}
+	if exited, _ := impostor.Wait(10 * time.Second); !exited || !strings.Contains(impostor.Output(), "received 0\n") {
+		t.Errorf("the listener (exited %v):\n%s\nwant it to have received nothing", exited, impostor.Output())
+	}
 }
