@@ -25,8 +25,9 @@ func newReportCmd() *cobra.Command {
 nothing is fetched when it is viewed (inline CSS and SVG, no script), and
 every name that came from a trace is escaped. For each file: FUSE requests
 by total time with their latency histograms (and stages), requests over
-time from an interval trace's records, the application's calls and the
-page cache, slow and hung requests, files; a system-call report's
+time from an interval trace's records (summed for the tables), the
+application's calls and the page cache, slow and hung requests, files
+by node; a system-call report's
 categories, critical path, process timeline, hot spots, waits and files;
 a bench run's results with their intervals and ratios to the baseline.`,
 		Example: `  fusescope trace --mount /mnt/lab --json 1 > run.jsonl   # an interval trace

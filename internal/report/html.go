@@ -69,6 +69,8 @@ func WriteHTML(w io.Writer, title string, inputs []HTMLInput) error {
 			return fmt.Sprintf("%.1f%%", 100*v)
 		},
 		"bytes": humanBytes,
+		"name":  Name,
+		"known": knownName,
 		"nsToS": func(ns uint64) float64 { return float64(ns) / 1e9 },
 		"durS":  func(d time.Duration) float64 { return d.Seconds() },
 		"durNs": func(d time.Duration) float64 { return float64(d) },
@@ -88,17 +90,17 @@ func htmlSection(in HTMLInput) section {
 			s.Meta = append(s.Meta, kv{k, v})
 		}
 	}
-	add("source", m.Source)
-	add("tool", m.Tool)
-	add("kernel", m.Kernel)
-	add("host", m.Host)
+	add("source", Name(m.Source))
+	add("tool", Name(m.Tool))
+	add("kernel", Name(m.Kernel))
+	add("host", Name(m.Host))
 	if !m.Start.IsZero() {
 		add("start", m.Start.UTC().Format(time.RFC3339))
 	}
 	if !last.Meta.End.IsZero() && !m.Start.IsZero() {
 		add("duration", last.Meta.End.Sub(m.Start).Round(time.Millisecond).String())
 	}
-	add("command", strings.Join(m.Command, " "))
+	add("command", argsText(m.Command))
 	if len(in.Records) > 1 {
 		add("records", fmt.Sprintf("%d intervals", len(in.Records)))
 	}
@@ -126,7 +128,11 @@ type requestView struct {
 	SlowMore  int
 	Hung      []profile.HungRequest
 	Files     []profile.FileStats
-	Drops     []kv
+	// FilesMore counts the files past the table's rows; FilesSummed says
+	// the files are summed over interval records.
+	FilesMore   int
+	FilesSummed bool
+	Drops       []kv
 }
 
 type opRow struct {
@@ -153,7 +159,7 @@ type pageCacheRow struct {
 }
 
 func newRequestView(recs []*profile.Record) *requestView {
-	rec := merged(recs)
+	rec := WholeRun(recs)
 	v := &requestView{}
 	total := float64(rec.Profile.TotalNs()) / 1e9
 	v.TotalS = total
@@ -175,7 +181,7 @@ func newRequestView(recs []*profile.Record) *requestView {
 		if i >= htmlMaxHists || r.Count == 0 {
 			break
 		}
-		c := histChart{Title: r.Mount + " " + r.Op}
+		c := histChart{Title: Name(r.Mount) + " " + r.Op}
 		c.add("total", &r.stats.Latency)
 		for _, st := range r.stats.Stages {
 			c.add(string(st.Stage), &st.Latency)
@@ -204,7 +210,17 @@ func newRequestView(recs []*profile.Record) *requestView {
 	}
 	v.Slow = slow
 	v.Hung = recs[len(recs)-1].Hung
-	v.Files = rec.Files
+	v.Files = slices.Clone(rec.Files)
+	for i := range v.Files {
+		if f := &v.Files[i]; f.Mount == "" {
+			f.Mount = rec.Label(f.Conn)
+		}
+	}
+	if len(v.Files) > htmlMaxRows {
+		v.FilesMore = len(v.Files) - htmlMaxRows
+		v.Files = v.Files[:htmlMaxRows]
+	}
+	v.FilesSummed = len(recs) > 1 && len(v.Files) > 0
 	d := rec.Profile.Drops
 	for _, x := range []struct {
 		k string
@@ -498,16 +514,16 @@ func processLanes(r *profile.SyscallReport) *laneChart {
 		if start == 0 {
 			start = t0
 		}
-		l := lane{Label: fmt.Sprintf("%d %s", p.PID, name), Y: y + 12,
+		l := lane{Label: fmt.Sprintf("%d %s", p.PID, Name(name)), Y: y + 12,
 			Life: bar{X: x(start), Y: y + 3, W: max(1, x(p.End)-x(start)), H: laneH - 6,
-				Tip: fmt.Sprintf("%d %s: %.3f s, %.3f s in calls, %.3f s outside", p.PID, p.Exec, p.End-start, p.SyscallS, p.OutsideS)}}
+				Tip: fmt.Sprintf("%d %s: %.3f s, %.3f s in calls, %.3f s outside", p.PID, Name(p.Exec), p.End-start, p.SyscallS, p.OutsideS)}}
 		for _, b := range p.Blocked {
 			l.Blocks = append(l.Blocks, bar{X: x(b.Start), Y: y + 3, W: max(1, x(b.Start+b.DurS)-x(b.Start)), H: laneH - 6,
-				Tip: fmt.Sprintf("%s %s: %.3f s", b.Name, b.Target, b.DurS)})
+				Tip: fmt.Sprintf("%s %s: %.3f s", b.Name, Name(b.Target), b.DurS)})
 		}
 		for _, e := range p.Execs {
 			if e.Start > 0 {
-				l.Execs = append(l.Execs, bar{X: x(e.Start), Y: y + 1, W: 2, H: laneH - 2, Tip: "exec " + strings.Join(e.Args, " ")})
+				l.Execs = append(l.Execs, bar{X: x(e.Start), Y: y + 1, W: 2, H: laneH - 2, Tip: "exec " + argsText(e.Args)})
 			}
 		}
 		if p.Exit != nil || p.Killed != "" {
@@ -591,6 +607,24 @@ func newBenchView(b *profile.BenchReport) *benchView {
 		v.Charts = append(v.Charts, c)
 	}
 	return v
+}
+
+// knownName is a name as Name quotes it, "?" where it is not known, as
+// the terminal views print both.
+func knownName(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return Name(s)
+}
+
+// argsText is a command line, each argument quoted where it must be.
+func argsText(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = Name(a)
+	}
+	return strings.Join(q, " ")
 }
 
 func humanBytes(n any) string {

@@ -80,3 +80,80 @@ func TestHTMLSizeOfAnHour(t *testing.T) {
 	}
 	t.Logf("%d bytes", b.Len())
 }
+
+// The files table names each node: two nodes of one path are two rows
+// told apart by their node ids, a node whose name is not known shows ?,
+// and control characters in a name are quoted as the terminal quotes
+// them (never an ESC or a newline in the page).
+func TestHTMLFilesTable(t *testing.T) {
+	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	odd := "/d/esc\x1b[31mred\nline"
+	rec := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Start: start, End: start.Add(time.Second),
+		Mounts: []profile.Mount{{Conn: 40, MountPoint: "/mnt/lab"}}},
+		Profile: profile.Profile{Ops: []profile.OpStats{opOf(40, "LOOKUP", 1, 10, time.Millisecond)}},
+		Files: []profile.FileStats{
+			{Conn: 40, Node: 5, Path: "/d", Count: 3, Total: 3 * time.Millisecond},
+			{Conn: 40, Node: 9, Path: "/d", Count: 2, Total: 2 * time.Millisecond},
+			{Conn: 40, Node: 12, Count: 1, Total: time.Millisecond},
+			{Conn: 40, Node: 14, Path: odd, Count: 1, Total: time.Millisecond}},
+		Slow: []profile.SlowRequest{{Op: "READ", Comm: "ca\x1bt", Mount: "/mnt/lab", File: odd, Latency: time.Second}},
+		Hung: []profile.HungRequest{{Op: "READ", Mount: "/mnt/lab"}},
+	}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, "files", []HTMLInput{{Name: "r.json", Records: []*profile.Record{rec}}}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`<td class="name">/d</td><td>5</td><td>3</td>`,
+		`<td class="name">/d</td><td>9</td><td>2</td>`,
+		`<td class="name">?</td><td>12</td><td>1</td>`,
+		`<td class="name">&#34;/d/esc\x1b[31mred\nline&#34;</td><td>14</td>`,
+		`<td class="name">&#34;ca\x1bt&#34;</td>`,                      // the slow request's command
+		`<td class="name">&#34;/d/esc\x1b[31mred\nline&#34;</td></tr>`, // and its file
+		`<td>0</td><td class="name">?</td>`,                            // a hung request's unknown command
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.ContainsAny(page, "\x1b") || strings.Contains(page, "red\nline") {
+		t.Error("a control character from a name is in the page raw")
+	}
+}
+
+// An interval trace's report sums the application's calls, the page
+// cache and the files over the records, as it sums the opcodes.
+func TestHTMLSumsIntervalRecords(t *testing.T) {
+	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	interval := func(i int, calls, pages uint64, file time.Duration) *profile.Record {
+		c := profile.CallStats{Syscall: "statx", Count: calls, WithRequests: calls, Requests: calls}
+		for range calls {
+			c.Latency.Add(uint64(20 * time.Microsecond))
+		}
+		at := start.Add(time.Duration(i) * time.Second)
+		return &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Start: at, End: at.Add(time.Second),
+			Mounts: []profile.Mount{{Conn: 40, MountPoint: "/mnt/lab"}}},
+			Profile:   profile.Profile{Ops: []profile.OpStats{opOf(40, "LOOKUP", 1, 10, time.Millisecond)}},
+			Calls:     []profile.CallStats{c},
+			PageCache: []profile.PageCache{{Conn: 40, Mount: "/mnt/lab", Reads: 1, ReadPages: pages, Added: pages / 2}},
+			Files:     []profile.FileStats{{Conn: 40, Node: 7, Path: "/f", Count: 2, Total: file, Max: file / 2}},
+		}
+	}
+	recs := []*profile.Record{interval(0, 81, 10, 4*time.Millisecond), interval(1, 3000, 100, 6*time.Millisecond), interval(2, 365, 1000, 10*time.Millisecond)}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, "stream", []HTMLInput{{Name: "run.jsonl", Records: recs}}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`<td class="l">statx</td><td>3446</td><td>0</td><td>3446</td><td>3446</td>`, // calls, errors, with requests, requests
+		`<td class="name">/mnt/lab</td><td>1110</td><td>555</td>`,                   // pages read, added
+		`<td class="name">/f</td><td>7</td><td>6</td><td>0</td><td>0.020</td><td>5000.0</td>`,
+		"Each interval record lists its busiest files",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}

@@ -27,6 +27,12 @@ import (
 // A file name made to run script in a page that would not escape it.
 const hostileName = `<img src=x onerror=alert(1)>`
 
+// A file name with control characters, as the page must quote it.
+const (
+	controlName       = "ctl\x1b[31mred\nline"
+	controlNameQuoted = `"/ctl\x1b[31mred\nline"`
+)
+
 // TestReportInChromium makes a report of an interval trace (with slow
 // requests and files, one of them named to inject HTML), a live
 // system-call report and a bench run, and opens it in headless Chromium
@@ -41,6 +47,11 @@ func TestReportInChromium(t *testing.T) {
 		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), []byte("data"), 0o644)
 	}
 	if err := os.WriteFile(filepath.Join(src, hostileName), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A name with an ESC and a newline: the page quotes it as the
+	// terminal views do, so neither reaches the page raw.
+	if err := os.WriteFile(filepath.Join(src, controlName), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if msg, err := exec.Command(fusescopeBin, "fs", "mount", src, mnt, "--preset", "nocache", "--latency", "lookup=100us", "--background").CombinedOutput(); err != nil {
@@ -147,6 +158,9 @@ func TestReportInChromium(t *testing.T) {
 	}
 	if !regexp.MustCompile(`LOOKUP\s+` + strconv.FormatUint(lookups, 10) + `\s`).MatchString(text) {
 		t.Errorf("the page does not show the %d LOOKUPs of the records", lookups)
+	}
+	if strings.ContainsAny(text, "\x1b") || strings.Contains(text, "red\nline") || !strings.Contains(text, controlNameQuoted) {
+		t.Errorf("the page does not quote the name with an ESC and a newline as %s", controlNameQuoted)
 	}
 	for _, want := range []string{hostileName, "FUSE requests by total time", "LOOKUP", "Requests over time", "Latency histograms",
 		"Slowest requests", "Files by FUSE time", "Process timeline", "Critical path", "Hot spots", "Bench", "native", "lab"} {
