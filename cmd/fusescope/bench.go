@@ -24,6 +24,7 @@ import (
 func newBenchCmd() *cobra.Command {
 	var (
 		preset, printPreset, recordTo, order, scratch   string
+		scratchDir                                      string
 		reps, warmup                                    int
 		scale                                           float64
 		seed                                            uint64
@@ -130,7 +131,7 @@ the seeds' experiments beside its published figures; flags make a quick one:
 			if err != nil {
 				return err
 			}
-			opt := bench.Options{Self: self, Trace: bench.OpenTracer, Progress: &bench.Lines{W: os.Stderr}}
+			opt := bench.Options{Self: self, Trace: bench.OpenTracer, Progress: &bench.Lines{W: os.Stderr}, ScratchDir: scratchDir}
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				opt.Progress = &bench.Bar{W: os.Stderr}
 			}
@@ -161,7 +162,8 @@ the seeds' experiments beside its published figures; flags make a quick one:
 	f.Uint64Var(&seed, "seed", 0, "seed of the shuffled order (default: from the clock; the record keeps it)")
 	f.DurationVar(&budget, "budget", 0, "stop after the round that passes this time (e.g. 10m)")
 	f.StringVar(&order, "order", "random", "order of the configurations in a round: random or rotate")
-	f.StringVar(&scratch, "scratch", "ext4", "source file system: ext4 (journalled, on a loop device) or tmp (a directory in /var/tmp)")
+	f.StringVar(&scratch, "scratch", "ext4", "source file system: ext4 (journalled, on a loop device) or tmp (a directory in --scratch-dir)")
+	f.StringVar(&scratchDir, "scratch-dir", "/var/tmp", "put the scratch file system's image and directories in `DIR` (a killed bench's leftovers there are cleaned up)")
 	f.Float64Var(&scale, "scale", 1, "multiply the workloads' sizes and file counts by this factor")
 	f.BoolVar(&remount, "remount", false, "mount each configuration anew before each run (cold runs)")
 	f.BoolVar(&noDrop, "no-drop-caches", false, "keep the kernel's caches between runs")

@@ -22,10 +22,12 @@ import (
 	"github.com/fusescope/fusescope/internal/stats"
 )
 
-// Tracer records the FUSE requests of each run: Snapshot is cumulative,
-// the bench takes differences (ktrace's request source; nil: no traces).
+// Tracer records the FUSE requests of each run as an interval (ktrace's
+// request source; nil: no traces): one ends as the run starts, and the
+// next is the run's, its extremes its own (a difference of cumulative
+// snapshots knows only the buckets they fall in).
 type Tracer interface {
-	Snapshot() (*profile.Record, error)
+	Interval(final bool) (interval, whole *profile.Record, err error)
 	// WatchDaemons finds the daemons of mounts made since, for stages.
 	WatchDaemons() error
 }
@@ -39,7 +41,7 @@ type Options struct {
 	// Progress receives progress: a bar with ETA on a terminal, lines
 	// otherwise (Progress.Plain).
 	Progress Progress
-	// Now and the scratch directory's parent, for tests.
+	// ScratchDir is where the scratch directory goes; "": /var/tmp.
 	ScratchDir string
 }
 
@@ -331,7 +333,7 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 		return run
 	}
 	run.Conn, run.Mount = m.conn, b.mountings[c.Name]
-	var before *profile.Record
+	intervalOpen := false
 	mode := b.spec.traceMode(c)
 	traced := b.rep.Traced && m.conn != 0 && mode != "off"
 	if traced && b.perRun {
@@ -342,7 +344,8 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 	}
 	if traced && b.tracer != nil {
 		b.tracer.WatchDaemons()
-		before, _ = b.tracer.Snapshot()
+		_, _, err := b.tracer.Interval(false) // what came before the run
+		intervalOpen = err == nil
 	}
 	env := runEnv{ctx: ctx, dir: m.dir, src: b.src, drop: b.drop}
 	begin := time.Now()
@@ -356,16 +359,15 @@ func (b *bencher) runOne(ctx context.Context, r int, c Configuration, w Workload
 		return run
 	}
 	run.Metrics = metrics
-	if before != nil && b.tracer != nil {
-		if after, err := b.tracer.Snapshot(); err == nil {
-			if d, err := after.Profile.Sub(&before.Profile); err == nil {
-				d.Ops = slices.DeleteFunc(d.Ops, func(s profile.OpStats) bool { return s.Conn != m.conn })
-				d.SortByTime()
-				run.Requests = &d
-				run.Metrics = append(run.Metrics, requestFigures(w, &d)...)
-				if w.Calls {
-					run.Calls = profile.SubCalls(after.Calls, before.Calls)
-				}
+	if intervalOpen && b.tracer != nil {
+		if iv, _, err := b.tracer.Interval(false); err == nil {
+			d := iv.Profile
+			d.Ops = slices.DeleteFunc(d.Ops, func(s profile.OpStats) bool { return s.Conn != m.conn })
+			d.SortByTime()
+			run.Requests = &d
+			run.Metrics = append(run.Metrics, requestFigures(w, &d)...)
+			if w.Calls {
+				run.Calls = iv.Calls
 			}
 		}
 	}

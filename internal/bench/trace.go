@@ -11,8 +11,7 @@ import (
 
 // OpenTracer traces every FUSE connection's requests for the bench, with
 // their stages (where the kernel allows it) if asked; a run's requests are
-// the difference of two snapshots, kept for its configuration's
-// connection.
+// an interval of the trace, kept for its configuration's connection.
 // With calls, the bench's own process and its children are the
 // application whose file calls are joined to their requests.
 func OpenTracer(stages, calls bool) (Tracer, func(), error) {
