@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,9 +22,26 @@ import (
 // Namespace starts every metric's name.
 const Namespace = "fusescope"
 
-// OtherMount labels the series of the mounts beyond Collector.MaxMounts,
-// summed: the label's cardinality stays bounded whatever is mounted.
+// OtherMount labels the series of the mounts beyond Collector.MaxSeries
+// or MaxMounts, summed: the number of series stays bounded whatever is
+// mounted.
 const OtherMount = "other"
+
+// DefaultMaxSeries is the series the mounts may make by default: a scrape
+// of that many takes ~50 ms on a 2-vCPU VM, half Prometheus's usual
+// interval (docs/performance.md).
+const DefaultMaxSeries = 20000
+
+// The series an opcode of a mount makes: its four counters, and 27 per
+// histogram (classicBuckets buckets, +Inf, _sum and _count), one for the
+// total and one per stage; and the gauges of a mount (mount_info, the
+// four of fusectl, in flight and hung).
+const (
+	classicBuckets  = lastClassic - firstClassic + 1
+	histogramSeries = classicBuckets + 3
+	opCounters      = 4
+	mountGauges     = 7
+)
 
 // Classic buckets: the log2 histogram's own edges, 2^10 ns (~1 us) to 2^33
 // ns (~8.6 s); a request above the last counts in +Inf alone.
@@ -46,9 +64,19 @@ type Collector struct {
 	InFlight bool
 	// HungAfter: in-flight requests at least this old count as hung.
 	HungAfter time.Duration
-	// MaxMounts bounds the mount label: the mounts past it (in connection
-	// order) are summed under "other". 0: no bound.
+	// MaxSeries bounds the series the mounts make: a mount has a label of
+	// its own while its series, those of the mounts labelled before it (in
+	// connection order) and those of the others summed under "other" fit
+	// (series formula: opSeries, mountGauges). A mount once labelled keeps
+	// its label while they fit, so that "other"'s counters do not move
+	// back. 0: no bound.
+	MaxSeries int
+	// MaxMounts bounds the mount label the same way by the number of
+	// mounts. 0: no bound.
 	MaxMounts int
+
+	mu       sync.Mutex
+	labelled map[uint32]bool // the mounts with a label of their own
 	// Side names what measured the series ("kernel": the tracepoints,
 	// "daemon": the lab file system's own timers), a constant label.
 	Side string
@@ -65,7 +93,7 @@ type descs struct {
 
 // New returns a collector of snapshot's records.
 func New(snapshot func() (*profile.Record, error), side string) *Collector {
-	c := &Collector{Snapshot: snapshot, Side: side, HungAfter: 10 * time.Second, MaxMounts: 100}
+	c := &Collector{Snapshot: snapshot, Side: side, HungAfter: 10 * time.Second, MaxSeries: DefaultMaxSeries}
 	constLabels := prometheus.Labels{"side": side}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, constLabels)
@@ -167,9 +195,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // mountLabels labels each present connection with its mount point (conn N
-// when it has none this namespace shows), the ones past MaxMounts "other".
+// when it has none this namespace shows), or "other" past MaxSeries or
+// MaxMounts.
 func (c *Collector) mountLabels(rec *profile.Record) map[uint32]string {
-	out := map[uint32]string{}
 	var conns []uint32
 	for _, m := range rec.Meta.Mounts {
 		if !m.Gone {
@@ -184,14 +212,94 @@ func (c *Collector) mountLabels(rec *profile.Record) map[uint32]string {
 		}
 	}
 	slices.Sort(conns)
-	for i, conn := range conns {
-		if c.MaxMounts > 0 && i >= c.MaxMounts {
-			out[conn] = OtherMount
-			continue
+	own := c.ownLabels(rec, conns)
+	out := map[uint32]string{}
+	for _, conn := range conns {
+		out[conn] = OtherMount
+		if own[conn] {
+			out[conn] = rec.Label(conn)
 		}
-		out[conn] = rec.Label(conn)
 	}
 	return out
+}
+
+// ownLabels picks the mounts that keep a label of their own: those that
+// had one, while they fit (the last labelled go first), then the others
+// in connection order, while they fit.
+func (c *Collector) ownLabels(rec *profile.Record, conns []uint32) map[uint32]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	perOp := map[uint32]map[string]int{} // conn -> opcode -> its series
+	for i := range rec.Profile.Ops {
+		s := &rec.Profile.Ops[i]
+		if perOp[s.Conn] == nil {
+			perOp[s.Conn] = map[string]int{}
+		}
+		perOp[s.Conn][s.Op] = opSeries(s)
+	}
+	// fits says whether the mounts of own, each with its series, and the
+	// rest summed under "other" stay within the bounds.
+	fits := func(own map[uint32]bool) bool {
+		if c.MaxMounts > 0 && len(own) > c.MaxMounts {
+			return false
+		}
+		if c.MaxSeries <= 0 {
+			return true
+		}
+		total, other, rest := 0, map[string]int{}, false
+		for _, conn := range conns {
+			if own[conn] {
+				total += mountGauges
+				for _, n := range perOp[conn] {
+					total += n
+				}
+				continue
+			}
+			rest = true
+			for op, n := range perOp[conn] {
+				other[op] = max(other[op], n)
+			}
+		}
+		if rest { // "other" has no gauges: they are each mount's own
+			for _, n := range other {
+				total += n
+			}
+		}
+		return total <= c.MaxSeries
+	}
+	present := map[uint32]bool{}
+	for _, conn := range conns {
+		present[conn] = true
+	}
+	own := map[uint32]bool{}
+	var kept []uint32
+	for conn := range c.labelled {
+		if present[conn] {
+			own[conn] = true
+			kept = append(kept, conn)
+		}
+	}
+	slices.Sort(kept)
+	for i := len(kept) - 1; i >= 0 && !fits(own); i-- {
+		delete(own, kept[i])
+	}
+	for _, conn := range conns {
+		if own[conn] {
+			continue
+		}
+		own[conn] = true
+		if !fits(own) {
+			delete(own, conn)
+			break // in connection order: a later mount never takes a label an earlier one could not
+		}
+	}
+	c.labelled = own
+	return own
+}
+
+// opSeries is the series one opcode of a mount makes.
+func opSeries(s *profile.OpStats) int {
+	return opCounters + histogramSeries*(1+len(s.Stages))
 }
 
 func (c *Collector) collectConnections(ch chan<- prometheus.Metric, rec *profile.Record, labels map[uint32]string) {

@@ -210,3 +210,118 @@ func BenchmarkScrape(b *testing.B) {
 		})
 	}
 }
+
+// The series are bounded by default (issue 39, 11: 100 mounts with
+// --stages made ~400,000, and a scrape outlasted Prometheus's interval):
+// 50 mounts x 40 opcodes with three stages each would make 216,350; the
+// default budget labels the first mounts that fit, in connection order,
+// sums the others under "other", and the exposition holds as many series
+// as the formula says, at most DefaultMaxSeries. No request is lost.
+func TestSeriesBudget(t *testing.T) {
+	rec := manyMounts(50, 40, true)
+	c := New(func() (*profile.Record, error) { return rec, nil }, "kernel")
+	c.InFlight = true
+	series, reqs := exposition(t, c)
+	perOp := opSeries(&rec.Profile.Ops[0])
+	perMount := mountGauges + 40*perOp
+	labelled := (DefaultMaxSeries - 40*perOp) / perMount // and "other", which has no gauges
+	if want := labelled*perMount + 40*perOp; series != want || series > DefaultMaxSeries {
+		t.Errorf("%d series of the mounts, want %d: %d mounts labelled and other, %d each, at most %d", series, want, labelled, perMount, DefaultMaxSeries)
+	}
+	var total float64
+	for k, n := range reqs {
+		total += n
+		mount := strings.Fields(k)[0]
+		if mount != OtherMount && mount > fmt.Sprintf("/mnt/m%02d", labelled) {
+			t.Errorf("%s has a label of its own, past the first %d mounts", mount, labelled)
+		}
+	}
+	if total != 50*40 {
+		t.Errorf("the series count %v requests, want %d", total, 50*40)
+	}
+	if c.MaxSeries = 0; true {
+		if series, _ := exposition(t, c); series != 50*perMount {
+			t.Errorf("no bound: %d series, want %d", series, 50*perMount)
+		}
+	}
+}
+
+// A mount keeps its label from scrape to scrape while the series fit, so
+// that "other"'s counters do not move back when a mount comes; when they
+// no longer fit, the mount labelled last goes back to "other" first.
+func TestSeriesBudgetKeepsLabels(t *testing.T) {
+	rec := manyMounts(3, 10, false)
+	perMount := mountGauges + 10*opSeries(&rec.Profile.Ops[0])
+	c := New(func() (*profile.Record, error) { return rec, nil }, "kernel")
+	c.InFlight = true
+	c.MaxSeries = 2 * perMount // one mount and other, not two
+	if _, reqs := exposition(t, c); len(reqs) != 20 || reqs["/mnt/m01 OP01"] != 1 || reqs["other OP01"] != 2 {
+		t.Fatalf("first scrape: %v", reqs)
+	}
+	// A mount with a lower connection number comes: the first keeps its
+	// label, and the newcomer is summed.
+	rec.Meta.Mounts = append([]profile.Mount{{Conn: 0, MountPoint: "/mnt/m00", Connection: &profile.ConnInfo{}}}, rec.Meta.Mounts...)
+	for op := 1; op <= 10; op++ {
+		rec.Profile.Ops = append(rec.Profile.Ops, opWith(0, fmt.Sprintf("OP%02d", op), time.Millisecond))
+	}
+	if _, reqs := exposition(t, c); reqs["/mnt/m01 OP01"] != 1 || reqs["other OP01"] != 3 || reqs["/mnt/m00 OP01"] != 0 {
+		t.Errorf("after a new mount: %v", reqs)
+	}
+	// The labelled mount makes ten more opcodes: it no longer fits beside
+	// "other", and goes back to it; the bound holds.
+	for op := 11; op <= 20; op++ {
+		rec.Profile.Ops = append(rec.Profile.Ops, opWith(1, fmt.Sprintf("OP%02d", op), time.Millisecond))
+	}
+	if series, reqs := exposition(t, c); reqs["/mnt/m01 OP01"] != 0 || reqs["other OP01"] != 4 || reqs["other OP20"] != 1 || series > c.MaxSeries {
+		t.Errorf("after the labelled mount grew: %d series (at most %d) %v", series, c.MaxSeries, reqs)
+	}
+}
+
+func manyMounts(mounts, ops int, stages bool) *profile.Record {
+	rec := &profile.Record{Schema: profile.Schema}
+	for conn := uint32(1); conn <= uint32(mounts); conn++ {
+		rec.Meta.Mounts = append(rec.Meta.Mounts, profile.Mount{Conn: conn, MountPoint: fmt.Sprintf("/mnt/m%02d", conn), Connection: &profile.ConnInfo{}})
+		for op := 1; op <= ops; op++ {
+			s := opWith(conn, fmt.Sprintf("OP%02d", op), time.Millisecond)
+			if stages {
+				for _, st := range []profile.Stage{profile.StageQueue, profile.StageDaemon, profile.StageReply} {
+					s.Stages = append(s.Stages, profile.StageLatency{Stage: st, Latency: s.Latency.Clone()})
+				}
+			}
+			rec.Profile.Ops = append(rec.Profile.Ops, s)
+		}
+	}
+	return rec
+}
+
+// exposition scrapes c as Prometheus does (the text format) and counts the
+// series the mounts make, and each (mount, op)'s requests.
+func exposition(t *testing.T, c *Collector) (series int, reqs map[string]float64) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	Handler(c).ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	reqs = map[string]float64{}
+	for _, line := range strings.Split(w.Body.String(), "\n") {
+		if !strings.HasPrefix(line, "fusescope_fuse_") {
+			continue
+		}
+		series++
+		if name, rest, ok := strings.Cut(line, "{"); ok && name == "fusescope_fuse_requests_total" {
+			var mount, op string
+			for _, kv := range strings.Split(strings.SplitN(rest, "}", 2)[0], ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				v = strings.Trim(v, `"`)
+				switch k {
+				case "mount":
+					mount = v
+				case "op":
+					op = v
+				}
+			}
+			var n float64
+			fmt.Sscan(strings.Fields(line)[len(strings.Fields(line))-1], &n)
+			reqs[mount+" "+op] += n
+		}
+	}
+	return series, reqs
+}

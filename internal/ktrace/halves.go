@@ -106,9 +106,11 @@ func (t *Tracer) readHalf(half, epoch uint32) (*halfStats, error) {
 			return nil, err
 		}
 	}
-	var err error
-	if h.fine, err = readFine(pick(half, t.maps.FineFast0, t.maps.FineFast1), 1); err != nil {
-		return nil, err
+	if !t.coarse {
+		var err error
+		if h.fine, err = readFine(pick(half, t.maps.FineFast0, t.maps.FineFast1), 1); err != nil {
+			return nil, err
+		}
 	}
 	add := func(conn, opcode uint32, c *bpf.FuseReqOpStats) {
 		if c.Count == 0 {
@@ -122,7 +124,7 @@ func (t *Tracer) readHalf(half, epoch uint32) (*halfStats, error) {
 		}
 		a.add(c, epoch)
 	}
-	err = eachPerCPU(pick(half, t.maps.StatsFast0, t.maps.StatsFast1), func(idx uint32, perCPU []bpf.FuseReqOpStats) {
+	err := eachPerCPU(pick(half, t.maps.StatsFast0, t.maps.StatsFast1), func(idx uint32, perCPU []bpf.FuseReqOpStats) {
 		for i := range perCPU {
 			add(perCPU[i].Conn, idx%fastOps, &perCPU[i])
 		}
@@ -175,6 +177,9 @@ func (t *Tracer) readStages(h *halfStats, half, epoch uint32) error {
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("reading the stage statistics: %w", err)
+	}
+	if t.coarse {
+		return nil
 	}
 	fine, err := readFine(pick(half, t.maps.StageFine0, t.maps.StageFine1), len(stageOrder))
 	if err != nil {

@@ -80,6 +80,11 @@ type Options struct {
 	// (WatchApplication names its processes, or Comm its command), each
 	// joined to the FUSE requests its thread sent during it (tp_btf only).
 	Calls bool
+	// Coarse keeps the log2 buckets alone, without the sub-buckets that
+	// make quantiles precise: for a view that uses no quantiles (the
+	// exporter's histograms have log2 buckets), which then reads and
+	// holds 2 MB less per CPU, 8 MB with Stages.
+	Coarse bool
 }
 
 // Tracer holds the loaded programs, their links and maps.
@@ -113,6 +118,7 @@ type Tracer struct {
 	names     *ringbuf.Reader
 	files     bool
 
+	coarse    bool               // no sub-buckets (Options.Coarse)
 	pageCache *pageCachePrograms // --page-cache
 	calls     *callPrograms      // --calls
 }
@@ -280,7 +286,12 @@ func Start(opts Options) (*Tracer, error) {
 			spec.Maps[m].MaxEntries = 1
 		}
 	}
-	t := &Tracer{clock: kernel.NewClock()}
+	if opts.Coarse {
+		for _, m := range []string{"fine_fast0", "fine_fast1", "stage_fine0", "stage_fine1"} {
+			spec.Maps[m].MaxEntries = 1
+		}
+	}
+	t := &Tracer{clock: kernel.NewClock(), coarse: opts.Coarse}
 	switch opts.Attach {
 	case "", AttachAuto:
 		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil {
