@@ -28,7 +28,10 @@ func (w *labRaw) serveFrom(start time.Duration, h *fuse.InHeader, op fuseproto.O
 		w.slots <- struct{}{}
 		defer func() { <-w.slots }()
 	}
-	sent := fuseproto.Opcode(h.Opcode)
+	sent := op
+	if h.Opcode != 0 {
+		sent = fuseproto.Opcode(h.Opcode)
+	}
 	length := h.Length // go-fuse may reuse the request's buffer once it has replied
 	st, data := do(backend{w, op})
 	if data < 0 {
