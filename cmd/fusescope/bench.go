@@ -51,8 +51,9 @@ support, as benchstat does.
 Configurations are the native directory, the lab file system with fs mount's
 options, or any FUSE file system's mount command with {src} and {mnt}.
 Workloads are fio jobs, cat of a file N times, a metadata tree, or a shell
-command. A YAML file says all of it (docs/bench.md); --preset runs one of
-the seeds' experiments beside its published figures; flags make a quick one:
+command. A YAML file says all of it (docs/bench.md); --preset runs a
+built-in experiment beside the figures its source published; flags make a
+quick one:
 
   fusescope bench --preset quick
   fusescope bench --print-preset writeback > mine.yaml
@@ -154,7 +155,7 @@ the seeds' experiments beside its published figures; flags make a quick one:
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&preset, "preset", "", "run a seed's experiment: `NAME` (--list-presets)")
+	f.StringVar(&preset, "preset", "", "run a built-in experiment, beside the figures its source published: `NAME` (--list-presets)")
 	f.BoolVar(&listPresets, "list-presets", false, "list the presets")
 	f.StringVar(&printPreset, "print-preset", "", "print preset `NAME`'s YAML, to start a bench file from")
 	f.IntVarP(&reps, "repetitions", "n", bench.DefaultRepetitions, "measured runs of each configuration and workload")

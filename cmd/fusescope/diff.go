@@ -90,7 +90,7 @@ that moved are yellow.`,
 	f := c.Flags()
 	f.Lookup("json").Usage = "print the diff as JSON (schema fusescope.diff/v1)"
 	f.Lookup("csv").Usage = "print every row of the diff as CSV"
-	f.Lookup("counts").Usage = "counts only: A, B and the change per row, as seed 000's show_diff"
+	f.Lookup("counts").Usage = "counts only: A, B, their difference and its per cent, per row"
 	f.BoolVar(&hists, "hist", false, "draw each row's total latency histograms of A and B side by side")
 	f.IntVar(&top, "top", 20, "rows to print, the largest changes first (0: all); JSON and CSV hold all")
 	f.StringVar(&color, "color", "auto", "colour the changes: auto (a terminal without NO_COLOR), always or never")

@@ -144,6 +144,9 @@ func checkExclusive(c *cobra.Command) error {
 	return nil
 }
 
+// negativeArg is how pflag reports a negative number given as an argument.
+var negativeArg = regexp.MustCompile(`^unknown shorthand flag: '\d' in (-[\d.]+)$`)
+
 // badFlagValue is how pflag reports a value its parser refused.
 var badFlagValue = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?--([\w-]+)" flag: (.*)$`)
 
@@ -151,6 +154,10 @@ var badFlagValue = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?-
 // give instead, with an example, instead of the parser's text
 // (strconv.ParseUint: parsing "abc": invalid syntax).
 func flagError(c *cobra.Command, err error) error {
+	if m := negativeArg.FindStringSubmatch(err.Error()); m != nil {
+		// pflag reads "trace 1 -5" as the flags -5.
+		return fmt.Errorf("%s: an interval or a count is a positive number: usage: %s", m[1], c.UseLine())
+	}
 	m := badFlagValue.FindStringSubmatch(err.Error())
 	f := (*pflag.Flag)(nil)
 	if m != nil {

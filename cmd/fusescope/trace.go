@@ -104,6 +104,9 @@ the command's status.`,
 			if err != nil {
 				return err
 			}
+			if reapAge <= 0 {
+				return fmt.Errorf("--reap-age %v: give a positive duration, such as 10m (requests in flight longer are given up)", reapAge)
+			}
 			if len(command) > 0 {
 				if _, err := session.LookCommand(command[0]); err != nil {
 					return err
