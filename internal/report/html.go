@@ -8,8 +8,11 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -90,10 +93,10 @@ func htmlSection(in HTMLInput) section {
 			s.Meta = append(s.Meta, kv{k, v})
 		}
 	}
-	add("source", Name(m.Source))
-	add("tool", Name(m.Tool))
-	add("kernel", Name(m.Kernel))
-	add("host", Name(m.Host))
+	add("source", printable(m.Source))
+	add("tool", printable(m.Tool))
+	add("kernel", printable(m.Kernel))
+	add("host", printable(m.Host))
 	if !m.Start.IsZero() {
 		add("start", m.Start.UTC().Format(time.RFC3339))
 	}
@@ -119,6 +122,7 @@ func htmlSection(in HTMLInput) section {
 
 type requestView struct {
 	Rows      []opRow
+	Staged    bool // a row has stages (trace --stages): the table gets their column
 	TotalS    float64
 	OverTime  *lineChart
 	Hists     []histChart
@@ -173,6 +177,7 @@ func newRequestView(recs []*profile.Record) *requestView {
 		for _, st := range s.Stages {
 			h := st.Latency
 			r.Stages = append(r.Stages, stageCell{Stage: string(st.Stage), Mean: h.Mean()})
+			v.Staged = true
 		}
 		v.Rows = append(v.Rows, r)
 	}
@@ -256,8 +261,22 @@ type bar struct {
 }
 
 type axisLabel struct {
-	X, Y float64
-	Text string
+	X, Y   float64
+	Text   string
+	Anchor string // text-anchor: the last label of an axis ends at its end, so the chart does not clip it
+}
+
+// xAxis labels fractions of an axis: at x(f) each, the last one anchored
+// at its end.
+func xAxis(fracs []float64, y float64, x func(float64) float64, text func(float64) string) []axisLabel {
+	out := make([]axisLabel, len(fracs))
+	for i, f := range fracs {
+		out[i] = axisLabel{X: x(f), Y: y, Text: text(f), Anchor: "middle"}
+	}
+	if len(out) > 0 {
+		out[len(out)-1].Anchor = "end"
+	}
+	return out
 }
 
 func (c *histChart) add(name string, h *hist.Hist) {
@@ -433,11 +452,10 @@ func requestsOverTime(recs []*profile.Record, rows []opRow) *lineChart {
 		c.Lines = append(c.Lines, line{Name: names[i], Points: strings.TrimSpace(b.String()), Color: palette[i], Y: int(top0 + 16*float64(i) + 10)})
 	}
 	for _, f := range []float64{0, 0.5, 1} {
-		c.YLabels = append(c.YLabels, axisLabel{X: left - 6, Y: y(peak*f) + 4, Text: fmt.Sprintf("%.0f", peak*f)})
+		c.YLabels = append(c.YLabels, axisLabel{X: left - 6, Y: y(peak*f) + 4, Text: fixedFigure(peak*f, 3), Anchor: "end"})
 	}
-	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		c.XLabels = append(c.XLabels, axisLabel{X: x(span * f), Y: h - 10, Text: secondsText(span * f)})
-	}
+	c.XLabels = xAxis([]float64{0, 0.25, 0.5, 0.75, 1}, h-10, func(f float64) float64 { return x(span * f) },
+		func(f float64) string { return secondsText(span * f) })
 	return c
 }
 
@@ -536,9 +554,8 @@ func processLanes(r *profile.SyscallReport) *laneChart {
 		c.Lanes = append(c.Lanes, l)
 	}
 	c.Width, c.Height = int(w), int(10+laneH*float64(len(procs))+30)
-	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		c.XLabels = append(c.XLabels, axisLabel{X: x(t0 + (t1-t0)*f), Y: float64(c.Height - 8), Text: secondsText((t1 - t0) * f)})
-	}
+	c.XLabels = xAxis([]float64{0, 0.25, 0.5, 0.75, 1}, float64(c.Height-8), func(f float64) float64 { return x(t0 + (t1-t0)*f) },
+		func(f float64) string { return secondsText((t1 - t0) * f) })
 	return c
 }
 
@@ -562,9 +579,9 @@ type benchChart struct {
 type benchBar struct {
 	Config          string
 	Y               float64
-	Bar             bar
+	Bar             bar // its Tip: the figures in full
 	LowX, HighX     float64
-	Median          float64
+	Median          string // with its unit
 	Ratio, Delta    string
 	Baseline, Noisy bool
 }
@@ -595,11 +612,20 @@ func newBenchView(b *profile.BenchReport) *benchView {
 		c := benchChart{Title: k.w + ": " + k.m, Unit: rs[0].Unit, Width: int(w), Height: int(rowH*float64(len(rs)) + 10)}
 		for i, r := range rs {
 			y := 5 + rowH*float64(i)
-			row := benchBar{Config: r.Configuration, Y: y + 14, Median: r.Summary.Median, Baseline: r.Configuration == b.Baseline,
-				Bar:  bar{X: left, Y: y + 3, W: max(1, x(r.Summary.Median)-left), H: rowH - 8},
-				LowX: x(r.Summary.CILow), HighX: x(r.Summary.CIHigh), Noisy: r.Noisy != ""}
+			sum := r.Summary
+			tip := fmt.Sprintf("%s: median %s, mean %s", r.Configuration, withUnit(precise(sum.Median), r.Unit), withUnit(precise(sum.Mean), r.Unit))
+			if sum.N > 1 {
+				tip += fmt.Sprintf(", 95%% interval of the mean %s to %s", withUnit(precise(sum.CILow), r.Unit), withUnit(precise(sum.CIHigh), r.Unit))
+			}
+			tip += ", " + plural(sum.N, "run", "runs")
+			// A whisker stops at zero: no run took less than nothing.
+			row := benchBar{Config: r.Configuration, Y: y + 14, Median: withUnit(fixedFigure(sum.Median, 4), r.Unit), Baseline: r.Configuration == b.Baseline,
+				Bar:  bar{X: left, Y: y + 3, W: max(1, x(sum.Median)-left), H: rowH - 8, Tip: tip},
+				LowX: x(max(0, sum.CILow)), HighX: x(max(0, sum.CIHigh)), Noisy: r.Noisy != ""}
 			if c := r.VsBaseline; c != nil {
-				row.Ratio = fmt.Sprintf("%.2fx", c.Ratio)
+				if c.Ratio > 0 {
+					row.Ratio = fixedFigure(c.Ratio, 3) + "x"
+				}
 				row.Delta = c.Delta()
 			}
 			c.Rows = append(c.Rows, row)
@@ -618,6 +644,18 @@ func knownName(s string) string {
 	return Name(s)
 }
 
+// printable is a line of text as it is, or quoted as Name quotes it
+// where it holds a character that is not printable: it has no column to
+// split, but a control character must not reach the page.
+func printable(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != ' ') {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
 // argsText is a command line, each argument quoted where it must be.
 func argsText(args []string) string {
 	q := make([]string, len(args))
@@ -625,6 +663,58 @@ func argsText(args []string) string {
 		q[i] = Name(a)
 	}
 	return strings.Join(q, " ")
+}
+
+// fixedFigure prints a number in fixed notation (never 2.038e+05) with sig
+// significant digits, and every digit of its integer part, in groups of
+// three: 203812.5 is 203,813; 0.0027531 is 0.00275 (sig 3).
+func fixedFigure(v float64, sig int) string {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	mag := int(math.Floor(math.Log10(math.Abs(v))))
+	return grouped(strconv.FormatFloat(v, 'f', max(0, sig-1-mag), 64))
+}
+
+// precise prints a number for a tooltip: seven significant digits,
+// trailing zeros after the point left out (0.0019425, 203,812.7).
+func precise(v float64) string {
+	s := fixedFigure(v, 7)
+	if strings.Contains(s, ".") {
+		s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+// grouped puts commas between the thousands of a number's integer part.
+func grouped(s string) string {
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	whole, frac, dot := strings.Cut(s, ".")
+	if len(whole) <= 3 || strings.ContainsAny(whole, "NI") {
+		return sign + s
+	}
+	var b strings.Builder
+	for i, d := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	if dot {
+		b.WriteString("." + frac)
+	}
+	return sign + b.String()
+}
+
+// withUnit is a figure and its unit.
+func withUnit(number, unit string) string {
+	if unit == "" {
+		return number
+	}
+	return number + " " + unit
 }
 
 func humanBytes(n any) string {

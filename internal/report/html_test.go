@@ -3,6 +3,8 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +91,7 @@ func TestHTMLFilesTable(t *testing.T) {
 	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	odd := "/d/esc\x1b[31mred\nline"
 	rec := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Start: start, End: start.Add(time.Second),
+		Source: "kernel:fuse_request (send -> end)", Host: "h\x1bst", Command: []string{"sh", "-c", "ls \x1b"},
 		Mounts: []profile.Mount{{Conn: 40, MountPoint: "/mnt/lab"}}},
 		Profile: profile.Profile{Ops: []profile.OpStats{opOf(40, "LOOKUP", 1, 10, time.Millisecond)}},
 		Files: []profile.FileStats{
@@ -112,6 +115,9 @@ func TestHTMLFilesTable(t *testing.T) {
 		`<td class="name">&#34;ca\x1bt&#34;</td>`,                      // the slow request's command
 		`<td class="name">&#34;/d/esc\x1b[31mred\nline&#34;</td></tr>`, // and its file
 		`<td>0</td><td class="name">?</td>`,                            // a hung request's unknown command
+		`<td class="name">kernel:fuse_request (send -&gt; end)</td>`,   // printable: as it is
+		`<td class="name">&#34;h\x1bst&#34;</td>`,
+		`<td class="name">sh -c &#34;ls \x1b&#34;</td>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
@@ -155,5 +161,74 @@ func TestHTMLSumsIntervalRecords(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
 		}
+	}
+}
+
+func htmlPage(t *testing.T, recs ...*profile.Record) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteHTML(&b, "t", []HTMLInput{{Name: "r.json", Records: recs}}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// The stages column is there when a record has stages, and only then.
+func TestHTMLStagesColumn(t *testing.T) {
+	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	rec := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Start: start, End: start.Add(time.Second)},
+		Profile: profile.Profile{Ops: []profile.OpStats{opOf(40, "LOOKUP", 1, 10, time.Millisecond)}}}
+	if p := htmlPage(t, rec); strings.Contains(p, "stages: mean") || strings.Contains(p, "stages split") {
+		t.Error("a record without stages gets a stages column")
+	}
+	op := &rec.Profile.Ops[0]
+	op.Stages = []profile.StageLatency{{Stage: profile.StageQueue, Latency: op.Latency.Clone()}}
+	if p := htmlPage(t, rec); !strings.Contains(p, "<th>stages: mean (us)</th>") || !strings.Contains(p, `<td class="l">queue 1000.0 </td>`) {
+		t.Error("a record with stages lacks their column")
+	}
+}
+
+// A bench figure is a number with its unit, never in exponent form, and
+// its tooltip has every digit; a whisker stops at zero; ratios keep three
+// significant digits.
+func TestHTMLBenchFigures(t *testing.T) {
+	res := func(config string, values ...float64) profile.BenchResult {
+		return profile.BenchResult{Workload: "stat", Metric: "rate", Unit: "ops/s", HigherIsBetter: true, Configuration: config, Values: values, Summary: stats.Describe(values)}
+	}
+	native, lab := res("native", 203812.7, 203810.1, 203815.3), res("lab", 1, 2, 9000)
+	lab.VsBaseline = &stats.Comparison{Ratio: 0.0361, P: 0.1}
+	bench := &profile.Record{Schema: profile.Schema, Bench: &profile.BenchReport{Name: "b", Baseline: "native", Results: []profile.BenchResult{native, lab}}}
+	p := htmlPage(t, bench)
+	for _, want := range []string{
+		">203,813 ops/s ", // the median beside its bar
+		"native: median 203,812.7 ops/s, mean 203,812.7 ops/s, 95% interval of the mean 203,806.2 ops/s to 203,819.2 ops/s, 3 runs", // and in its tooltip
+		">2.000 ops/s 0.0361x ",
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if m := regexp.MustCompile(`[0-9]e(\+|&#43;|-)[0-9]`).FindString(p); m != "" {
+		t.Errorf("a figure in exponent form: %s", m)
+	}
+	if lab.Summary.CILow >= 0 {
+		t.Fatalf("the test needs an interval below zero: %+v", lab.Summary)
+	}
+	for _, m := range regexp.MustCompile(`class="whisker" x1="([0-9.-]+)"`).FindAllStringSubmatch(p, -1) {
+		if x, _ := strconv.ParseFloat(m[1], 64); x < 220 {
+			t.Errorf("a whisker starts at x=%s, left of the bars' zero (220)", m[1])
+		}
+	}
+}
+
+// The last label of a time axis ends at the axis's end: the chart does
+// not clip it.
+func TestHTMLLastAxisLabel(t *testing.T) {
+	exit := 0
+	sys := &profile.Record{Schema: profile.Schema, Syscalls: &profile.SyscallReport{
+		Processes: []profile.Process{{PID: 1, Exec: "/bin/sh", Start: 1, End: 13.35, Exit: &exit}}}}
+	p := htmlPage(t, sys)
+	if !strings.Contains(p, `<text x="890" y="50" text-anchor="end">12s</text>`) {
+		t.Error("the timeline's last label is not anchored at its end")
 	}
 }
