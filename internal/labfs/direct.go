@@ -66,6 +66,9 @@ func (h *openHandle) readDirect(buf []byte, off int64) (fuse.ReadResult, syscall
 }
 
 func (h *openHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if !h.direct || isDirectIO(ctx) {
+		return h.LoopbackFile.Write(ctx, data, off)
+	}
 	return h.Writev(ctx, [][]byte{data}, off)
 }
 
