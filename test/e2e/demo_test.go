@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +78,12 @@ func leftovers(t *testing.T, tmp string) []string {
 // files once), and nothing is left mounted or running.
 func TestDemo(t *testing.T) {
 	tmp := t.TempDir()
+	// A finished demo's directory: its record, and no pid file.
+	previous := filepath.Join(tmp, "fusescope-demo.previous")
+	if err := os.MkdirAll(previous, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(previous, "record.json"), []byte("{}"), 0o644)
 	out := runDemo(t, tmp)
 	kernel := opCounts(t, out, "== The kernel's view")
 	daemon := opCounts(t, out, "== The daemon's view")
@@ -88,10 +95,25 @@ func TestDemo(t *testing.T) {
 			t.Errorf("%s: kernel %q, daemon %q: the two views saw different requests", op, kernel[op], daemon[op])
 		}
 	}
-	for _, want := range []string{"files found: 1000", "op = READ", "/usr/bin/grep", "fusescope show ", "bench quick: 3 configurations, 4 of 4 rounds", "vs native [95% CI]"} {
+	// A newcomer finishes it knowing what each part means (issue 39, 31):
+	// each part is explained, the two views' counts too where they differ,
+	// grep's status, the bench's columns, and what to try next; and the
+	// previous demo's directory is gone, this one's alone is left.
+	for _, want := range []string{"files found: 1000", "op = READ", "/usr/bin/grep", "fusescope show ", "bench quick: 3 configurations, 4 of 4 rounds", "vs native [95% CI]",
+		"Each row is one kind of FUSE request the kernel sent the daemon", "The lab daemon times each request itself",
+		`"exit status 1" is grep's`, "cat: read, the mean MiB/s of its reads, and best, the", "== What to try next",
+		"== Removed the previous demo's record: " + previous} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the demo's output:\n%s", want, out)
 		}
+	}
+	for op, k := range kernel {
+		if d := daemon[op]; d != k && !strings.Contains(out, fmt.Sprintf("   %s: the kernel counted %s, the daemon %s.", op, k, d)) {
+			t.Errorf("%s: the kernel counted %s, the daemon %s, and the demo does not say why", op, k, d)
+		}
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, "fusescope-demo.*")); len(dirs) != 1 {
+		t.Errorf("demo directories left: %v, want this demo's alone", dirs)
 	}
 	if left := leftovers(t, tmp); len(left) > 0 {
 		t.Errorf("the demo left behind:\n%s", strings.Join(left, "\n"))
