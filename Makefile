@@ -67,7 +67,7 @@ test: $(TOOLS)/gotestsum
 	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE)
 	@scripts/libfuse-examples.sh
 	$(MAKE) --no-print-directory check-generated lint
-	gotestsum --format testname -- -race -count=1 -timeout 20m ./...
+	gotestsum --format testname -- -race -count=1 -timeout 40m ./...
 
 # fusescope on Debian's 6.1 and 6.12 kernels, booted under qemu: the one-line
 # refusals of kernels without the tracepoints or without request ids (about

@@ -5,10 +5,15 @@ package e2e
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -66,9 +71,26 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "fusescope-e2e")
+	// Everything the run makes goes under one directory (TMPDIR, which the
+	// tests' t.TempDir and the programs they start use): what a run that
+	// was killed or timed out left is found there, and removed.
+	cleanStaleRuns()
+	root, err := os.MkdirTemp("", runPrefix)
 	if err != nil {
 		panic(err)
+	}
+	os.Chmod(root, 0o755) // user nobody's tests go through it
+	os.WriteFile(root+".pid", []byte(strconv.Itoa(os.Getpid())), 0o644)
+	dir := filepath.Join(root, "bin")
+	tmp := filepath.Join(root, "tmp")
+	os.Mkdir(dir, 0o755)
+	os.Mkdir(tmp, 0o755)
+	os.Chmod(tmp, 0o1777) // as /tmp: the umask takes the sticky and write bits at mkdir
+	os.Setenv("TMPDIR", tmp)
+	flag.Parse()
+	if d := flag.Lookup("test.timeout").Value.(flag.Getter).Get().(time.Duration); d > 0 {
+		stopWatchdog := watchdog(root, d)
+		defer stopWatchdog()
 	}
 	fusescopeBin, plainBin, fsxBin = filepath.Join(dir, "fusescope"), filepath.Join(dir, "fusescope-plain"), filepath.Join(dir, "fsx")
 	builds := [][]string{{"-o", fusescopeBin, "github.com/fusescope/fusescope/cmd/fusescope"},
@@ -88,8 +110,104 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	removeRun(root)
 	os.Exit(code)
+}
+
+// runPrefix names a run's directory in the system's temporary directory.
+const runPrefix = "fusescope-e2e-"
+
+// watchdog ends the run a little before go test's -timeout would: go
+// test's timeout panics and leaves every mount, process and file the run
+// made (a loaded machine's make test left 90 MB in /tmp); this prints
+// what was running, as go test would, then removes them.
+func watchdog(root string, timeout time.Duration) (stop func()) {
+	margin := min(time.Minute, timeout/10)
+	t := time.AfterFunc(timeout-margin, func() {
+		fmt.Fprintf(os.Stderr, "e2e: %v of go test's -timeout %v left: ending the run, and removing what it made in %s\n", margin, timeout, root)
+		buf := make([]byte, 4<<20)
+		os.Stderr.Write(buf[:runtime.Stack(buf, true)])
+		removeRun(root)
+		os.Exit(2)
+	})
+	return func() { t.Stop() }
+}
+
+// removeRun ends what a run started (its processes, the mounts under its
+// directory) and removes the directory.
+func removeRun(root string) {
+	if b, err := os.ReadFile(root + ".pid"); err == nil {
+		if pid, _ := strconv.Atoi(string(b)); pid == os.Getpid() {
+			for _, p := range descendantsOf(pid) {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+	}
+	// Deepest first: a mount inside another's tree goes before it.
+	mounts := mountsUnder(root)
+	slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
+	for _, m := range mounts {
+		syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	os.RemoveAll(root)
+	os.Remove(root + ".pid")
+}
+
+// cleanStaleRuns removes what runs killed outright left (their process
+// is gone), saying so.
+func cleanStaleRuns() {
+	pids, _ := filepath.Glob(filepath.Join(os.TempDir(), runPrefix+"*.pid"))
+	for _, f := range pids {
+		b, _ := os.ReadFile(f)
+		pid, _ := strconv.Atoi(string(b))
+		if pid > 0 && syscall.Kill(pid, 0) == nil {
+			continue // running
+		}
+		root := strings.TrimSuffix(f, ".pid")
+		fmt.Fprintf(os.Stderr, "e2e: removing what a run that did not finish left: %s\n", root)
+		removeRun(root)
+	}
+}
+
+// mountsUnder lists the mount points under dir.
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// descendantsOf lists the processes under pid, children first.
+func descendantsOf(pid int) []int {
+	var out []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	children := map[int][]int{}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		fields := strings.Fields(string(b[i+1:]))
+		if i < 0 || len(fields) < 2 {
+			continue
+		}
+		child, _ := strconv.Atoi(strings.Split(f, "/")[2])
+		parent, _ := strconv.Atoi(fields[1])
+		children[parent] = append(children[parent], child)
+	}
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		out = append(out, children[p]...)
+		queue = append(queue, children[p]...)
+	}
+	return out
 }
 
 // tracer is a running `fusescope trace`.
