@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -222,6 +223,10 @@ func UnmountPath(mnt string, log io.Writer) error {
 		return err
 	}
 	if m == nil {
+		// Lstat, not stat: a path a dead mount hides still exists.
+		if _, err := os.Lstat(mnt); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s does not exist: give the mount point of a lab file system (findmnt -t %s lists them)", mnt, FSType)
+		}
 		return fmt.Errorf("%s is not a mount point: nothing to unmount (findmnt -t %s lists lab file systems)", mnt, FSType)
 	}
 	if m.FSType != FSType {

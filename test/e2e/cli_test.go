@@ -48,6 +48,8 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "--hung", "-1s"}, "--hung -1s: give a positive duration"},
 		{[]string{"trace", "--reap-age", "-1s"}, "--reap-age -1s: give a positive duration"},
 		{[]string{"trace", "1", "-5"}, "-5: an interval or a count is a positive number: usage: fusescope trace"},
+		{[]string{"fs", "umount", "/nonexistent"}, "/nonexistent does not exist: give the mount point of a lab file system"},
+		{[]string{"fs", "umount", plain}, "is not a mount point: nothing to unmount"},
 		{[]string{"fs", "stats", plain, "-1"}, "-1: an interval or a count is a positive number: usage: fusescope fs stats"},
 		{[]string{"trace", "--slower", "10ms", "--counts"}, "leave out --counts"},
 		{[]string{"trace", "--slower", "soon"}, `--slower "soon": give a duration with its unit`},
