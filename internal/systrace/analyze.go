@@ -1,6 +1,7 @@
 package systrace
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,6 +109,7 @@ type callInfo struct {
 	id                      int // 1.. for the calls of callInfos; 0 for otherCall
 	name                    string
 	category                string
+	catIndex                int // category's index in profile.SyscallCategories
 	open, read, write, wait bool
 	spawn                   bool // clone, clone3, fork, vfork: returns the id of what it made
 	fdArgs                  int  // leading arguments nameFDs reads; -1: the call involves no fd
@@ -119,20 +121,31 @@ type callInfo struct {
 
 var (
 	callInfos = map[string]*callInfo{}
-	otherCall = &callInfo{category: "other", fdArgs: -1}
+	otherCall = &callInfo{category: "other", catIndex: categoryIndex("other"), fdArgs: -1}
+	// What a read, write or wait counts for when its fd is a socket or a pipe.
+	networkCategory, ipcCategory = categoryIndex("network"), categoryIndex("IPC")
 )
+
+// categoryIndex is cat's index in profile.SyscallCategories.
+func categoryIndex(cat string) int {
+	i := slices.Index(profile.SyscallCategories, cat)
+	if i < 0 {
+		panic("no system-call category " + cat)
+	}
+	return i
+}
 
 func init() {
 	get := func(name string) *callInfo {
 		c := callInfos[name]
 		if c == nil {
-			c = &callInfo{category: "other", fdArgs: -1}
+			c = &callInfo{category: "other", catIndex: otherCall.catIndex, fdArgs: -1}
 			callInfos[name] = c
 		}
 		return c
 	}
 	for name, cat := range categories {
-		get(name).category = cat
+		get(name).category, get(name).catIndex = cat, categoryIndex(cat)
 	}
 	for name := range openCalls {
 		get(name).open = true
@@ -200,12 +213,12 @@ type syscallCounter struct {
 	known  []*profile.SyscallStat
 	other  map[string]*profile.SyscallStat
 	errnos map[profile.ErrnoStat]int // keyed with Calls 0
-	cats   map[string]*profile.CategoryStat
+	cats   []profile.CategoryStat    // by category index; Category set once seen
 }
 
 func newSyscallCounter() *syscallCounter {
 	return &syscallCounter{known: make([]*profile.SyscallStat, knownCalls+1), other: map[string]*profile.SyscallStat{}, errnos: map[profile.ErrnoStat]int{},
-		cats: map[string]*profile.CategoryStat{}}
+		cats: make([]profile.CategoryStat, len(profile.SyscallCategories))}
 }
 
 func (a *syscallCounter) Observe(e *Event) {
@@ -233,20 +246,16 @@ func (a *syscallCounter) Observe(e *Event) {
 		s = &profile.SyscallStat{Name: e.Name, Category: c.category}
 		a.other[e.Name] = s
 	}
-	s.Calls += e.N()
+	n := e.N()
+	s.Calls += n
 	s.Errors += e.failures()
+	i := e.categoryIndex()
+	cat := &a.cats[i] // an array: a map by name was 2% of a log's analysis
+	cat.Category = profile.SyscallCategories[i]
+	cat.Calls += n
 	if e.Dur > 0 {
 		s.TimeS += e.Dur
-	}
-	cat := e.category()
-	cs := a.cats[cat]
-	if cs == nil {
-		cs = &profile.CategoryStat{Category: cat}
-		a.cats[cat] = cs
-	}
-	cs.Calls += e.N()
-	if e.Dur > 0 {
-		cs.TimeS += e.Dur
+		cat.TimeS += e.Dur
 	}
 }
 
@@ -285,7 +294,9 @@ func (a *syscallCounter) Finish(r *profile.SyscallReport) {
 	})
 	// Summed per call, in the events' order, by what each call worked on.
 	for _, c := range a.cats {
-		r.Categories = append(r.Categories, *c)
+		if c.Category != "" {
+			r.Categories = append(r.Categories, c)
+		}
 	}
 	sort.Slice(r.Categories, func(i, j int) bool {
 		if r.Categories[i].TimeS != r.Categories[j].TimeS {
@@ -316,7 +327,10 @@ func set(names ...string) map[string]bool {
 
 // fileIO attributes I/O to what each fd refers to, as strace -y prints it:
 // read(3</etc/passwd>, ...) = 1234, openat(...) = 3</etc/passwd>.
-type fileIO struct{ m map[string]*profile.FileStat }
+type fileIO struct {
+	m    map[string]*profile.FileStat
+	last *profile.FileStat // the previous call's row: reads come in runs
+}
 
 func (a *fileIO) Observe(e *Event) {
 	switch e.Kind {
@@ -367,11 +381,15 @@ func (a *fileIO) count(target string, e *Event, open, read, write bool) {
 
 // row is target's row in the files table.
 func (a *fileIO) row(target string) *profile.FileStat {
+	if a.last != nil && a.last.Target == target {
+		return a.last
+	}
 	f := a.m[target]
 	if f == nil {
 		f = &profile.FileStat{Target: target, Kind: targetKind(target)}
 		a.m[target] = f
 	}
+	a.last = f
 	return f
 }
 
@@ -556,14 +574,22 @@ type procTree struct {
 	leader  map[int]int    // thread id -> the thread that made it with CLONE_THREAD, or its process
 	running map[int]string // Options.Running
 	window  func() (start, end float64)
+	last    *profile.Process // the process of the previous event
 }
 
 func (a *procTree) get(pid int) *profile.Process {
+	// Events come in runs of one process (an -ff file is one process's):
+	// the map is asked only when the process changes. (Entries leave it
+	// only in Finish.)
+	if a.last != nil && a.last.PID == pid {
+		return a.last
+	}
 	p := a.m[pid]
 	if p == nil {
 		p = &profile.Process{PID: pid}
 		a.m[pid] = p
 	}
+	a.last = p
 	return p
 }
 

@@ -31,6 +31,14 @@ func newLineReader(r io.Reader) *lineReader {
 	return &lineReader{r: bufio.NewReaderSize(r, lineBuffer)}
 }
 
+// reset reads r from now on, with the same buffers: an strace -ff set of
+// thousands of small files would otherwise allocate (and zero) a buffer
+// per file, which took a third of the time of a Go build's set.
+func (l *lineReader) reset(r io.Reader) {
+	l.r.Reset(r)
+	l.long, l.err = l.long[:0], nil
+}
+
 // errLineTooLong marks a line skipped for its length outside strings.
 var errLineTooLong = errors.New("line too long")
 

@@ -25,8 +25,9 @@ func Logs(paths []string, p *Parser) func(emit func(*Event)) error {
 	return Named(func(emit func(*Event)) error {
 		ordered := append([]string(nil), paths...)
 		sort.SliceStable(ordered, func(i, j int) bool { return PIDSuffix(ordered[i]) < PIDSuffix(ordered[j]) })
+		var head *bufio.Reader // kept from file to file, as the parser's line buffer is
 		for _, path := range ordered {
-			f, err := openLog(path)
+			f, err := openLog(path, &head)
 			if err != nil {
 				return err
 			}
@@ -65,7 +66,9 @@ var compressedSuffixes = []string{".gz", ".bz2", ".zst"}
 // openLog opens an strace log for reading: "-" is standard input, and a
 // gzip, bzip2 or zstd log (logrotate's, or one kept compressed) is
 // decompressed as it is read, recognised by its first bytes, not its name.
-func openLog(path string) (io.ReadCloser, error) {
+// The reader that reads those bytes is *head, made on the first call and
+// reset on the next: the previous file must be done with.
+func openLog(path string, head **bufio.Reader) (io.ReadCloser, error) {
 	var f *os.File
 	if path == Stdin {
 		f = os.Stdin
@@ -75,7 +78,12 @@ func openLog(path string) (io.ReadCloser, error) {
 			return nil, err
 		}
 	}
-	r := bufio.NewReaderSize(f, 1<<16)
+	if *head == nil {
+		*head = bufio.NewReaderSize(f, 1<<16)
+	} else {
+		(*head).Reset(f)
+	}
+	r := *head
 	magic, _ := r.Peek(4)
 	var dec io.Reader
 	var closeDec func()

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/fusescope/fusescope/internal/profile"
 )
@@ -90,12 +91,25 @@ func (e *Event) Target() string {
 	if !e.targetDone {
 		if e.info().open {
 			e.target = fdTarget(e.Ret)
-		} else {
+		} else if startsWithFDTarget(e.Args) {
 			e.target = fdTarget(firstArg(e.Args))
 		}
 		e.targetDone = true
 	}
 	return e.target
+}
+
+// startsWithFDTarget reports whether args can begin with an fd target
+// ("3</etc/passwd>", digits then '<'): most calls' first argument is no
+// fd (nanosleep, rt_sigaction), or an fd without one (a log without -y),
+// and is not worth firstArg's scan of the quoting and brackets.
+func startsWithFDTarget(args string) bool {
+	s := strings.TrimLeftFunc(args, unicode.IsSpace) // as fdTarget's TrimSpace
+	d := 0
+	for d < len(s) && s[d] >= '0' && s[d] <= '9' {
+		d++
+	}
+	return d > 0 && d < len(s) && s[d] == '<'
 }
 
 // fileTarget is what the call's time counts for: its fd's target, or for
@@ -207,6 +221,7 @@ type Parser struct {
 	anonLine    bool    // the line parsed last had no PID column, and no PID is known for it
 	cut         string  // the start of a call line that a message of strace's cut
 	cutLine     int
+	lines       *lineReader // kept from file to file
 }
 
 // MaxMalformed bounds how many malformed lines are kept for reporting.
@@ -220,7 +235,13 @@ func NewParser() *Parser { return &Parser{pending: map[int]*Event{}} }
 // what must outlive it.
 func (p *Parser) Parse(r io.Reader, emit func(*Event)) error {
 	p.tracees, p.cut = newTracees(), ""
-	lines := newLineReader(r)
+	if p.lines == nil {
+		p.lines = newLineReader(r)
+	} else {
+		p.lines.reset(r)
+	}
+	lines := p.lines
+	defer lines.reset(nil) // the reader is the caller's to close
 	inSummary := false
 	line := 0
 	for {
@@ -369,7 +390,7 @@ func (p *Parser) parseLine(n int, line string) (*Event, error) {
 			return nil, fmt.Errorf("bad pid %q", s[4:end])
 		}
 		ev.PID, s = pid, strings.TrimLeft(s[end+1:], " ")
-	} else if i := strings.IndexByte(s, ' '); i > 0 && allDigits(s[:i]) {
+	} else if i := digitsThenSpace(s); i > 0 {
 		// A first field of digits alone is a PID (strace -f -o, -ff merged):
 		// no syscall name or timestamp is all digits.
 		pid, err := strconv.Atoi(s[:i])
@@ -386,7 +407,9 @@ func (p *Parser) parseLine(n int, line string) (*Event, error) {
 	// (-ttt), or the time since the previous call's entry, right-aligned
 	// (-r); with both, -r's "(+ 0.000143)" follows the absolute time.
 	s = strings.TrimLeft(s, " ")
-	if i := strings.IndexByte(s, ' '); i > 0 && looksLikeTime(s) {
+	if !startsWithDigit(s) {
+		// No timestamp: most lines of an -ff set (strace -s 0 -ff).
+	} else if i := strings.IndexByte(s, ' '); i > 0 && looksLikeTime(s) {
 		stamp := s[:i]
 		t, err := parseTime(stamp)
 		if err != nil {
@@ -509,23 +532,43 @@ func cutInFlight(rest string) (string, bool) {
 }
 
 // splitCall splits 'args) = ret...' at the ')' that closes the call. The
-// fast path takes the last ") = " when what follows reads as a return value
+// fast path takes the last ") = " (with strace's padding between ')' and
+// '=') when what follows reads as a return value
 // (a quoted argument may contain ") = ", the return value may not, except in
 // an fd's path, which the check catches); otherwise it scans, skipping quoted
 // strings and nested brackets.
 func splitCall(s string) (args, result string, err error) {
-	if i := strings.LastIndex(s, ") = "); i >= 0 && looksLikeRet(s[i+4:]) {
-		return s[:i], s[i+1:], nil
+	// strace pads a short call's result to a column ("close(3)      = 0"),
+	// which most lines of a log without -T are.
+	if i := lastEquals(s); i >= 0 && looksLikeRet(s[i+3:]) {
+		j := i
+		for j > 0 && s[j-1] == ' ' {
+			j--
+		}
+		if j > 0 && s[j-1] == ')' {
+			return s[:j-1], s[j:], nil
+		}
 	}
 	return scanCall(s)
+}
+
+// lastEquals is strings.LastIndex(s, " = "), by a scan from the end: the
+// result is a few bytes from it, and LastIndex hashes its way there.
+func lastEquals(s string) int {
+	for i := len(s) - 2; i > 0; i-- {
+		if s[i] == '=' && s[i-1] == ' ' && s[i+1] == ' ' {
+			return i - 1
+		}
+	}
+	return -1
 }
 
 // looksLikeRet reports whether s starts like a return value: a number, a
 // pointer, or "?", followed by the end, a space, or an fd target "<".
 func looksLikeRet(s string) bool {
-	end := strings.IndexAny(s, " <")
-	if end < 0 {
-		end = len(s)
+	end := 0
+	for end < len(s) && s[end] != ' ' && s[end] != '<' {
+		end++
 	}
 	r := s[:end]
 	if r == "?" {
@@ -611,6 +654,9 @@ func annotationEnd(s string, open int) int {
 
 // setResult parses ' = ret [ERRNO (desc)] [<dur>]'.
 func (e *Event) setResult(s string) error {
+	for s != "" && s[0] == ' ' { // strace's padding before " = ", quicker than TrimSpace's
+		s = s[1:]
+	}
 	s = strings.TrimSpace(s)
 	if strings.HasSuffix(s, ">") {
 		if i := strings.LastIndex(s, " <"); i >= 0 {
@@ -629,7 +675,7 @@ func (e *Event) setResult(s string) error {
 	}
 	ret, tail, _ := strings.Cut(rest, " ")
 	// 3</a b> (strace -y): the fd's path may hold spaces.
-	if i := strings.IndexByte(rest, '<'); i > 0 && i < len(ret) && allDigits(rest[:i]) {
+	if i := strings.IndexByte(ret, '<'); i > 0 && allDigits(rest[:i]) {
 		if end := annotationEnd(rest, i); end > 0 {
 			ret, tail = rest[:end+1], rest[end+1:]
 		}
@@ -640,6 +686,21 @@ func (e *Event) setResult(s string) error {
 		e.Errno, _, _ = strings.Cut(tail, " ")
 	}
 	return nil
+}
+
+func startsWithDigit(s string) bool { return s != "" && s[0] >= '0' && s[0] <= '9' }
+
+// digitsThenSpace is the length of the digits s starts with when a space
+// follows them, or 0.
+func digitsThenSpace(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i < len(s) && s[i] == ' ' {
+		return i
+	}
+	return 0
 }
 
 func allDigits(s string) bool {

@@ -253,6 +253,14 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
+func TestLastEquals(t *testing.T) {
+	for _, s := range []string{"", " = ", "a = b = c", " = = ", "a= b", "a =b", "x) = 0 <0.1>", "  =  ", "=", " =", "= "} {
+		if got, want := lastEquals(s), strings.LastIndex(s, " = "); got != want {
+			t.Errorf("lastEquals(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
 func TestSplitCallFastPathAgreesWithScan(t *testing.T) {
 	for _, s := range []string{
 		`3</a>, "x) = 1", 6) = 6 <0.000001>`,
@@ -260,6 +268,11 @@ func TestSplitCallFastPathAgreesWithScan(t *testing.T) {
 		`NULL, 4096, PROT_READ, MAP_PRIVATE, -1, 0) = 0x7f0000000000`,
 		`0) = ?`,
 		`3, "(", 1) = -1 EBADF (Bad file descriptor) <0.000002>`,
+		`3)                                = 0`, // strace -s 0 -ff: results padded to a column
+		`3, ""..., 832)                    = 832`,
+		`AT_FDCWD, "a)  = b", O_RDONLY)    = 3`,
+		`AT_FDCWD, "x", O_RDONLY)          = 3</a  = 1>`,
+		`"a = 1"                           = -1 ENOENT (No such file or directory)`,
 	} {
 		a1, r1, e1 := splitCall(s)
 		a2, r2, e2 := scanCall(s)

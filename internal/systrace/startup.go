@@ -239,16 +239,19 @@ func segments(p *profile.Process) []segment {
 // category is the call's category by what it worked on: a read, write or
 // poll of a socket is network, of a pipe IPC, whatever its name's
 // category.
-func (e *Event) category() string {
+func (e *Event) category() string { return profile.SyscallCategories[e.categoryIndex()] }
+
+// categoryIndex is category's index in profile.SyscallCategories.
+func (e *Event) categoryIndex() int {
 	c := e.info()
 	if !c.read && !c.write && !c.wait {
-		return c.category
+		return c.catIndex
 	}
 	switch targetKind(e.fileTarget()) {
 	case "tcp", "udp", "unix", "socket":
-		return "network"
+		return networkCategory
 	case "pipe":
-		return "IPC"
+		return ipcCategory
 	}
-	return c.category
+	return c.catIndex
 }
