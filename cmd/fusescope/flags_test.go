@@ -23,6 +23,7 @@ func TestFlagErrors(t *testing.T) {
 		"trace --op LOOKUP,":           "--op was given an empty value",
 		"trace --mount=":               "--mount was given an empty value",
 		"syscalls --top many x.log":    `--top "many": give a whole number, like --top 12`,
+		"syscalls --since abc x.log":   `--since "abc": give a number, like --since 2.5 (see fusescope syscalls --help)`,
 		"fs mount --max-read 2TiB a b": "--max-read",
 	} {
 		root := newRootCmd()

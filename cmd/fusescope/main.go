@@ -174,6 +174,8 @@ func flagError(c *cobra.Command, err error) error {
 		why = "give a whole number of 0 or more, like --" + f.Name + " 12"
 	case strings.HasPrefix(t, "int"):
 		why = "give a whole number, like --" + f.Name + " 12"
+	case strings.HasPrefix(t, "float"):
+		why = "give a number, like --" + f.Name + " 2.5"
 	case t == "bool":
 		why = "give true or false, like --" + f.Name + "=false"
 	}

@@ -212,7 +212,7 @@ at a time (a run that finds them busy loads its own).`,
 	f.IntSliceVarP(&pids, "pid", "p", nil, "with logs: keep only these processes (repeatable); without: trace this running process live")
 	f.StringVarP(&output, "output", "o", "", "write the report to `FILE` instead of standard output (a traced command keeps the terminal)")
 	f.DurationVar(&minWait, "min-wait", 0, "the shortest call counted as a wait (wait groups, critical path; live: kept one by one) (default 1ms)")
-	f.BoolVar(&view.summary, "summary", false, "print the calls table as strace -c does (% time, seconds, usecs/call, calls, errors, syscall)")
+	f.BoolVar(&view.summary, "summary", false, "print the calls table as strace -w -c does (% time, seconds, usecs/call, calls, errors, syscall): seconds are wall-clock time in the calls, not strace -c's system CPU time")
 	f.StringArrayVar(&filter.Files, "file", nil, "keep only calls on targets matching this `GLOB` (a pattern without / matches the base name; repeatable)")
 	f.StringVar(&filter.Category, "category", "", "keep only this category: file I/O, network, IPC, memory, process, sleep and timers, other")
 	f.Float64Var(&filter.From, "since", 0, "keep only calls from this many seconds after the log's first timestamp (live: after tracing began)")

@@ -208,16 +208,25 @@ func lookupCall(name string) *callInfo {
 }
 
 // syscallCounter counts per call: the calls callInfos knows by their id,
-// which the event's info already found, the others by name.
+// which the event's info already found, the others by name. Each call's
+// calls and time are also counted by category, as the category table
+// counts them (a read of a socket is network): its row is labelled with
+// the category most of its time went to.
 type syscallCounter struct {
-	known  []*profile.SyscallStat
-	other  map[string]*profile.SyscallStat
+	known  []*callCount
+	other  map[string]*callCount
 	errnos map[profile.ErrnoStat]int // keyed with Calls 0
 	cats   []profile.CategoryStat    // by category index; Category set once seen
 }
 
+// callCount is a system call's row and its split by category.
+type callCount struct {
+	stat  profile.SyscallStat
+	byCat []profile.CategoryStat // by category index
+}
+
 func newSyscallCounter() *syscallCounter {
-	return &syscallCounter{known: make([]*profile.SyscallStat, knownCalls+1), other: map[string]*profile.SyscallStat{}, errnos: map[profile.ErrnoStat]int{},
+	return &syscallCounter{known: make([]*callCount, knownCalls+1), other: map[string]*callCount{}, errnos: map[profile.ErrnoStat]int{},
 		cats: make([]profile.CategoryStat, len(profile.SyscallCategories))}
 }
 
@@ -236,27 +245,51 @@ func (a *syscallCounter) Observe(e *Event) {
 		a.errnos[profile.ErrnoStat{Syscall: e.Name, Errno: e.Errno}]++
 	}
 	c := e.info()
-	var s *profile.SyscallStat
+	var s *callCount
 	if c.id > 0 {
 		if s = a.known[c.id]; s == nil {
-			s = &profile.SyscallStat{Name: e.Name, Category: c.category}
+			s = newCallCount(e.Name, c)
 			a.known[c.id] = s
 		}
 	} else if s = a.other[e.Name]; s == nil {
-		s = &profile.SyscallStat{Name: e.Name, Category: c.category}
+		s = newCallCount(e.Name, c)
 		a.other[e.Name] = s
 	}
 	n := e.N()
-	s.Calls += n
-	s.Errors += e.failures()
-	i := e.categoryIndex()
-	cat := &a.cats[i] // an array: a map by name was 2% of a log's analysis
-	cat.Category = profile.SyscallCategories[i]
-	cat.Calls += n
+	s.stat.Calls += n
+	s.stat.Errors += e.failures()
+	cat := e.categoryIndex()
+	a.cats[cat].Category = profile.SyscallCategories[cat]
+	a.cats[cat].Calls += n
+	s.byCat[cat].Calls += n
 	if e.Dur > 0 {
-		s.TimeS += e.Dur
-		cat.TimeS += e.Dur
+		s.stat.TimeS += e.Dur
+		a.cats[cat].TimeS += e.Dur
+		s.byCat[cat].TimeS += e.Dur
 	}
+}
+
+func newCallCount(name string, c *callInfo) *callCount {
+	return &callCount{stat: profile.SyscallStat{Name: name, Category: c.category}, byCat: make([]profile.CategoryStat, len(profile.SyscallCategories))}
+}
+
+// row is the call's row, labelled with the category that took most of its
+// time (most of its calls, in a log without -T); its own on a tie.
+func (c *callCount) row() profile.SyscallStat {
+	own, best := categoryIndex(c.stat.Category), -1
+	for i, b := range c.byCat {
+		if b.Calls == 0 {
+			continue
+		}
+		if best < 0 || b.TimeS > c.byCat[best].TimeS || b.TimeS == c.byCat[best].TimeS && (b.Calls > c.byCat[best].Calls || b.Calls == c.byCat[best].Calls && i == own) {
+			best = i
+		}
+	}
+	r := c.stat
+	if best >= 0 {
+		r.Category = profile.SyscallCategories[best]
+	}
+	return r
 }
 
 func (a *syscallCounter) Finish(r *profile.SyscallReport) {
@@ -276,11 +309,11 @@ func (a *syscallCounter) Finish(r *profile.SyscallReport) {
 	})
 	for _, s := range a.known {
 		if s != nil {
-			r.Syscalls = append(r.Syscalls, *s)
+			r.Syscalls = append(r.Syscalls, s.row())
 		}
 	}
 	for _, s := range a.other {
-		r.Syscalls = append(r.Syscalls, *s)
+		r.Syscalls = append(r.Syscalls, s.row())
 	}
 	sort.Slice(r.Syscalls, func(i, j int) bool {
 		a, b := r.Syscalls[i], r.Syscalls[j]

@@ -2,6 +2,7 @@ package systrace
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -569,5 +570,39 @@ func TestAnalyzeErrnos(t *testing.T) {
 	r, _ = Analyze(f.Wrap(src), nil, Options{})
 	if fmt.Sprint(r.Errnos) != fmt.Sprint([]profile.ErrnoStat{{Syscall: "connect", Errno: "ECONNREFUSED", Calls: 2}}) {
 		t.Errorf("--category network: errnos %v", r.Errnos)
+	}
+}
+
+// The hot spots label a call with the category the category table counts
+// its time in: a poll that waited 5 s on a DNS socket and 0.1 s on a pipe
+// is network, as its time is in the category table; reads of a pipe are
+// IPC; a call always in one category keeps it.
+func TestHotSpotsCategoryAsCategoryTable(t *testing.T) {
+	log := `100 10:00:00.000000 socket(AF_INET, SOCK_DGRAM, IPPROTO_IP) = 3<UDP:[12345]> <0.000010>
+100 10:00:00.000100 connect(3<UDP:[12345]>, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.0.0.53")}, 16) = 0 <0.000010>
+100 10:00:00.000200 poll([{fd=3<UDP:[10.0.0.2:1234->10.0.0.53:53]>, events=POLLIN}], 1, 5000) = 0 (Timeout) <5.000100>
+100 10:00:05.000400 pipe2([4<pipe:[77]>, 5<pipe:[77]>], 0) = 0 <0.000010>
+100 10:00:05.000500 poll([{fd=4<pipe:[77]>, events=POLLIN}], 1, 100) = 0 (Timeout) <0.100100>
+100 10:00:05.100700 read(4<pipe:[77]>, "x", 1) = 1 <0.000300>
+100 10:00:05.101100 read(4<pipe:[77]>, "x", 1) = 1 <0.000200>
+100 10:00:05.101400 openat(AT_FDCWD</>, "/etc/hosts", O_RDONLY) = 6</etc/hosts> <0.000010>
+100 10:00:05.101500 read(6</etc/hosts>, "x", 1) = 1 <0.000100>
+100 10:00:05.101700 exit_group(0) = ?
+`
+	p := NewParser()
+	r, err := Analyze(Named(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p), p, Options{MaxWaits: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range r.Syscalls {
+		got[s.Name] = s.Category
+	}
+	want := map[string]string{"poll": "network", "read": "IPC", "socket": "network", "connect": "network", "pipe2": "IPC", "openat": "file I/O"}
+	if !maps.Equal(got, want) {
+		t.Errorf("hot spots' categories %v, want %v", got, want)
+	}
+	if r.Categories[0].Category != "network" || r.Categories[0].TimeS < 5 {
+		t.Errorf("the category table: %+v, want network first with the DNS poll's 5 s", r.Categories)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,18 +181,23 @@ exit 0
 	}
 }
 
-// --summary prints strace -c's table, with strace -c's counts.
+// --summary prints strace -c's table, with strace -c's counts, and its
+// seconds are wall-clock time in the calls, as strace -w -c's of the same
+// run (strace -c alone would count the 0.2 s sleep as almost nothing),
+// which --help says.
 func TestSyscallsSummaryLikeStraceC(t *testing.T) {
 	need(t, "strace")
 	dir := t.TempDir()
 	log := filepath.Join(dir, "trace.log")
-	run(t, "strace", "-f", "-C", "-tt", "-T", "-y", "-o", log, "sh", "-c", "ls /usr/share >/dev/null; ls /nonexistent 2>/dev/null; true")
+	run(t, "strace", "-f", "-w", "-C", "-tt", "-T", "-y", "-o", log, "sh", "-c", "ls /usr/share >/dev/null; sleep 0.2; ls /nonexistent 2>/dev/null; true")
 	out := string(mustRead(t, fusescopeBin, "syscalls", "--summary", log))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if lines[0] != "% time     seconds  usecs/call     calls    errors syscall" || !strings.HasPrefix(lines[1], "------ ") || !strings.HasSuffix(lines[len(lines)-1], " total") {
 		t.Fatalf("not strace -c's table:\n%s", out)
 	}
 	calls, errors := straceTable(t, log)
+	seconds := straceSeconds(t, log)
+	long := 0
 	for _, l := range lines[2 : len(lines)-2] {
 		f := strings.Fields(l)
 		name := f[len(f)-1]
@@ -202,7 +209,45 @@ func TestSyscallsSummaryLikeStraceC(t *testing.T) {
 		if n != fmt.Sprint(calls[name]) || e != fmt.Sprint(errors[name]) {
 			t.Errorf("%s: %s calls, %s errors; strace -c: %d, %d", name, n, e, calls[name], errors[name])
 		}
+		// The -T durations are strace's own measure of the same calls,
+		// printed to the microsecond: the long calls' sums agree to 1%.
+		if want := seconds[name]; want >= 0.05 {
+			long++
+			if got, _ := strconv.ParseFloat(f[1], 64); math.Abs(got-want) > 0.01*want {
+				t.Errorf("%s: %.6f s, strace -w -c: %.6f s", name, got, want)
+			}
+		}
 	}
+	if long < 2 { // the sleep, and sh's wait for it
+		t.Errorf("%d calls of at least 50 ms in strace -w -c's table, want the sleep's and the wait for it:\n%s", long, out)
+	}
+	help := string(mustRead(t, fusescopeBin, "syscalls", "--help"))
+	if !strings.Contains(help, "as strace -w -c does") || strings.Contains(help, "as strace -c does") {
+		t.Errorf("--help does not say that --summary's seconds are strace -w -c's:\n%s", help)
+	}
+}
+
+// straceSeconds reads the seconds column of strace -C's summary table.
+func straceSeconds(t *testing.T, log string) map[string]float64 {
+	t.Helper()
+	seconds := map[string]float64{}
+	in := false
+	eachLogLine(t, log, func(line string) {
+		if strings.HasPrefix(line, "% time") {
+			in = true
+			return
+		}
+		f := strings.Fields(line)
+		if !in || len(f) < 5 || strings.HasPrefix(line, "---") || f[len(f)-1] == "total" {
+			return
+		}
+		s, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			t.Fatalf("summary line %q", line)
+		}
+		seconds[f[len(f)-1]] = s
+	})
+	return seconds
 }
 
 // TestSyscallsFiltersLiveAsInLogs: --comm and --since/--until select the
