@@ -87,13 +87,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// nextMount steps the mount filter through every mount seen, then all.
+// nextMount steps the mount filter through the mounts of the latest
+// interval, in order, then all. The mount shown counts among them though
+// it left, so that the steps go on from it: were it left out, a set of
+// mounts that changed each interval would send each step back to the
+// first mount, never to all.
 func (m *Model) nextMount() string {
 	mounts := m.mounts()
-	if len(mounts) == 0 {
-		return ""
+	if m.mount != "" && !slices.Contains(mounts, m.mount) {
+		mounts = append(mounts, m.mount)
+		slices.Sort(mounts)
 	}
-	i := slices.Index(mounts, m.mount)
+	i := slices.Index(mounts, m.mount) // -1 for all: the first mount comes next
 	if i == len(mounts)-1 {
 		return ""
 	}
@@ -167,7 +172,8 @@ func (m *Model) rows(seconds float64) (rows []row, total float64) {
 // View draws the screen.
 func (m *Model) View() string {
 	if m.width > 0 && (m.width < MinWidth || m.height < MinHeight) {
-		return fmt.Sprintf("terminal too small (%dx%d): fusescope top needs at least %dx%d; q quits", m.width, m.height, MinWidth, MinHeight)
+		// Wrapped to the width: the terminal would cut a longer line.
+		return wrap(fmt.Sprintf("terminal too small (%dx%d): fusescope top needs at least %dx%d; q quits", m.width, m.height, MinWidth, MinHeight), m.width)
 	}
 	var b strings.Builder
 	state := ""
@@ -260,13 +266,48 @@ func (m *Model) View() string {
 	return b.String()
 }
 
+// wrap breaks text into lines of at most width characters, at spaces
+// where it can.
+func wrap(text string, width int) string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		for len(word) > width { // no space to break at
+			if line != "" {
+				lines, line = append(lines, line), ""
+			}
+			lines, word = append(lines, word[:width]), word[width:]
+		}
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) <= width:
+			line += " " + word
+		default:
+			lines, line = append(lines, line), word
+		}
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
 // sideLines is how many lines the files and processes take.
 func (m *Model) sideLines() int {
-	n := 0
-	if len(m.rec.Files) > 0 || len(m.rec.Slow) > 0 {
-		n = 2 + min(5, max(len(m.rec.Files), len(m.procs())))
+	files, procs := m.files(), m.procs()
+	if len(files) == 0 && len(procs) == 0 {
+		return 0
 	}
-	return n
+	return 2 + min(5, max(len(files), len(procs)))
+}
+
+// files are the interval's busiest files on the mount shown.
+func (m *Model) files() []profile.FileStats {
+	var out []profile.FileStats
+	for _, f := range m.rec.Files {
+		if m.mount == "" || m.rec.Label(f.Conn) == m.mount {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 type proc struct {
@@ -275,14 +316,20 @@ type proc struct {
 	sum   time.Duration
 }
 
-// procs sums the interval's slow requests by requesting command.
+// procs sums the interval's slow requests on the mount shown by
+// requesting command; what the kernel sends on its own (pid 0: the
+// RELEASE after a close, write-back) is "kernel", whichever task's
+// command it was sent from.
 func (m *Model) procs() []proc {
 	by := map[string]*proc{}
 	for _, s := range m.rec.Slow {
-		if m.mount != "" && s.Mount != m.mount {
+		if m.mount != "" && m.rec.Label(s.Conn) != m.mount {
 			continue
 		}
 		k := fmt.Sprintf("%s[%d]", s.Comm, s.PID)
+		if s.PID == 0 {
+			k = "kernel"
+		}
 		p := by[k]
 		if p == nil {
 			p = &proc{name: k}
@@ -304,19 +351,23 @@ func (m *Model) writeSide(b *strings.Builder) {
 	if m.sideLines() == 0 {
 		return
 	}
-	procs := m.procs()
+	files, procs := m.files(), m.procs()
 	table := [][]string{{"FILE", "REQS", "TIME(ms)", "", "PROCESS (slow requests)", "REQS", "TIME(ms)"}}
 	for i := 0; i < 5; i++ {
 		cells := []string{"", "", "", "", "", "", ""}
-		if i < len(m.rec.Files) {
-			f := m.rec.Files[i]
-			cells[0], cells[1], cells[2] = report.Name(f.Path), fmt.Sprint(f.Count), fmt.Sprintf("%.1f", float64(f.Total)/1e6)
+		if i < len(files) {
+			f := files[i]
+			path := report.Name(f.Path)
+			if path == "" {
+				path = "?" // named before the trace began, as trace --files prints it
+			}
+			cells[0], cells[1], cells[2] = path, fmt.Sprint(f.Count), fmt.Sprintf("%.1f", float64(f.Total)/1e6)
 		}
 		if i < len(procs) {
 			p := procs[i]
 			cells[4], cells[5], cells[6] = report.Name(p.name), fmt.Sprint(p.count), fmt.Sprintf("%.1f", float64(p.sum)/1e6)
 		}
-		if i >= len(m.rec.Files) && i >= len(procs) {
+		if i >= len(files) && i >= len(procs) {
 			break
 		}
 		table = append(table, cells)

@@ -1,6 +1,8 @@
 package top
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,10 +64,20 @@ func TestView(t *testing.T) {
 	if v := m.View(); !strings.Contains(v, "MKDIR") {
 		t.Errorf("unpaused:\n%s", v)
 	}
-	// Too small: one line.
-	m.Update(tea.WindowSizeMsg{Width: 70, Height: 10})
-	if v := m.View(); strings.Count(v, "\n") != 0 || !strings.Contains(v, "terminal too small (70x10)") {
-		t.Errorf("too small: %q", v)
+	// Too small: the one sentence, wrapped to the width (a terminal cuts
+	// what is wider), for any width.
+	for _, w := range []int{79, 70, 40, 12, 5} {
+		m.Update(tea.WindowSizeMsg{Width: w, Height: 10})
+		v := m.View()
+		want := fmt.Sprintf("terminal too small (%dx10): fusescope top needs at least 80x12; q quits", w)
+		if squeeze := strings.NewReplacer(" ", "", "\n", ""); squeeze.Replace(v) != squeeze.Replace(want) {
+			t.Errorf("too small at %d columns: %q, want %q", w, v, want)
+		}
+		for _, line := range strings.Split(v, "\n") {
+			if len(line) > w {
+				t.Errorf("too small at %d columns: a line of %d: %q", w, len(line), line)
+			}
+		}
 	}
 	// q quits; so does the run's end.
 	if _, cmd := m.Update(key("q")); cmd == nil {
@@ -73,5 +85,70 @@ func TestView(t *testing.T) {
 	}
 	if _, cmd := m.Update(EndMsg{}); cmd == nil || m.Ended() == nil {
 		t.Error("the run's end does not quit")
+	}
+}
+
+// m steps through the mounts and back to all, even when the mounts with
+// requests change between intervals.
+func TestMountCycle(t *testing.T) {
+	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	only := func(i int, mount string, conn uint32) *profile.Record {
+		r := interval(at.Add(time.Duration(i)*time.Second), op(conn, "LOOKUP", 10, time.Millisecond, 0))
+		r.Meta.Mounts = []profile.Mount{{Conn: conn, MountPoint: mount}}
+		return r
+	}
+	m := New(5 * time.Second)
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	// Intervals with /mnt/a alone and /mnt/b alone, in turn: m reaches
+	// all within two steps of any mount.
+	m.Update(RecordMsg{only(0, "/mnt/a", 40)})
+	m.Update(key("m"))
+	if m.mount != "/mnt/a" {
+		t.Fatalf("m picked %q, want /mnt/a", m.mount)
+	}
+	for i := 1; i <= 6; i++ {
+		if i%2 == 1 {
+			m.Update(RecordMsg{only(i, "/mnt/b", 41)})
+		} else {
+			m.Update(RecordMsg{only(i, "/mnt/a", 40)})
+		}
+		m.Update(key("m"))
+		if m.mount == "" {
+			break
+		}
+		if i == 2 {
+			t.Fatalf("m never comes back to all while the mounts change: still %q", m.mount)
+		}
+	}
+	if v := m.View(); !strings.Contains(v, "mount: all") {
+		t.Errorf("not all:\n%s", v)
+	}
+}
+
+// The files and the processes follow the mount picked; the requests the
+// kernel sends on its own (pid 0) are the kernel's, not the command's
+// whose close made them.
+func TestMountFilesAndKernel(t *testing.T) {
+	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	m := New(5 * time.Second)
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	r := interval(at.Add(10*time.Second), op(40, "READ", 10, time.Millisecond, 0), op(41, "READ", 10, time.Millisecond, 0))
+	r.Files = []profile.FileStats{{Conn: 40, Node: 2, Path: "/on-a", Count: 9, Total: 9 * time.Millisecond}, {Conn: 41, Node: 2, Path: "/on-b", Count: 1, Total: time.Millisecond}, {Conn: 41, Node: 3, Count: 1, Total: time.Microsecond}}
+	r.Slow = []profile.SlowRequest{{Conn: 40, Comm: "cat", PID: 9, Mount: "/mnt/a", Latency: 2 * time.Millisecond},
+		{Conn: 41, Comm: "touch", PID: 0, Mount: "/mnt/b", Op: "RELEASE", Latency: 3 * time.Millisecond},
+		{Conn: 41, Comm: "touch", PID: 0, Mount: "/mnt/b", Op: "RELEASE", Latency: 3 * time.Millisecond}}
+	m.Update(RecordMsg{r})
+	if v := m.View(); !strings.Contains(v, "/on-a") || !strings.Contains(v, "/on-b") || !strings.Contains(v, "cat[9]") {
+		t.Errorf("all mounts: a file or process missing:\n%s", v)
+	}
+	for m.mount != "/mnt/b" {
+		m.Update(key("m"))
+	}
+	v := m.View()
+	if strings.Contains(v, "/on-a") || strings.Contains(v, "cat[9]") || !strings.Contains(v, "/on-b") {
+		t.Errorf("mount /mnt/b shows another mount's files or processes:\n%s", v)
+	}
+	if !regexp.MustCompile(`(?m)^/on-b\s+1\s+1\.0\s+kernel\s+2\s+6\.0\n\?\s+1\s+0\.0$`).MatchString(v) || strings.Contains(v, "touch[0]") {
+		t.Errorf("the kernel's requests (pid 0) and the file with no name:\n%s", v)
 	}
 }

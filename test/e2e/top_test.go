@@ -266,3 +266,75 @@ while True:
 	}
 	assertNoProbesLeft(t)
 }
+
+// TestTopMountsUnderTmux runs top over two mounts, each with its own
+// files: m picks one, and its files and processes alone show, the
+// RELEASEs the kernel sends after a close as "kernel"; a terminal shrunk
+// below 80x12 while top runs shows the whole refusal, wrapped to its
+// width, and top's screen comes back when it grows.
+func TestTopMountsUnderTmux(t *testing.T) {
+	need(t, "tmux")
+	a, _ := mountLab(t, 50, 1, 0)
+	b, _ := mountLab(t, 50, 1, 0)
+	pane := newTmux(t, 130, 40, "sh")
+	pane.keys(fmt.Sprintf("%s top --mount %s --mount %s --interval 500ms --slower 1us", fusescopeBin, a, b), "Enter")
+	pane.waitFor("top's first screen", func(s string) bool { return strings.Contains(s, "fusescope top") })
+	// Stats of f00x on a; reads of f04x on b (each close sends a RELEASE
+	// in the background: the kernel's, pid 0).
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for i := 0; i < 5; i++ {
+				os.Stat(filepath.Join(a, "files", fmt.Sprintf("f00%d", i)))
+				os.ReadFile(filepath.Join(b, "files", fmt.Sprintf("f04%d", i)))
+			}
+		}
+	}()
+	pane.waitFor("both mounts' files", func(s string) bool { return strings.Contains(s, "/files/f00") && strings.Contains(s, "/files/f04") })
+	shown := func(screen string) string {
+		if m := regexp.MustCompile(`sort: \S+  mount: (\S+)`).FindStringSubmatch(screen); m != nil {
+			return m[1]
+		}
+		return ""
+	}
+	for cur := "all"; cur != b; {
+		pane.keys("m")
+		cur = shown(pane.waitFor("the next mount", func(s string) bool { return shown(s) != "" && shown(s) != cur }))
+		if cur == "all" {
+			t.Fatalf("m went through the mounts to all without %s", b)
+		}
+	}
+	screen := pane.waitFor("b's files and processes alone", func(s string) bool {
+		return strings.Contains(s, "mount: "+b) && strings.Contains(s, "/files/f04") && strings.Contains(s, "kernel")
+	})
+	if strings.Contains(screen, "/files/f00") || strings.Contains(screen, "[0]") {
+		t.Errorf("mount %s picked: a's files, or the kernel's requests as a command's:\n%s", b, screen)
+	}
+
+	// Shrunk while it runs: the whole sentence, no line wider than 60.
+	pane.run("resize-window", "-t", "top", "-x", "60", "-y", "10")
+	want := "terminal too small (60x10): fusescope top needs at least 80x12; q quits"
+	squeeze := strings.NewReplacer(" ", "", "\n", "")
+	screen = pane.waitFor("the refusal, whole", func(s string) bool { return strings.Contains(squeeze.Replace(s), squeeze.Replace(want)) })
+	for _, line := range strings.Split(screen, "\n") {
+		if len(line) > 60 {
+			t.Errorf("a line wider than the pane: %q", line)
+		}
+	}
+	pane.run("resize-window", "-t", "top", "-x", "130", "-y", "40")
+	pane.waitFor("top's screen again", func(s string) bool { return strings.Contains(s, "REQ/s") })
+	pane.keys("q")
+	pane.waitFor("the prompt", func(s string) bool {
+		lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
+		return !strings.Contains(s, "REQ/s") && strings.TrimSpace(lines[len(lines)-1]) == "#"
+	})
+	pane.keys("echo rc=$?", "Enter")
+	pane.waitFor("exit status 0", func(s string) bool { return exitStatus(s) == "0" })
+	assertNoProbesLeft(t)
+}
