@@ -136,9 +136,10 @@ type SyscallOptions struct {
 	MinWait time.Duration
 	// TimelineS is the timeline's bin width in seconds; 0: no timeline.
 	TimelineS float64
-	// Since and Until bound, after the load, the entry of the calls the
-	// kernel counts (0: no bound); calls sent whole come all the same,
-	// for the fd tables, and the caller keeps those in the window.
+	// Since and Until bound, after the run's origin (the attach, or the
+	// command's release: SetOrigin), the entry of the calls the kernel
+	// counts (0: no bound); calls sent whole come all the same, for the fd
+	// tables, and the caller keeps those in the window.
 	Since, Until time.Duration
 	// EmptyPrograms attaches programs that return at once: benchmarks
 	// measure what attaching alone costs with it.
@@ -158,7 +159,7 @@ type SyscallTracer struct {
 	owner  *SyscallPrograms // programs loaded once for many runs; nil: this run's own
 	links  []link.Link
 	opts   SyscallOptions
-	t0     uint64       // CLOCK_MONOTONIC ns when the run began (the load, for a run's own programs)
+	t0     uint64       // CLOCK_MONOTONIC ns of the run's origin: the attach, or the command's release (SetOrigin)
 	clock  kernel.Clock // anchored at t0
 	began  time.Time
 	ended  time.Time
@@ -198,12 +199,12 @@ func (o *sysObjects) close() error {
 // StartSyscalls checks the kernel, loads the programs and attaches them:
 // a run with programs of its own, freed by Close.
 func StartSyscalls(opts SyscallOptions) (*SyscallTracer, error) {
-	start, t0 := time.Now(), kernel.Monotonic()
+	start := time.Now()
 	o, err := loadSyscalls(opts)
 	if err != nil {
 		return nil, err
 	}
-	t, err := o.start(opts, start, t0)
+	t, err := o.start(opts, start)
 	if err != nil {
 		o.close()
 		return nil, err
@@ -242,7 +243,7 @@ func LoadSyscallPrograms(category func(name string) string) (*SyscallPrograms, e
 // EmptyPrograms are the load's): ErrBusy while another one goes on. The
 // run's Close hands the programs back, with their maps cleared.
 func (p *SyscallPrograms) Start(opts SyscallOptions) (*SyscallTracer, error) {
-	start, t0 := time.Now(), kernel.Monotonic()
+	start := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// A run that has ended is only clearing the maps (a few ms): the next
@@ -256,7 +257,7 @@ func (p *SyscallPrograms) Start(opts SyscallOptions) (*SyscallTracer, error) {
 	if p.busy {
 		return nil, ErrBusy
 	}
-	t, err := p.o.start(opts, start, t0)
+	t, err := p.o.start(opts, start)
 	if err != nil {
 		// Nothing ran: the maps are as they were.
 		return nil, err
@@ -401,22 +402,19 @@ func loadSyscalls(opts SyscallOptions) (*sysObjects, error) {
 }
 
 // start sets a run's settings in the programs' globals and attaches them;
-// start and t0 are when the run began. On an error nothing is attached.
-func (o *sysObjects) start(opts SyscallOptions, start time.Time, t0 uint64) (*SyscallTracer, error) {
+// start is when the run began (its load, or its request to a server). Its
+// origin, from which --since, --until and the timeline count, is the
+// attach: a -p process's first call comes after it. On an error nothing is
+// attached.
+func (o *sysObjects) start(opts SyscallOptions, start time.Time) (*SyscallTracer, error) {
 	minWait := opts.MinWait
 	if minWait <= 0 {
 		minWait = DefaultMinWait
 	}
 	t := &SyscallTracer{sysObjects: o, opts: opts, tids: map[uint32]uint32{}, tgids: map[uint32]uint32{},
-		pslots: map[uint32]uint32{}, t0: t0, began: start, alive: map[uint32]bool{}}
+		pslots: map[uint32]uint32{}, began: start, alive: map[uint32]bool{}}
 	t.clock = kernel.NewClock()
-	var from, to, bin uint64
-	if opts.Since > 0 {
-		from = t0 + uint64(opts.Since)
-	}
-	if opts.Until > 0 {
-		to = t0 + uint64(opts.Until)
-	}
+	var bin uint64
 	if opts.TimelineS > 0 {
 		bin = uint64(opts.TimelineS * 1e9)
 	}
@@ -425,10 +423,13 @@ func (o *sysObjects) start(opts SyscallOptions, start time.Time, t0 uint64) (*Sy
 		v   *ebpf.Variable
 		val any
 	}{{v.FollowTgid, uint32(opts.PID)}, {v.GatePid, uint32(opts.GatePID)}, {v.DetailNs, uint64(minWait.Nanoseconds())},
-		{v.T0Ns, t0}, {v.BinNs, bin}, {v.FromNs, from}, {v.ToNs, to}} {
+		{v.BinNs, bin}} {
 		if err := set.v.Set(set.val); err != nil {
 			return nil, fmt.Errorf("setting the run's %s: %w", set.v, err)
 		}
+	}
+	if err := t.SetOrigin(); err != nil {
+		return nil, err
 	}
 	root := opts.PID
 	if root == 0 {
@@ -506,6 +507,33 @@ func clearMemory(mem *ebpf.Memory) error {
 	return nil
 }
 
+// SetOrigin makes now the run's time 0, from which --since, --until and
+// the timeline's bins count, in the kernel and in Window. A run of a
+// command calls it as it releases the command (whose exec follows), as a
+// log's times count from its first line; it must come before Run, and
+// before the command's first call.
+func (t *SyscallTracer) SetOrigin() error {
+	t0 := kernel.Monotonic()
+	var from, to uint64
+	if t.opts.Since > 0 {
+		from = t0 + uint64(t.opts.Since)
+	}
+	if t.opts.Until > 0 {
+		to = t0 + uint64(t.opts.Until)
+	}
+	v := &t.objs.SysTraceVariables
+	for _, set := range []struct {
+		v   *ebpf.Variable
+		val uint64
+	}{{v.T0Ns, t0}, {v.FromNs, from}, {v.ToNs, to}} {
+		if err := set.v.Set(set.val); err != nil {
+			return fmt.Errorf("setting the run's %s: %w", set.v, err)
+		}
+	}
+	t.t0 = t0
+	return nil
+}
+
 // Running returns the programs of the processes that were running when
 // tracing began (the -p process): their execs were not seen.
 func (t *SyscallTracer) Running() map[int]string {
@@ -525,8 +553,9 @@ func (t *SyscallTracer) Root() int { return t.root }
 
 func (t *SyscallTracer) wall(ts uint64) float64 { return t.clock.Seconds(ts) }
 
-// Window is the trace's start (the programs' load) and end (their
-// detach), in wall-clock seconds; the end is 0 while tracing goes on.
+// Window is the trace's origin (the attach, or the command's release:
+// SetOrigin) and end (the detach), in wall-clock seconds; the end is 0
+// while tracing goes on.
 func (t *SyscallTracer) Window() (start, end float64) {
 	if !t.ended.IsZero() {
 		end = float64(t.ended.UnixNano()) / 1e9

@@ -59,6 +59,13 @@ type Finisher interface {
 	Finish(command *Exit) (*profile.Record, error)
 }
 
+// Releaser is a source whose clock starts with the command (syscalls'
+// --since and --until count from it, as a log's from its first line): Run
+// calls Releasing just before it releases the command from its gate.
+type Releaser interface {
+	Releasing() error
+}
+
 // Target is what a source is opened for.
 type Target struct {
 	// CommandPID is the -- CMD command's process, held at the gate until
@@ -171,6 +178,11 @@ func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (wh
 		cfg.Ready()
 	}
 	if cmd != nil {
+		if r, ok := src.(Releaser); ok {
+			if err := r.Releasing(); err != nil {
+				return nil, err
+			}
+		}
 		if err := cmd.release(end); err != nil {
 			return nil, err
 		}

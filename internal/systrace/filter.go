@@ -15,8 +15,8 @@ type Filter struct {
 	Files    []string     // path.Match patterns on the fd target; empty: all
 	Category string       // keep only system calls of this category
 	From, To float64      // seconds after Origin; To 0: the end
-	// Origin is the time From and To count from (live: the trace's
-	// start); 0: the first event's.
+	// Origin is the time From and To count from (live: the command's
+	// release, or -p's attach); 0: the first event's.
 	Origin float64
 	// Comms keeps the processes that executed a program whose base name
 	// matches one of these path.Match patterns, from that exec on, and
@@ -44,7 +44,7 @@ func (f *Filter) Validate() error {
 		v    float64
 	}{{"since", f.From}, {"until", f.To}} {
 		if !(t.v >= 0 && t.v < 1e12) { // also NaN
-			return fmt.Errorf("--%s %v: give a number of seconds after the start (a log's first timestamp, or when live tracing began)", t.flag, t.v)
+			return fmt.Errorf("--%s %v: give a number of seconds after the start (a log's first timestamp; live, the command's release or -p's attach)", t.flag, t.v)
 		}
 	}
 	if f.To != 0 && f.To < f.From {

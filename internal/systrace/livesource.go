@@ -42,11 +42,13 @@ type LiveSource struct {
 	live *Live
 	info profile.LiveInfo
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{} // closed when the analysis has ended
-	report   *profile.SyscallReport
-	err      error
+	stop      chan struct{}
+	stopOnce  sync.Once
+	beginOnce sync.Once     // the analysis started (or, if never, done closed)
+	analyse   func()        // reads and analyses the events until stop
+	done      chan struct{} // closed when the analysis has ended
+	report    *profile.SyscallReport
+	err       error
 }
 
 // OpenLive attaches the live source to the process the run traces: the
@@ -93,7 +95,7 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 			s.live.Handle(ev, emit)
 		}, &s.info)
 	}
-	go func() {
+	s.analyse = func() {
 		defer close(s.done)
 		filter := cfg.Filter
 		filter.Origin, _ = tr.Window() // the kernel's window counts from there too
@@ -101,9 +103,28 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 		if rec != nil {
 			rec.close()
 		}
-	}()
+	}
+	if opts.GatePID == 0 {
+		s.begin() // -p: time 0 is the attach
+	}
 	return s, nil
 }
+
+// Releasing is called as the run releases its command from the gate: time
+// 0 of --since, --until and the timeline is now, as a log's is its first
+// line (the command's exec, which follows at once). Otherwise it would be
+// when the programs were loaded, 0.04 s before, or up to a second on a
+// loaded machine.
+func (s *LiveSource) Releasing() error {
+	if err := s.tr.SetOrigin(); err != nil {
+		return err
+	}
+	s.begin()
+	return nil
+}
+
+// begin starts the analysis of the events, from the origin on.
+func (s *LiveSource) begin() { s.beginOnce.Do(func() { go s.analyse() }) }
 
 // openKernelSide starts the run on a server's programs, or on its own.
 func openKernelSide(cfg LiveConfig, opts ktrace.SyscallOptions) (kernelSide, error) {
@@ -138,6 +159,7 @@ func (s *LiveSource) Snapshot() (*profile.Record, error) {
 // Finish stops tracing, waits for the analysis of the last events and
 // returns the record, with how the command ended (nil: it had not).
 func (s *LiveSource) Finish(command *session.Exit) (*profile.Record, error) {
+	s.begin()
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
 	if s.err != nil {
@@ -157,6 +179,7 @@ func (s *LiveSource) Finish(command *session.Exit) (*profile.Record, error) {
 // Close stops tracing and frees the programs and maps.
 func (s *LiveSource) Close() error {
 	s.stopOnce.Do(func() { close(s.stop) })
+	s.beginOnce.Do(func() { close(s.done) }) // never released: nothing to analyse
 	<-s.done
 	return s.tr.Close()
 }

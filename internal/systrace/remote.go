@@ -18,6 +18,7 @@ type kernelSide interface {
 	Root() int
 	Running() map[int]string
 	Window() (start, end float64)
+	SetOrigin() error
 	Began() time.Time
 	Ended() time.Time
 	Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error
@@ -104,12 +105,31 @@ func (r *remoteTracer) Began() time.Time           { return r.reply.Began }
 func (r *remoteTracer) Ended() time.Time           { return r.ended }
 func (r *remoteTracer) Window() (float64, float64) { return r.reply.WindowStart, r.windowEnd }
 
+// SetOrigin asks the server to make now the run's time 0, and waits until
+// it has: the command is released only then.
+func (r *remoteTracer) SetOrigin() error {
+	if err := r.enc.Encode(clientMessage{Release: true}); err != nil {
+		return fmt.Errorf("the server on %s: %w", r.socket, err)
+	}
+	var m serveMessage
+	r.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	defer r.conn.SetReadDeadline(time.Time{})
+	if err := r.dec.Decode(&m); err != nil || m.Origin == nil {
+		return fmt.Errorf("the server on %s did not start the run's clock: %v", r.socket, err)
+	}
+	if m.Origin.Err != "" {
+		return fmt.Errorf("the server on %s: %s", r.socket, m.Origin.Err)
+	}
+	r.reply.WindowStart = m.Origin.WindowStart
+	return nil
+}
+
 // Run passes the server's events to emit until stop is closed and the
 // server has sent the run's end.
 func (r *remoteTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error {
 	go func() {
 		<-stop
-		r.enc.Encode(clientStop{})
+		r.enc.Encode(clientMessage{Stop: true})
 	}()
 	for {
 		var m serveMessage

@@ -33,7 +33,7 @@ const DefaultSocket = "/run/fusescope/syscalls.sock"
 
 // serveProtocol changes whenever the messages or the programs do: a
 // client and a server of different builds never share a run.
-const serveProtocol = 1
+const serveProtocol = 2
 
 type serveRequest struct {
 	Protocol int
@@ -54,8 +54,15 @@ type serveReply struct {
 }
 
 type serveMessage struct {
-	Event *sysevent.Event
-	End   *serveEnd
+	Origin *serveOrigin // the answer to the client's release
+	Event  *sysevent.Event
+	End    *serveEnd
+}
+
+// serveOrigin: the run's time 0 is set, the command may go.
+type serveOrigin struct {
+	Err         string
+	WindowStart float64
 }
 
 type serveEnd struct {
@@ -65,8 +72,12 @@ type serveEnd struct {
 	WindowEnd float64
 }
 
-// clientStop is the client's one message after its request: the run is over.
-type clientStop struct{}
+// clientMessage is what a client sends after its request: with a
+// command, Release as it releases the command (the run's time 0 is then),
+// and Stop when the run is over.
+type clientMessage struct {
+	Release, Stop bool
+}
 
 // Serve loads the programs, listens on socket (0600, root's) and traces
 // one client's run at a time until ctx ends; ready is called once it
@@ -227,18 +238,59 @@ func serveRun(ctx context.Context, conn *net.UnixConn, progs *ktrace.SyscallProg
 	defer tr.Close()
 	start, _ := tr.Window()
 	reply(serveReply{PID: os.Getpid(), Root: tr.Root(), Running: tr.Running(), WindowStart: start, Began: tr.Began()})
-	stop := make(chan struct{})
-	go func() {
-		var s clientStop
-		dec.Decode(&s) // the stop, or the client gone
-		close(stop)
-	}()
+	finished := make(chan struct{})
+	defer close(finished)
 	go func() {
 		select {
 		case <-ctx.Done():
 			conn.CloseRead() // the server ends: so does the run
-		case <-stop:
+		case <-finished:
 		}
+	}()
+	msgs := make(chan clientMessage, 4)
+	go func() {
+		defer close(msgs) // the client gone, or the server ending
+		for {
+			var m clientMessage
+			if dec.Decode(&m) != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	stopped := false
+	if opts.GatePID != 0 {
+		// Time 0 is when the client releases its command, as a log's is
+		// its first line: the client waits for this answer to release it.
+		m, ok := <-msgs
+		switch {
+		case !ok || m.Stop:
+			stopped = true
+		case m.Release:
+			origin := serveOrigin{}
+			if err := tr.SetOrigin(); err != nil {
+				origin.Err = err.Error()
+			}
+			origin.WindowStart, _ = tr.Window()
+			enc.Encode(serveMessage{Origin: &origin})
+			if w.Flush() != nil || origin.Err != "" {
+				return
+			}
+		}
+	}
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	stopRun := func() { stopOnce.Do(func() { close(stop) }) }
+	if stopped {
+		stopRun()
+	}
+	go func() {
+		for m := range msgs {
+			if m.Stop {
+				stopRun()
+			}
+		}
+		stopRun() // the client gone
 	}()
 	// The events go out every few milliseconds, so that the client
 	// analyses them while the command runs rather than all at its end.

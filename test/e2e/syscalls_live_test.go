@@ -580,3 +580,75 @@ func syscallsOf(b []byte) (*profile.SyscallReport, error) {
 	}
 	return rec.Syscalls, nil
 }
+
+// TestSyscallsLiveTimeFromRelease: live, --since, --until and the
+// timeline count from the command's release from its gate (its exec
+// follows at once), as a log's count from its first line, and with -p
+// from the attach; not from the programs' load before it (0.04 s here, up
+// to a second on a loaded machine), with a run's own programs or a
+// server's. The first bin of 20 ms holds the command's first calls.
+func TestSyscallsLiveTimeFromRelease(t *testing.T) {
+	need(t, "python3")
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "syscalls.sock")
+	server := proctest.Start(t, exec.Command(fusescopeBin, "syscalls", "--serve", "--socket", sock), "Serving", 30*time.Second)
+	defer server.Interrupt(t, 10*time.Second)
+	firstBin := func(r *profile.SyscallReport) float64 {
+		first := -1.0
+		for _, b := range r.Timeline {
+			n := 0
+			for _, c := range b.Calls {
+				n += c
+			}
+			if n > 0 && (first < 0 || b.Start < first) {
+				first = b.Start
+			}
+		}
+		return first
+	}
+	host := "/etc/hostname"
+	for _, via := range [][]string{{"--no-server"}, {"--socket", sock}} {
+		r := liveReport(t, append(via, "--timeline", "0.02", "--", "cat", host)...)
+		if got := firstBin(r); got != 0 {
+			t.Errorf("%v -- cat: the first calls in the bin at %.2f s (set-up %.3f s), want 0: the command's release", via, got, r.Live.SetupS)
+		}
+		// --until: the first cat, at once, is in; the second, 0.5 s later, is not.
+		r = liveReport(t, append(via, "--until", "0.25", "--", "sh", "-c", "cat "+host+" >/dev/null; sleep 0.5; cat "+host+" >/dev/null")...)
+		opens := 0
+		for _, f := range r.Files {
+			if f.Target == host {
+				opens = f.Opens
+			}
+		}
+		if opens != 1 {
+			t.Errorf("%v --until 0.25: %d opens of %s, want the first cat's", via, opens, host)
+		}
+
+		// -p: from the attach, before the process's next call.
+		trigger := filepath.Join(dir, "stop")
+		os.Remove(trigger)
+		prog := exec.Command(pythonExecutable(t), "-c", `
+import os, sys, time
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.002)
+`, trigger)
+		stdout, _ := prog.StdoutPipe()
+		if err := prog.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "p.json")
+		tracer := proctest.Start(t, exec.Command(fusescopeBin, append([]string{"syscalls", "--json", "--timeline", "0.02", "-o", out, "-p", strconv.Itoa(prog.Process.Pid)}, via...)...), "Hit Ctrl-C to end", 30*time.Second)
+		os.WriteFile(trigger, nil, 0o644)
+		prog.Wait()
+		if exited, err := tracer.Wait(10 * time.Second); !exited || err != nil {
+			t.Fatalf("%v -p: exited %v, %v\n%s", via, exited, err, tracer.Output())
+		}
+		if got := firstBin(decodeReport(t, out)); got != 0 {
+			t.Errorf("%v -p: the first calls in the bin at %.2f s, want 0: the attach", via, got)
+		}
+	}
+}
