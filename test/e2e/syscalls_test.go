@@ -482,7 +482,7 @@ func TestShowSyscallsReport(t *testing.T) {
 	if out := mustRead(t, fusescopeBin, "show", live); !strings.Contains(string(out), `live trace of "ls /"`) || !strings.Contains(string(out), "getdents64") {
 		t.Errorf("show of a live report:\n%s", out)
 	}
-	if out, err := exec.Command(fusescopeBin, "show", "-m", saved).CombinedOutput(); err == nil || !strings.Contains(string(out), "applies to trace records") {
+	if out, err := exec.Command(fusescopeBin, "show", "-m", saved).CombinedOutput(); err == nil || !strings.Contains(string(out), "applies to records of FUSE requests") {
 		t.Errorf("show -m on a syscalls report: %v\n%s", err, out)
 	}
 }
