@@ -195,7 +195,7 @@ with the first report.`,
 			run := session.Config{Interval: interval, Count: count, Immediate: interval == 0,
 				Ready: func() {
 					if interval > 0 {
-						fmt.Fprintf(os.Stderr, "Reporting what the daemon of %s serves every %s... Hit Ctrl-C to end.\n", mnt, interval)
+						fmt.Fprintf(os.Stderr, "Reporting what the daemon of %s serves every %s... %s\n", mnt, interval, report.EndNote(interval, count))
 					}
 				},
 				Emit: func(rec *profile.Record, _ bool) error { return r.Render(rec) },

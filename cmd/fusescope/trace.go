@@ -184,7 +184,7 @@ the command's status.`,
 					case len(command) > 0:
 						fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s while %s runs...\n", what, command[0])
 					case interval > 0:
-						fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s, reporting every %s... Hit Ctrl-C to end.\n", what, interval)
+						fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s, reporting every %s... %s\n", what, interval, report.EndNote(interval, count))
 					default:
 						fmt.Fprintf(os.Stderr, "Tracing FUSE requests on %s... Hit Ctrl-C to end.\n", what)
 					}
