@@ -196,8 +196,9 @@ func (m *Model) View() string {
 		m.viewSyscalls(&b, seconds, state)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "fusescope top  %s  interval %.1fs  sort: %s  mount: %s%s\n\n", m.rec.Meta.End.Format("15:04:05"), seconds,
-		sortNames[m.sortBy], report.Name(mount), state)
+	// The mount last: a long path is what a narrow terminal cuts.
+	fmt.Fprintf(&b, "fusescope top  %s  interval %.1fs  sort: %s%s  mount: %s\n\n", m.rec.Meta.End.Format("15:04:05"), seconds,
+		sortNames[m.sortBy], state, report.Name(mount))
 	lines := 2
 	// The connections: fusectl's gauges, requests in flight and hung.
 	inFlight, hung := map[uint32]int{}, map[uint32]int{}

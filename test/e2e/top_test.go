@@ -178,7 +178,8 @@ func TestTopUnderTmux(t *testing.T) {
 	}
 	pane.waitFor("the prompt", func(s string) bool {
 		lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
-		return strings.TrimSpace(lines[len(lines)-1]) == "#" && strings.Contains(lines[len(lines)-2], " top --mount ")
+		// The prompt after top's command line, which may wrap.
+		return strings.TrimSpace(lines[len(lines)-1]) == "#" && strings.Contains(strings.Join(lines, ""), " top --mount ") && !strings.Contains(s, "keys: s sort")
 	})
 	pane.keys("echo rc=$?", "Enter")
 	pane.waitFor("exit status 0", func(s string) bool { return exitStatus(s) == "0" })
@@ -298,7 +299,7 @@ func TestTopMountsUnderTmux(t *testing.T) {
 	}()
 	pane.waitFor("both mounts' files", func(s string) bool { return strings.Contains(s, "/files/f00") && strings.Contains(s, "/files/f04") })
 	shown := func(screen string) string {
-		if m := regexp.MustCompile(`sort: \S+  mount: (\S+)`).FindStringSubmatch(screen); m != nil {
+		if m := regexp.MustCompile(`  mount: (\S+)`).FindStringSubmatch(screen); m != nil {
 			return m[1]
 		}
 		return ""
@@ -336,5 +337,64 @@ func TestTopMountsUnderTmux(t *testing.T) {
 	})
 	pane.keys("echo rc=$?", "Enter")
 	pane.waitFor("exit status 0", func(s string) bool { return exitStatus(s) == "0" })
+	assertNoProbesLeft(t)
+}
+
+// TestTopStartsAtOnce runs top on a terminal that answers no query
+// (script's pseudo-terminal, its output read by the test): its first
+// screen comes at once, with no background-colour query sent (Bubble Tea
+// v1's init asked, and waited 5 s for an answer that never came), and
+// likewise under tmux, which answers.
+func TestTopStartsAtOnce(t *testing.T) {
+	need(t, "script", "tmux")
+	mnt, _ := mountLab(t, 5, 1, 0)
+	top := fmt.Sprintf("%s top --mount %s --interval 200ms", fusescopeBin, mnt)
+	cmd := exec.Command("script", "-q", "-e", "-c", "stty cols 120 rows 40; exec "+top, "/dev/null")
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
+	keys, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var screen lockedBuffer
+	cmd.Stdout, cmd.Stderr = &screen, &screen
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for !strings.Contains(screen.String(), "keys: s sort") && time.Since(start) < 20*time.Second {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the first screen took %v on a terminal that answers nothing:\n%q", took.Round(time.Millisecond), screen.String())
+	}
+	if strings.Contains(screen.String(), "\x1b]11;?") {
+		t.Errorf("top asked the terminal for its background colour: %q", screen.String())
+	}
+	keys.Write([]byte("q"))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("top after q: %v\n%q", err, screen.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("top did not end on q:\n%q", screen.String())
+	}
+
+	// Under tmux, with the TERM of a terminal that answers.
+	pane := newTmux(t, 120, 40, "sh")
+	pane.keys("TERM=xterm-256color "+top, "Enter")
+	start = time.Now()
+	pane.waitFor("top's first screen", func(s string) bool { return strings.Contains(s, "keys: s sort") })
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the first screen took %v under tmux", took.Round(time.Millisecond))
+	}
+	pane.keys("q")
+	pane.waitFor("the prompt", func(s string) bool {
+		lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
+		return !strings.Contains(s, "keys: s sort") && strings.TrimSpace(lines[len(lines)-1]) == "#"
+	})
 	assertNoProbesLeft(t)
 }
