@@ -35,7 +35,7 @@ a bench run's results with their intervals and ratios to the baseline.`,
   fusescope report a.json b.json app.syscalls.json bench.json -o all.html --title "cvmfs, before and after"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return fmt.Errorf("give the records to report on: fusescope report RECORD.json... -o report.html")
+				return fmt.Errorf("give the records to report on")
 			}
 			return nil
 		},

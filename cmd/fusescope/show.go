@@ -39,7 +39,12 @@ reports did.`,
   fusescope show --top 20 app.json
   fusescope show bench.json           # a bench run's table, as bench printed it
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("show takes one record file, or - for standard input (got %d)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			recs, err := readRecords(args[0])
 			if err != nil {

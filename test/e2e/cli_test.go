@@ -59,7 +59,9 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "-p", "1", "--", "ls"}, "-p and -- CMD both say what to trace: give one"},
 		{[]string{"trace", "--", "/nonexistent/cmd"}, "/nonexistent/cmd: command not found"},
 		{[]string{"trace", "--", plain}, "is a directory: give a program"},
-		{[]string{"show"}, "usage: fusescope show RECORD.json | -"},
+		{[]string{"show"}, "show takes one record file, or - for standard input (got 0): usage: fusescope show RECORD.json | -"},
+		{[]string{"report"}, "give the records to report on: usage: fusescope report RECORD.json..."},
+		{[]string{"diff", "a.json"}, "diff takes two records, A and B (got 1): usage: fusescope diff A.json B.json"},
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
 		{[]string{"show", "/etc/hostname"}, "/etc/hostname is not JSON: give a record"},
@@ -74,7 +76,7 @@ func TestTraceBadInput(t *testing.T) {
 			t.Errorf("%v: want a non-zero exit, got %v", c.args, err)
 		}
 		text := strings.TrimSpace(string(out))
-		if strings.Count(text, "\n") != 0 || !strings.Contains(text, c.want) || !strings.HasPrefix(text, "fusescope: ") {
+		if strings.Count(text, "\n") != 0 || !strings.Contains(text, c.want) || !strings.HasPrefix(text, "fusescope: ") || strings.Count(text, "usage:") > 1 {
 			t.Errorf("%v: want one line containing %q, got:\n%s", c.args, c.want, out)
 		}
 	}
