@@ -132,18 +132,14 @@ func (t *Tracer) readHalf(half, epoch uint32) (*halfStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading FUSE statistics: %w", err)
 	}
-	var perCPU []bpf.FuseReqOpStats
-	var key bpf.FuseReqStatsKey
-	it := t.maps.Stats.Iterate()
-	for it.Next(&key, &perCPU) {
-		if key.Half != half {
-			continue
+	err = eachKeyPerCPU(t.maps.Stats, func(key bpf.FuseReqStatsKey, perCPU []bpf.FuseReqOpStats) {
+		if key.Half == half {
+			for i := range perCPU {
+				add(key.Conn, key.Opcode, &perCPU[i])
+			}
 		}
-		for i := range perCPU {
-			add(key.Conn, key.Opcode, &perCPU[i])
-		}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("reading FUSE statistics: %w", err)
 	}
 	var ek bpf.FuseReqErrnoKey
@@ -162,20 +158,17 @@ func (t *Tracer) readHalf(half, epoch uint32) (*halfStats, error) {
 
 // readStages reads one half of the stage table and the stages' sub-buckets.
 func (t *Tracer) readStages(h *halfStats, half, epoch uint32) error {
-	var key bpf.FuseReqStatsKey
-	var perCPU []bpf.FuseReqStageStats
-	it := t.maps.StageTable.Iterate()
-	for it.Next(&key, &perCPU) {
+	err := eachKeyPerCPU(t.maps.StageTable, func(key bpf.FuseReqStatsKey, perCPU []bpf.FuseReqStageStats) {
 		if key.Half != half {
-			continue
+			return
 		}
 		a := &stageAccum{}
 		for c := range perCPU {
 			a.add(&perCPU[c], epoch)
 		}
 		h.stages[profile.Key{Conn: key.Conn, Opcode: key.Opcode}] = a
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("reading the stage statistics: %w", err)
 	}
 	if t.coarse {

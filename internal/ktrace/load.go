@@ -195,12 +195,19 @@ func stripeCPUs(spec *ebpf.CollectionSpec, ncpu int, names ...string) error {
 // array, where an iterator makes two per key (4,096 keys of stats_fast:
 // ~20 ms a snapshot).
 func eachPerCPU[V any](m *ebpf.Map, fn func(key uint32, perCPU []V)) error {
+	return eachKeyPerCPU(m, fn)
+}
+
+// eachKeyPerCPU is eachPerCPU for any per-CPU map, hashes included: their
+// keys, read in batches too (a --stages snapshot of 1,600 (connection,
+// opcode) keys made 3,200 system calls with an iterator).
+func eachKeyPerCPU[K, V any](m *ebpf.Map, fn func(key K, perCPU []V)) error {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return err
 	}
 	const chunk = 256
-	keys := make([]uint32, chunk)
+	keys := make([]K, chunk)
 	vals := make([]V, chunk*ncpu)
 	var cursor ebpf.MapBatchCursor
 	for {
