@@ -11,7 +11,7 @@ import (
 
 // SyscallFilter records the filters a report was made with (the flags'
 // values; seconds count from a log's first timestamp, or live from the
-// trace's start).
+// command's release, or -p's attach).
 type SyscallFilter struct {
 	PIDs     []int    `json:"pids,omitempty"`
 	Comms    []string `json:"comms,omitempty"`
@@ -237,7 +237,7 @@ type PathItem struct {
 
 // TimelineBin is one interval of the timeline: calls and time per category.
 type TimelineBin struct {
-	Start float64            `json:"start_s"` // seconds after the first timestamp
+	Start float64            `json:"start_s"` // seconds after the first timestamp (live: the command's release, or -p's attach)
 	Calls map[string]int     `json:"calls"`
 	TimeS map[string]float64 `json:"time_s"`
 }
