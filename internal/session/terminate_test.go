@@ -17,7 +17,9 @@ import (
 // is ended, with the processes it started, as timeout ends its command:
 // SIGTERM, then SIGKILL after the grace period; a line says so, and Run
 // passes its status on. Each case's command writes the pids of its
-// processes, which must all be gone when Run returns.
+// processes, which must all be gone when Run returns. The counts leave
+// the shell time to start and set its traps under the race detector on a
+// loaded machine (at 300 ms the shell was once signalled before its trap).
 func TestRunEndsTheCommandItOutlives(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -29,13 +31,13 @@ func TestRunEndsTheCommandItOutlives(t *testing.T) {
 		wantWhy  string
 		wantSent string
 	}{
-		{"count reached", `sleep 30 & echo $! >> $PIDS; echo $$ >> $PIDS; wait`, Config{Interval: 300 * time.Millisecond, Count: 2},
+		{"count reached", `sleep 30 & echo $! >> $PIDS; echo $$ >> $PIDS; wait`, Config{Interval: time.Second, Count: 2},
 			nil, 128 + int(syscall.SIGTERM), "the run's count of 2 intervals was reached", "sent it and the process it started SIGTERM;"},
 		{"SIGTERM", `sleep 30 & echo $! >> $PIDS; echo $$ >> $PIDS; wait`, Config{},
 			[]syscall.Signal{syscall.SIGTERM}, 128 + int(syscall.SIGTERM), "fusescope got SIGTERM", "SIGTERM;"},
 		{"second Ctrl-C to a command that ignores SIGINT", `trap "" INT; sleep 30 & echo $! >> $PIDS; echo $$ >> $PIDS; wait`, Config{},
 			[]syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 128 + int(syscall.SIGTERM), "fusescope got a second SIGINT", "SIGTERM;"},
-		{"a command that ignores SIGTERM", `trap "" TERM; sleep 30 & echo $! >> $PIDS; echo $$ >> $PIDS; wait`, Config{Interval: 300 * time.Millisecond, Count: 1},
+		{"a command that ignores SIGTERM", `trap "" TERM; sleep 30 & echo $! >> $PIDS; echo $$ >> $PIDS; wait`, Config{Interval: 2 * time.Second, Count: 1},
 			nil, 128 + int(syscall.SIGKILL), "the run's count of 1 interval was reached", "SIGTERM, and SIGKILL 2s later;"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
