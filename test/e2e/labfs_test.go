@@ -893,7 +893,7 @@ func TestLabFSBadInput(t *testing.T) {
 		{[]string{"fs", "mount", src, mnt, "--passthrough", "--latency", "*=1ms,read=2ms"}, "--latency read=2ms delays READ requests, which passthrough files never send"},
 		{[]string{"fs", "stats", mnt}, "no fusescope lab file system"},
 		{[]string{"fs", "stats", mnt, "0"}, `interval "0": give a number of seconds from 0.01 to 1000000, e.g. fusescope fs stats ` + mnt + " 5"},
-		{[]string{"fs", "stats", mnt, "1", "-2"}, "unknown shorthand flag"},
+		{[]string{"fs", "stats", mnt, "1", "-2"}, "-2: an interval or a count is a positive number"},
 		{[]string{"fs", "stats", mnt, "1", "x"}, `count "x": give a positive number of reports`},
 		{[]string{"fs", "stats", bindfsMnt}, "is a fuse mount, not a fusescope lab file system, whose daemon keeps these statistics: fusescope trace --mount " + bindfsMnt},
 		{[]string{"fs", "umount", mnt}, "not a mount point"},
