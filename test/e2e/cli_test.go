@@ -314,17 +314,7 @@ func descendsFromUs(pid int) bool {
 		if pid <= 1 {
 			return false
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			return false
-		}
-		pid, _ = strconv.Atoi(f[1])
+		pid = parentOf(pid)
 	}
 	return false
 }

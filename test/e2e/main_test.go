@@ -183,23 +183,15 @@ func mountsUnder(dir string) []string {
 
 // descendantsOf lists the processes under pid, children first.
 func descendantsOf(pid int) []int {
-	var out []int
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	children := map[int][]int{}
 	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		fields := strings.Fields(string(b[i+1:]))
-		if i < 0 || len(fields) < 2 {
-			continue
-		}
 		child, _ := strconv.Atoi(strings.Split(f, "/")[2])
-		parent, _ := strconv.Atoi(fields[1])
-		children[parent] = append(children[parent], child)
+		if parent := parentOf(child); parent > 0 {
+			children[parent] = append(children[parent], child)
+		}
 	}
+	var out []int
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
@@ -208,6 +200,22 @@ func descendantsOf(pid int) []int {
 		queue = append(queue, children[p]...)
 	}
 	return out
+}
+
+// parentOf is a process's parent, or 0 if it is gone.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 2 {
+		return 0
+	}
+	parent, _ := strconv.Atoi(f[1])
+	return parent
 }
 
 // tracer is a running `fusescope trace`.
