@@ -265,7 +265,7 @@ func subDrops(a, b Drops) Drops {
 		StatsFull:      a.StatsFull - b.StatsFull,
 		ErrnoFull:      a.ErrnoFull - b.ErrnoFull,
 		UniqueZero:     a.UniqueZero - b.UniqueZero,
-		ReapedConnGone: a.ReapedConnGone - b.ReapedConnGone,
+		ReapedConnGone: a.ReapedConnGone, // a count at the window's end, not a counter
 		ReapedStale:    a.ReapedStale - b.ReapedStale,
 		StagesFull:     a.StagesFull - b.StagesFull,
 		NodesFull:      a.NodesFull - b.NodesFull,

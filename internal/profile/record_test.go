@@ -263,3 +263,18 @@ func TestPageCacheHitRatio(t *testing.T) {
 		}
 	}
 }
+
+// reaped_conn_gone counts the requests stranded at the window's end: an
+// interval's is the later snapshot's, not a difference, which wrapped
+// around when requests stranded earlier had been reaped since.
+func TestProfileSubStrandedIsAtTheEnd(t *testing.T) {
+	earlier := Profile{Drops: Drops{ReapedConnGone: 3, ReapedStale: 1}}
+	later := Profile{Drops: Drops{ReapedConnGone: 1, ReapedStale: 4}}
+	d, err := later.Sub(&earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Drops.ReapedConnGone != 1 || d.Drops.ReapedStale != 3 {
+		t.Errorf("interval drops %+v, want 1 stranded at its end and 3 reaped in it", d.Drops)
+	}
+}
