@@ -258,6 +258,21 @@ func subCounts(cur, old map[string]uint64) map[string]uint64 {
 	return out
 }
 
+// Add sums the drops of a later window of the same run into d: the
+// counters, and the requests stranded at its end, which are the later
+// window's.
+func (d *Drops) Add(o Drops) {
+	d.InflightFull += o.InflightFull
+	d.UnmatchedEnd += o.UnmatchedEnd
+	d.StatsFull += o.StatsFull
+	d.ErrnoFull += o.ErrnoFull
+	d.UniqueZero += o.UniqueZero
+	d.ReapedConnGone = o.ReapedConnGone
+	d.ReapedStale += o.ReapedStale
+	d.StagesFull += o.StagesFull
+	d.NodesFull += o.NodesFull
+}
+
 func subDrops(a, b Drops) Drops {
 	return Drops{
 		InflightFull:   a.InflightFull - b.InflightFull,

@@ -145,6 +145,21 @@ type CallStats struct {
 	Latency hist.Hist `json:"latency"` // the calls', entry to exit, ns
 }
 
+// Add sums o's calls of the same system call into c (another interval of
+// one run); c shares nothing with o afterwards.
+func (c *CallStats) Add(o *CallStats) {
+	if c.Latency.Count == 0 && c.Latency.Fine == nil {
+		c.Latency = o.Latency.Clone()
+	} else {
+		c.Latency.Merge(&o.Latency)
+	}
+	c.Count += o.Count
+	c.Errors += o.Errors
+	c.WithRequests += o.WithRequests
+	c.Requests += o.Requests
+	c.FuseNs += o.FuseNs
+}
+
 // SubCalls is what the calls did since prev, cumulative snapshots.
 func SubCalls(cur, prev []CallStats) []CallStats {
 	if cur == nil {
@@ -192,6 +207,20 @@ type PageCache struct {
 	ReadaheadSync  uint64 `json:"readahead_sync"`
 	ReadaheadAsync uint64 `json:"readahead_async"`
 	ReadaheadPages uint64 `json:"readahead_pages"`
+}
+
+// Add sums what a later window of the same mount saw into pc.
+func (pc *PageCache) Add(o PageCache) {
+	if o.Mount != "" {
+		pc.Mount = o.Mount
+	}
+	pc.Reads += o.Reads
+	pc.ReadPages += o.ReadPages
+	pc.Added += o.Added
+	pc.Removed += o.Removed
+	pc.ReadaheadSync += o.ReadaheadSync
+	pc.ReadaheadAsync += o.ReadaheadAsync
+	pc.ReadaheadPages += o.ReadaheadPages
 }
 
 // Sub is what happened between an earlier snapshot and pc.

@@ -24,25 +24,13 @@ func WholeRun(recs []*profile.Record) *profile.Record {
 	out.Profile.Drops = profile.Drops{}
 	out.SlowLost = 0
 	for _, r := range recs {
-		addDrops(&out.Profile.Drops, r.Profile.Drops)
+		out.Profile.Drops.Add(r.Profile.Drops)
 		out.SlowLost += r.SlowLost
 	}
 	out.Calls = sumCalls(recs)
 	out.PageCache = sumPageCache(recs)
 	out.Files = sumFiles(recs)
 	return out
-}
-
-func addDrops(d *profile.Drops, o profile.Drops) {
-	d.InflightFull += o.InflightFull
-	d.UnmatchedEnd += o.UnmatchedEnd
-	d.StatsFull += o.StatsFull
-	d.ErrnoFull += o.ErrnoFull
-	d.UniqueZero += o.UniqueZero
-	d.ReapedConnGone += o.ReapedConnGone
-	d.ReapedStale += o.ReapedStale
-	d.StagesFull += o.StagesFull
-	d.NodesFull += o.NodesFull
 }
 
 // sumCalls sums each system call over the records, most time first, as
@@ -56,16 +44,9 @@ func sumCalls(recs []*profile.Record) []profile.CallStats {
 			if !ok {
 				i = len(out)
 				at[c.Syscall] = i
-				out = append(out, profile.CallStats{Syscall: c.Syscall, Latency: c.Latency.Clone()})
-			} else {
-				out[i].Latency.Merge(&c.Latency)
+				out = append(out, profile.CallStats{Syscall: c.Syscall})
 			}
-			s := &out[i]
-			s.Count += c.Count
-			s.Errors += c.Errors
-			s.WithRequests += c.WithRequests
-			s.Requests += c.Requests
-			s.FuseNs += c.FuseNs
+			out[i].Add(&c)
 		}
 	}
 	slices.SortFunc(out, func(a, b profile.CallStats) int {
@@ -86,17 +67,7 @@ func sumPageCache(recs []*profile.Record) []profile.PageCache {
 				at[pc.Conn] = i
 				out = append(out, profile.PageCache{Conn: pc.Conn})
 			}
-			s := &out[i]
-			if pc.Mount != "" {
-				s.Mount = pc.Mount
-			}
-			s.Reads += pc.Reads
-			s.ReadPages += pc.ReadPages
-			s.Added += pc.Added
-			s.Removed += pc.Removed
-			s.ReadaheadSync += pc.ReadaheadSync
-			s.ReadaheadAsync += pc.ReadaheadAsync
-			s.ReadaheadPages += pc.ReadaheadPages
+			out[i].Add(pc)
 		}
 	}
 	slices.SortFunc(out, func(a, b profile.PageCache) int { return cmp.Compare(a.Conn, b.Conn) })
