@@ -277,4 +277,10 @@ func TestProfileSubStrandedIsAtTheEnd(t *testing.T) {
 	if d.Drops.ReapedConnGone != 1 || d.Drops.ReapedStale != 3 {
 		t.Errorf("interval drops %+v, want 1 stranded at its end and 3 reaped in it", d.Drops)
 	}
+	// Intervals summed into a run: the stranded are the last one's.
+	whole := earlier.Drops
+	whole.Add(d.Drops)
+	if whole != later.Drops {
+		t.Errorf("the intervals' drops summed: %+v, want the run's %+v", whole, later.Drops)
+	}
 }
