@@ -104,41 +104,23 @@ type BenchDiff struct {
 	Delta          string           `json:"delta"`      // "+12.3%", "-4.0%" or "~"
 }
 
-// Diff kinds.
+// Diff kinds: the kinds of record (Kind).
 const (
-	DiffRequests = "requests"
-	DiffSyscalls = "syscalls"
-	DiffBench    = "bench"
+	DiffRequests = KindRequests
+	DiffSyscalls = KindSyscalls
+	DiffBench    = KindBench
 )
-
-// kindOf names what a file's records hold.
-func kindOf(recs []*profile.Record) string {
-	r := recs[0]
-	switch {
-	case r.Bench != nil:
-		return DiffBench
-	case r.Syscalls != nil && !r.HasRequests():
-		return DiffSyscalls
-	}
-	return DiffRequests
-}
-
-var kindNames = map[string]string{
-	DiffRequests: "a record of FUSE requests (trace, fs stats)",
-	DiffSyscalls: "a system-call report (syscalls --json)",
-	DiffBench:    "a bench run (bench -o)",
-}
 
 // NewDiff compares b with a. Records of different kinds are refused in
 // one sentence.
 func NewDiff(a, b DiffInput) (*Diff, error) {
-	ka, kb := kindOf(a.Records), kindOf(b.Records)
+	ka, kb := Kind(a.Records[0]), Kind(b.Records[0])
 	if ka != kb {
-		return nil, fmt.Errorf("%s is %s and %s is %s: diff compares records of one kind", a.Name, kindNames[ka], b.Name, kindNames[kb])
+		return nil, fmt.Errorf("%s is %s and %s is %s: diff compares records of one kind", a.Name, KindNames[ka], b.Name, KindNames[kb])
 	}
 	for _, in := range []DiffInput{a, b} {
 		for _, r := range in.Records {
-			if kindOf([]*profile.Record{r}) != ka {
+			if Kind(r) != ka {
 				return nil, fmt.Errorf("%s mixes records of different kinds: give one kind per file", in.Name)
 			}
 		}
