@@ -74,7 +74,7 @@ struct slow_req {
 };
 
 /* The latencies of one (connection, opcode) in 16 linear sub-buckets per
- * octave, per CPU, for quantiles within 3% where the log2 buckets alone
+ * octave, per CPU, for quantiles within 6.25% where the log2 buckets alone
  * would be up to 25% off (and of one stage of it, under --stages). The
  * CPU's copy belongs to conn once used. */
 struct fine_stats {

@@ -23,7 +23,7 @@ type Hist struct {
 	Max     uint64 // ns
 	// Fine splits the octaves FineFirst to FineFirst+FineOctaves-1 into
 	// FineSubs linear sub-buckets each (index (octave-FineFirst)*FineSubs
-	// + sub), for quantiles within 3% where a log2 bucket alone allows
+	// + sub), for quantiles within 6.25% where a log2 bucket alone allows
 	// 25%; nil when none were measured. An octave whose sub-buckets do not
 	// add up to its bucket, within 1% (the kernel had no room for them on
 	// some CPU), is estimated from its bucket alone.
@@ -249,7 +249,7 @@ func (h *Hist) Mean() float64 {
 // Quantile returns the q-quantile (0 <= q <= 1) in ns, interpolated linearly
 // inside the bucket that holds it, whose range is narrowed to [Min, Max] where
 // those fall inside it: the sub-bucket, where Fine holds the whole octave
-// (within 3% of the exact value: half a sub-bucket), else the log2 bucket.
+// (within its width of the exact value: at most 6.25%), else the log2 bucket.
 // Quantile(0) is Min and Quantile(1) is Max.
 func (h *Hist) Quantile(q float64) float64 {
 	if h.Count == 0 {
