@@ -109,20 +109,11 @@ func TestTopUnderTmux(t *testing.T) {
 	pane.waitFor("top's first screen", func(s string) bool { return strings.Contains(s, "fusescope top") })
 
 	// 50 stats every 50 ms, for as long as the test looks.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			for i := 0; i < 50; i++ {
-				os.Stat(filepath.Join(mnt, "files", fmt.Sprintf("f%03d", i)))
-			}
+	every(t, 50*time.Millisecond, func() {
+		for i := 0; i < 50; i++ {
+			os.Stat(filepath.Join(mnt, "files", fmt.Sprintf("f%03d", i)))
 		}
-	}()
+	})
 	pane.waitFor("LOOKUP", func(s string) bool { _, rates := topRows(s); return rates["LOOKUP"] > 0 })
 	// The rate on the screen against the daemon's own count over the
 	// same seconds: within what one interval's jitter allows.
@@ -283,21 +274,12 @@ func TestTopMountsUnderTmux(t *testing.T) {
 	// Reads of f00x on a and of f04x on b (each close sends a RELEASE in
 	// the background: the kernel's, pid 0), so that each mount's files
 	// take about as long and each is among the five busiest in turn.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			for i := 0; i < 5; i++ {
-				os.ReadFile(filepath.Join(a, "files", fmt.Sprintf("f00%d", i)))
-				os.ReadFile(filepath.Join(b, "files", fmt.Sprintf("f04%d", i)))
-			}
+	every(t, 50*time.Millisecond, func() {
+		for i := 0; i < 5; i++ {
+			os.ReadFile(filepath.Join(a, "files", fmt.Sprintf("f00%d", i)))
+			os.ReadFile(filepath.Join(b, "files", fmt.Sprintf("f04%d", i)))
 		}
-	}()
+	})
 	// Each mount's files, in turn: the five busiest files of both mounts
 	// show, and a loaded machine's timing may rank one mount's first for
 	// a while.
@@ -402,4 +384,22 @@ func TestTopStartsAtOnce(t *testing.T) {
 		return !strings.Contains(s, "keys: s sort") && strings.TrimSpace(lines[len(lines)-1]) == "#"
 	})
 	assertNoProbesLeft(t)
+}
+
+// every runs work every period until the test ends, and waits for the
+// last run to finish before the test's other cleanups (its unmounts) run.
+func every(t *testing.T, period time.Duration, work func()) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(period):
+			}
+			work()
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
 }
