@@ -29,6 +29,20 @@ generate:
 	@scripts/deps.sh $(DEPS_GENERATE)
 	$(GO) generate ./internal/bpf/
 
+# The kernel types the BPF programs read, from the running kernel's BTF,
+# trimmed (internal/bpf/vmlinuxgen): rebuilt by hand when the programs
+# read a new type, as libbpf-tools rebuild theirs; committed, so that make
+# generate gives the same objects on every kernel. Where a type's layout
+# changed across kernels, internal/bpf/kernel.bpf.h names the other.
+VMLINUX_TYPES := fuse_req fuse_in_header fuse_out_header fuse_conn fuse_mount fuse_args fuse_arg fuse_in_arg \
+	fuse_dev fuse_opcode trace_event_raw_fuse_request_send trace_event_raw_fuse_request_end \
+	trace_event_raw_mm_filemap_op_page_cache trace_event_raw_page_cache_ra_op super_block inode address_space \
+	file fdtable files_struct task_struct fs_struct path vfsmount pt_regs \
+	bpf_map_type BPF_ANY BPF_F_MMAPABLE BPF_RB_NO_WAKEUP __be16 __be32 __wsum __s8 __s16 __s32 __s64 __u8 __u16 __u32 __u64
+vmlinux:
+	@scripts/deps.sh $(DEPS_GENERATE)
+	$(GO) run ./internal/bpf/vmlinuxgen -o internal/bpf/vmlinux.h $(VMLINUX_TYPES)
+
 # Fails when the committed bpf2go output is not what the sources produce.
 check-generated: generate
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \

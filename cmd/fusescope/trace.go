@@ -173,8 +173,8 @@ the command's status.`,
 			run := session.Config{
 				Interval: interval, Count: count, Command: command, PID: pid, Output: recordTo, Log: os.Stderr,
 				Ready: func() {
-					if _, fallback := source.Attach(); fallback != nil {
-						fmt.Fprintf(os.Stderr, "note: attached to the classic tracepoints, as tp_btf did not load (%v)\n", fallback)
+					if _, notes := source.Probes(); len(notes) > 0 {
+						fmt.Fprintf(os.Stderr, "note: %s.\n", strings.Join(notes, "; "))
 					}
 					what := "every FUSE connection"
 					if n := len(source.Conns()); n > 0 {

@@ -83,45 +83,11 @@ struct {
 	__type(value, struct app_mount);
 } app_scratch SEC(".maps");
 
-struct task_struct___calls {
-	int pid;
-	int tgid;
-	char comm[16];
-	struct fs_struct___calls *fs;
-	struct files_struct___stages *files;
-} __attribute__((preserve_access_index));
-
-struct super_block___calls {
-	__u32 s_dev;
-} __attribute__((preserve_access_index));
-
-struct vfsmount___calls {
-	struct super_block___calls *mnt_sb;
-} __attribute__((preserve_access_index));
-
-struct path___calls {
-	struct vfsmount___calls *mnt;
-} __attribute__((preserve_access_index));
-
-struct fs_struct___calls {
-	struct path___calls pwd;
-} __attribute__((preserve_access_index));
-
-struct inode___calls {
-	struct super_block___calls *i_sb;
-} __attribute__((preserve_access_index));
-
-struct file___calls {
-	struct inode___calls *f_inode;
-} __attribute__((preserve_access_index));
-
-struct pt_regs___calls {
-	unsigned long di, si, orig_ax;
-} __attribute__((preserve_access_index));
+/* The task, its working directory and files: vmlinux.h's types. */
 
 #define AT_FDCWD_ -100
 
-static __always_inline int app_process(struct task_struct___calls *task)
+static __always_inline int app_process(struct task_struct *task)
 {
 	if (app_comm_on) {
 #pragma unroll
@@ -153,16 +119,16 @@ static __always_inline int dev_traced(__u32 s_dev)
 
 static __always_inline int fd_traced(int fd)
 {
-	struct file___stages *f = fd_file(fd);
+	struct file *f = fd_file(fd);
 	if (!f)
 		return 0;
-	struct file___calls *fc = (void *)f;
+	struct file *fc = (void *)f;
 	return dev_traced(fc->f_inode->i_sb->s_dev);
 }
 
 static __always_inline int cwd_traced(void)
 {
-	struct task_struct___calls *task = (void *)bpf_get_current_task_btf();
+	struct task_struct *task = (void *)bpf_get_current_task_btf();
 	return dev_traced(task->fs->pwd.mnt->mnt_sb->s_dev);
 }
 
@@ -239,11 +205,11 @@ static __always_inline int call_traced(__u32 kind, struct app_thread *t, long re
 }
 
 SEC("tp_btf/sys_enter")
-int BPF_PROG(app_enter, struct pt_regs___calls *regs, long nr)
+int BPF_PROG(app_enter, struct pt_regs *regs, long nr)
 {
 	if (nr < 0 || nr >= MAX_CALL_NR || !call_kind[nr])
 		return 0;
-	struct task_struct___calls *task = (void *)bpf_get_current_task_btf();
+	struct task_struct *task = (void *)bpf_get_current_task_btf();
 	if (!app_process(task))
 		return 0;
 	__u32 tid = task->pid;
@@ -263,7 +229,7 @@ int BPF_PROG(app_enter, struct pt_regs___calls *regs, long nr)
 }
 
 SEC("tp_btf/sys_exit")
-int BPF_PROG(app_exit, struct pt_regs___calls *regs, long ret)
+int BPF_PROG(app_exit, struct pt_regs *regs, long ret)
 {
 	__u32 nr = regs->orig_ax;
 	if (nr >= MAX_CALL_NR || !call_kind[nr])
@@ -303,7 +269,7 @@ int BPF_PROG(app_exit, struct pt_regs___calls *regs, long ret)
 SEC("tp_btf/fuse_request_send")
 int BPF_PROG(app_send, struct fuse_req *req)
 {
-	__u32 conn = req->fm->fc->dev;
+	__u32 conn = req_conn(req);
 	if (filter_conn_on && !conn_wanted(conn))
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -312,7 +278,7 @@ int BPF_PROG(app_send, struct fuse_req *req)
 	if (!t || t->tid != tid || !t->start_ns)
 		return 0;
 	t->requests++;
-	t->req_unique = req->in.h.unique;
+	t->req_unique = key_by_address ? req_tag(req) : req->in.h.unique;
 	t->req_conn = conn;
 	t->req_ns = bpf_ktime_get_ns();
 	return 0;
@@ -326,7 +292,7 @@ int BPF_PROG(app_end, struct fuse_req *req)
 	__u32 tid = req->in.h.pid;
 	__u32 idx = tid & (APP_THREADS - 1);
 	struct app_thread *t = bpf_map_lookup_elem(&app_threads, &idx);
-	if (!t || t->tid != tid || !t->start_ns || t->req_unique != req->in.h.unique || !t->req_unique)
+	if (!t || t->tid != tid || !t->start_ns || t->req_unique != (key_by_address ? req_tag(req) : req->in.h.unique) || !t->req_unique)
 		return 0;
 	t->fuse_ns += bpf_ktime_get_ns() - t->req_ns;
 	t->req_unique = 0;
@@ -335,7 +301,7 @@ int BPF_PROG(app_end, struct fuse_req *req)
 
 /* -- CMD and -p: the processes the application forks are its own. */
 SEC("tp_btf/sched_process_fork")
-int BPF_PROG(app_fork, struct task_struct___calls *parent, struct task_struct___calls *child)
+int BPF_PROG(app_fork, struct task_struct *parent, struct task_struct *child)
 {
 	if (app_comm_on)
 		return 0;

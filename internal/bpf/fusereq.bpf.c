@@ -4,65 +4,16 @@
 /* Per-opcode FUSE request latency from the fuse:fuse_request_send and
  * fuse:fuse_request_end tracepoints (Linux 6.12+, request ids from 6.18).
  * Everything is aggregated here; nothing per event goes to user space. */
-#include <linux/types.h>
-#include <linux/bpf.h>
+#include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "fusereq.h"
+#include "kernel.bpf.h"
 
-/* The tracepoints' records, relocated by CO-RE against the running kernel's
- * trace_event_raw_* types: only the field names and kinds must match. */
-enum fuse_opcode { FUSE_LOOKUP = 1 };
-
-struct trace_event_raw_fuse_request_send {
-	__u64 common;
-	__u32 connection;
-	__u64 unique;
-	enum fuse_opcode opcode;
-	__u32 len;
-} __attribute__((preserve_access_index));
-
-struct trace_event_raw_fuse_request_end {
-	__u64 common;
-	__u32 connection;
-	__u64 unique;
-	__u32 len;
-	__s32 error;
-} __attribute__((preserve_access_index));
-
-/* The kernel's request, for the BTF raw tracepoint programs (tp_btf), which
- * read the fields the tracepoint would have copied straight from it. */
-struct fuse_in_header {
-	__u32 len;
-	__u32 opcode;
-	__u64 unique;
-	__u64 nodeid;
-	__u32 pid;
-} __attribute__((preserve_access_index));
-
-struct fuse_out_header {
-	__u32 len;
-	__s32 error;
-} __attribute__((preserve_access_index));
-
-struct fuse_conn {
-	__u32 dev;
-} __attribute__((preserve_access_index));
-
-struct fuse_mount {
-	struct fuse_conn *fc;
-} __attribute__((preserve_access_index));
-
-struct fuse_req {
-	struct {
-		struct fuse_in_header h;
-	} in;
-	struct {
-		struct fuse_out_header h;
-	} out;
-	struct fuse_mount *fm;
-} __attribute__((preserve_access_index));
+/* The tracepoints' records and the kernel's request come from vmlinux.h
+ * (the kernel's BTF, trimmed), relocated by CO-RE against the running
+ * kernel: only the field names and kinds must match. */
 
 /* Filters, set by the loader before the program is loaded. */
 volatile const __u32 filter_tgid = 0;
@@ -365,13 +316,19 @@ static __always_inline __u32 req_tag(struct fuse_req *req)
  * is most of what attaching to the classic tracepoint costs. */
 /* Under --stages a request's slot is found by (connection, id), as on the
  * classic tracepoints: the daemon's read and reply know those, not the
- * request's address. */
+ * request's address. Where the send has no id yet (key_by_address), the
+ * slot is found by the address alone, in both programs, and the stages'
+ * stamps by (connection, id) in a table of their own (stages.bpf.h). */
 #define SEND_BTF(name, slow, stages)                                                                            \
 	SEC("tp_btf/fuse_request_send")                                                                         \
 	int BPF_PROG(name, struct fuse_req *req)                                                                \
 	{                                                                                                       \
-		return on_send(req->fm->fc->dev, req->in.h.unique, req->in.h.opcode, req->in.h.len,             \
-			       stages ? 0 : req_tag(req), req->in.h.pid, slow, stages);                         \
+		__u32 tag = req_tag(req);                                                                       \
+		if (key_by_address)                                                                             \
+			return on_send(req_conn(req), tag, req->in.h.opcode, req->in.h.len, tag, req->in.h.pid, \
+				       slow, stages);                                                           \
+		return on_send(req_conn(req), req->in.h.unique, req->in.h.opcode, req->in.h.len,                \
+			       stages ? 0 : tag, req->in.h.pid, slow, stages);                                  \
 	}
 SEND_BTF(fuse_send_btf, 0, 0)
 SEND_BTF(fuse_send_btf_slow, 1, 0)
@@ -454,7 +411,11 @@ static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 op
 
 static __always_inline void count_node(__u32 conn, __u64 node, __u64 delta, __s32 err);
 
-static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid, const int slow, const int stages, const int files)
+/* unique is what the slot was claimed with (the request's id, or its tag
+ * under key_by_address); id is the request's id, which its stamps are
+ * found by. */
+static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid,
+				  __u64 id, const int slow, const int stages, const int files)
 {
 	struct inflight_slot *slot = 0;
 	__u32 slot_idx = 0;
@@ -480,8 +441,13 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	conn = slot->conn;
 	__u32 req_len = slot->req_len;
 	__u32 pid = slow ? slot->pid : 0;
-	__u64 taken = stages ? slot->taken_ns : 0;
-	__u64 replied = stages ? slot->replied_ns : 0;
+	__u64 taken = 0, replied = 0;
+	if (stages && key_by_address)
+		take_stamps(conn, id, &taken, &replied);
+	else if (stages) {
+		taken = slot->taken_ns;
+		replied = slot->replied_ns;
+	}
 	slot->start_ns = 0;
 	__sync_val_compare_and_swap(&slot->unique, unique, 0);
 	if (!start)
@@ -552,7 +518,8 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	SEC("tracepoint/fuse/fuse_request_end")                                                                 \
 	int name(struct trace_event_raw_fuse_request_end *ctx)                                                  \
 	{                                                                                                       \
-		return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, slow, stages, 0);       \
+		return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, ctx->unique, slow,      \
+			      stages, 0);                                                                       \
 	}
 END_TP(fuse_end, 0, 0)
 END_TP(fuse_end_slow, 1, 0)
@@ -566,9 +533,15 @@ END_TP(fuse_end_slow_stages, 1, 1)
 	SEC("tp_btf/fuse_request_end")                                                                          \
 	int BPF_PROG(name, struct fuse_req *req)                                                                \
 	{                                                                                                       \
-		return on_end(stages ? req->fm->fc->dev : 0, req->in.h.unique, req->out.h.len,                  \
-			      req->out.h.error, stages ? 0 : req_tag(req),                                      \
-			      (slow || files) ? req->in.h.nodeid : 0, slow, stages, files);                     \
+		__u64 node = (slow || files) ? req->in.h.nodeid : 0;                                            \
+		if (key_by_address) {                                                                           \
+			__u32 tag = req_tag(req);                                                               \
+			return on_end(0, tag, req->out.h.len, req->out.h.error, tag, node,                      \
+				      req->in.h.unique, slow, stages, files);                                   \
+		}                                                                                               \
+		return on_end(stages ? req_conn(req) : 0, req->in.h.unique, req->out.h.len,                     \
+			      req->out.h.error, stages ? 0 : req_tag(req), node, req->in.h.unique,              \
+			      slow, stages, files);                                                             \
 	}
 END_BTF(fuse_end_btf, 0, 0, 0)
 END_BTF(fuse_end_btf_slow, 1, 0, 0)

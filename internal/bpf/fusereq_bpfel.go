@@ -187,6 +187,13 @@ type FuseReqStageStats struct {
 	IntervalMaxNs [3]uint64
 }
 
+type FuseReqStampKey struct {
+	_      structs.HostLayout
+	Conn   uint32
+	Pad    uint32
+	Unique uint64
+}
+
 type FuseReqStatsKey struct {
 	_      structs.HostLayout
 	Conn   uint32
@@ -224,6 +231,7 @@ const (
 	FuseReqMapSlowReqs                   = "slow_reqs"
 	FuseReqMapStageFine0                 = "stage_fine0"
 	FuseReqMapStageFine1                 = "stage_fine1"
+	FuseReqMapStageStamps                = "stage_stamps"
 	FuseReqMapStageTable                 = "stage_table"
 	FuseReqMapStats                      = "stats"
 	FuseReqMapStatsFast0                 = "stats_fast0"
@@ -268,6 +276,7 @@ const (
 	FuseReqProgStageExitSplice           = "stage_exit_splice"
 	FuseReqProgStageFloorRawEnter        = "stage_floor_raw_enter"
 	FuseReqProgStageFloorRawExit         = "stage_floor_raw_exit"
+	FuseReqProgStageSent                 = "stage_sent"
 	FuseReqVarAppCommOn                  = "app_comm_on"
 	FuseReqVarCallKind                   = "call_kind"
 	FuseReqVarFilterComm                 = "filter_comm"
@@ -276,6 +285,7 @@ const (
 	FuseReqVarFilterOpMask               = "filter_op_mask"
 	FuseReqVarFilterTgid                 = "filter_tgid"
 	FuseReqVarIntervalEpoch              = "interval_epoch"
+	FuseReqVarKeyByAddress               = "key_by_address"
 	FuseReqVarReapAgeNs                  = "reap_age_ns"
 	FuseReqVarSlowerNs                   = "slower_ns"
 	FuseReqVarStageNames                 = "stage_names"
@@ -366,6 +376,7 @@ type FuseReqProgramSpecs struct {
 	StageExitSplice           *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
 	StageFloorRawEnter        *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
 	StageFloorRawExit         *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
+	StageSent                 *ebpf.ProgramSpec `ebpf:"stage_sent"`
 }
 
 // FuseReqMapSpecs contains maps before they are loaded into the kernel.
@@ -397,6 +408,7 @@ type FuseReqMapSpecs struct {
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
 	StageFine0       *ebpf.MapSpec `ebpf:"stage_fine0"`
 	StageFine1       *ebpf.MapSpec `ebpf:"stage_fine1"`
+	StageStamps      *ebpf.MapSpec `ebpf:"stage_stamps"`
 	StageTable       *ebpf.MapSpec `ebpf:"stage_table"`
 	Stats            *ebpf.MapSpec `ebpf:"stats"`
 	StatsFast0       *ebpf.MapSpec `ebpf:"stats_fast0"`
@@ -415,6 +427,7 @@ type FuseReqVariableSpecs struct {
 	FilterOpMask   *ebpf.VariableSpec `ebpf:"filter_op_mask"`
 	FilterTgid     *ebpf.VariableSpec `ebpf:"filter_tgid"`
 	IntervalEpoch  *ebpf.VariableSpec `ebpf:"interval_epoch"`
+	KeyByAddress   *ebpf.VariableSpec `ebpf:"key_by_address"`
 	ReapAgeNs      *ebpf.VariableSpec `ebpf:"reap_age_ns"`
 	SlowerNs       *ebpf.VariableSpec `ebpf:"slower_ns"`
 	StageNames     *ebpf.VariableSpec `ebpf:"stage_names"`
@@ -468,6 +481,7 @@ type FuseReqMaps struct {
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
 	StageFine0       *ebpf.Map `ebpf:"stage_fine0"`
 	StageFine1       *ebpf.Map `ebpf:"stage_fine1"`
+	StageStamps      *ebpf.Map `ebpf:"stage_stamps"`
 	StageTable       *ebpf.Map `ebpf:"stage_table"`
 	Stats            *ebpf.Map `ebpf:"stats"`
 	StatsFast0       *ebpf.Map `ebpf:"stats_fast0"`
@@ -501,6 +515,7 @@ func (m *FuseReqMaps) Close() error {
 		m.SlowReqs,
 		m.StageFine0,
 		m.StageFine1,
+		m.StageStamps,
 		m.StageTable,
 		m.Stats,
 		m.StatsFast0,
@@ -520,6 +535,7 @@ type FuseReqVariables struct {
 	FilterOpMask   *ebpf.Variable `ebpf:"filter_op_mask"`
 	FilterTgid     *ebpf.Variable `ebpf:"filter_tgid"`
 	IntervalEpoch  *ebpf.Variable `ebpf:"interval_epoch"`
+	KeyByAddress   *ebpf.Variable `ebpf:"key_by_address"`
 	ReapAgeNs      *ebpf.Variable `ebpf:"reap_age_ns"`
 	SlowerNs       *ebpf.Variable `ebpf:"slower_ns"`
 	StageNames     *ebpf.Variable `ebpf:"stage_names"`
@@ -572,6 +588,7 @@ type FuseReqPrograms struct {
 	StageExitSplice           *ebpf.Program `ebpf:"stage_exit_splice"`
 	StageFloorRawEnter        *ebpf.Program `ebpf:"stage_floor_raw_enter"`
 	StageFloorRawExit         *ebpf.Program `ebpf:"stage_floor_raw_exit"`
+	StageSent                 *ebpf.Program `ebpf:"stage_sent"`
 }
 
 func (p *FuseReqPrograms) Close() error {
@@ -616,6 +633,7 @@ func (p *FuseReqPrograms) Close() error {
 		p.StageExitSplice,
 		p.StageFloorRawEnter,
 		p.StageFloorRawExit,
+		p.StageSent,
 	)
 }
 

@@ -7,32 +7,7 @@
  * signature of what was sent), so a lookup repeated with entry_timeout 0
  * costs reading the name and a map lookup, not an event. With --files, the same program sums each node's requests. */
 
-struct fuse_in_arg___names {
-	unsigned int size;
-	const void *value;
-} __attribute__((preserve_access_index));
-
-struct fuse_arg___names {
-	unsigned int size;
-	void *value;
-} __attribute__((preserve_access_index));
-
-struct fuse_args___names {
-	__u8 in_numargs;
-	struct fuse_in_arg___names in_args[4];
-	struct fuse_arg___names out_args[2];
-} __attribute__((preserve_access_index));
-
-struct fuse_req___names {
-	struct fuse_args___names *args;
-	struct {
-		struct fuse_in_header h;
-	} in;
-	struct {
-		struct fuse_out_header h;
-	} out;
-	struct fuse_mount *fm;
-} __attribute__((preserve_access_index));
+/* The request's arguments are read from struct fuse_args (vmlinux.h). */
 
 #define FUSE_LOOKUP_ 1
 #define FUSE_SYMLINK_ 6
@@ -80,9 +55,9 @@ static __always_inline __u64 name_sig(const char *name, __u64 parent)
 	return h;
 }
 
-static __always_inline void learn_name(struct fuse_req___names *req, __u32 conn, __u32 opcode)
+static __always_inline void learn_name(struct fuse_req *req, __u32 conn, __u32 opcode)
 {
-	struct fuse_args___names *args = req->args;
+	struct fuse_args *args = req->args;
 	if (!args)
 		return;
 	/* The name: LOOKUP's and SYMLINK's first argument that is not empty
@@ -134,10 +109,10 @@ static __always_inline void learn_name(struct fuse_req___names *req, __u32 conn,
 }
 
 SEC("tp_btf/fuse_request_end")
-int BPF_PROG(fuse_names, struct fuse_req___names *req)
+int BPF_PROG(fuse_names, struct fuse_req *req)
 {
 	__u32 opcode = req->in.h.opcode;
-	__u32 conn = req->fm->fc->dev;
+	__u32 conn = req_conn(req);
 	if (filter_conn_on && !conn_wanted(conn))
 		return 0;
 	if (req->out.h.error == 0 && (opcode == FUSE_LOOKUP_ || opcode == FUSE_CREATE_ || opcode == FUSE_MKDIR_ ||

@@ -6,22 +6,7 @@
  * read-ahead, a write to a page not cached) and removed, and the read-ahead
  * windows. Included by fusereq.bpf.c. */
 
-struct trace_event_raw_mm_filemap_op_page_cache {
-	__u64 common;
-	unsigned long pfn;
-	unsigned long i_ino;
-	unsigned long index;
-	__u32 s_dev;
-	unsigned char order;
-} __attribute__((preserve_access_index));
-
-struct trace_event_raw_page_cache_ra_op {
-	__u64 common;
-	unsigned long i_ino;
-	__u32 s_dev;
-	unsigned long index;
-	unsigned int size;
-} __attribute__((preserve_access_index));
+/* The tracepoints' records (trace_event_raw_*) come from vmlinux.h. */
 
 /* The FUSE connections whose pages are counted, one bit each. */
 struct {
@@ -80,29 +65,16 @@ struct {
 	__type(value, struct pc_read);
 } pc_reads SEC(".maps");
 
-/* The mapping a read asks the cache of, for its file's size (tp_btf). */
-struct super_block___pc {
-	__u32 s_dev;
-} __attribute__((preserve_access_index));
-
-struct inode___pc {
-	unsigned long i_ino;
-	long long i_size;
-	struct super_block___pc *i_sb;
-} __attribute__((preserve_access_index));
-
-struct address_space___pc {
-	struct inode___pc *host;
-} __attribute__((preserve_access_index));
+/* The mapping a read asks the cache of (tp_btf), for its file's size. */
 
 /* The pages a buffered read asks the cache for: from index to last_index,
  * within the file. The event names the pages of the whole read, which a
  * read larger than its file (cat asks for 128 KiB) runs past the end of;
  * only the file's pages can be hits, so the rest are left out. */
 SEC("tp_btf/mm_filemap_get_pages")
-int BPF_PROG(pc_get_pages, struct address_space___pc *mapping, unsigned long index, unsigned long last_index)
+int BPF_PROG(pc_get_pages, struct address_space *mapping, unsigned long index, unsigned long last_index)
 {
-	struct inode___pc *inode = mapping->host;
+	struct inode *inode = mapping->host;
 	__u32 s_dev = inode->i_sb->s_dev;
 	struct page_cache_stats *s = pc_for(s_dev);
 	if (!s || last_index < index)

@@ -28,38 +28,9 @@ struct syscall_exit {
 	__s64 ret;
 };
 
-/* Kernel types, relocated by CO-RE: only the field names must match. */
-struct inode___stages {
-	__u16 i_mode;
-	__u32 i_rdev;
-} __attribute__((preserve_access_index));
-
-struct file___stages {
-	void *private_data;
-	struct inode___stages *f_inode;
-} __attribute__((preserve_access_index));
-
-struct fdtable___stages {
-	unsigned int max_fds;
-	struct file___stages **fd;
-} __attribute__((preserve_access_index));
-
-struct files_struct___stages {
-	struct fdtable___stages *fdt;
-} __attribute__((preserve_access_index));
-
-struct task_struct___stages {
-	struct files_struct___stages *files;
-} __attribute__((preserve_access_index));
-
-struct fuse_dev___stages {
-	struct fuse_conn *fc;
-} __attribute__((preserve_access_index));
-
-struct pt_regs___stages {
-	unsigned long di, si, dx;
-} __attribute__((preserve_access_index));
-
+/* The kernel's task, files and /dev/fuse device (vmlinux.h), relocated by
+ * CO-RE; the device's connection by dev_conn (kernel.bpf.h). The
+ * registers of a raw system-call tracepoint: */
 struct iovec___user {
 	__u64 base;
 	__u64 len;
@@ -149,30 +120,30 @@ static __always_inline struct daemon_thread *daemon_thread(int claim)
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 #define kernel_cast(ptr, type) ((type *)bpf_rdonly_cast((void *)(ptr), bpf_core_type_id_kernel(type)))
 
-static __always_inline struct file___stages *fd_file(int fd)
+static __always_inline struct file *fd_file(int fd)
 {
-	struct task_struct___stages *task = (void *)bpf_get_current_task_btf();
-	struct fdtable___stages *fdt = task->files->fdt;
+	struct task_struct *task = (void *)bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
 	if (fd < 0 || (unsigned int)fd >= fdt->max_fds)
 		return 0;
 	/* An element of the array of pointers: the one read a helper makes. */
-	struct file___stages *f = 0;
+	struct file *f = 0;
 	bpf_probe_read_kernel(&f, sizeof(f), &fdt->fd[fd]);
 	if (!f)
 		return 0;
-	return kernel_cast(f, struct file___stages);
+	return kernel_cast(f, struct file);
 }
 
 /* The connection of an fd of /dev/fuse, in *conn; 0 if it is none. */
 static __always_inline int fuse_fd_conn(int fd, __u32 *conn)
 {
-	struct file___stages *f = fd_file(fd);
+	struct file *f = fd_file(fd);
 	if (!f || f->f_inode->i_rdev != FUSE_DEV_RDEV)
 		return 0;
 	__u64 fud = (__u64)f->private_data & ~1ULL;
 	if (fud < 4096)
 		return 0; /* not yet tied to a connection */
-	*conn = kernel_cast(fud, struct fuse_dev___stages)->fc->dev;
+	*conn = dev_conn(kernel_cast(fud, struct fuse_dev));
 	return 1;
 }
 
@@ -194,7 +165,7 @@ static __always_inline int thread_fd_conn(struct daemon_thread *t, int fd, __u32
 
 static __always_inline int fd_is_pipe(int fd)
 {
-	struct file___stages *f = fd_file(fd);
+	struct file *f = fd_file(fd);
 	return f && (f->f_inode->i_mode & S_IFMT_) == S_IFIFO_;
 }
 
@@ -211,6 +182,45 @@ static __always_inline struct inflight_slot *find_slot(__u32 conn, __u64 unique)
 	return 0;
 }
 
+/* Under key_by_address (6.12 to 6.17) the slot cannot be found by (conn,
+ * id), which the send did not know: the stamps go into a table of their
+ * own, by (conn, id), which the end takes them from. An LRU: stamps of a
+ * request filtered out at its send are never taken. */
+struct stamp_key {
+	__u32 conn;
+	__u32 pad;
+	__u64 unique;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct stamp_key);
+	__type(value, struct inflight_slot);
+} stage_stamps SEC(".maps");
+
+static __always_inline struct inflight_slot *find_stamps(__u32 conn, __u64 unique, __u32 opcode, int create)
+{
+	struct stamp_key k = { .conn = conn, .unique = unique };
+	struct inflight_slot *s = bpf_map_lookup_elem(&stage_stamps, &k);
+	if (s || !create)
+		return s;
+	struct inflight_slot fresh = { .unique = unique, .start_ns = 1, .conn = conn, .opcode = opcode };
+	bpf_map_update_elem(&stage_stamps, &k, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&stage_stamps, &k);
+}
+
+static __always_inline void take_stamps(__u32 conn, __u64 unique, __u64 *taken, __u64 *replied)
+{
+	struct stamp_key k = { .conn = conn, .unique = unique };
+	struct inflight_slot *s = bpf_map_lookup_elem(&stage_stamps, &k);
+	if (!s)
+		return;
+	*taken = s->taken_ns;
+	*replied = s->replied_ns;
+	bpf_map_delete_elem(&stage_stamps, &k);
+}
+
 /* A daemon thread read a request at ts: its header is at buf. */
 static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 want_len)
 {
@@ -219,11 +229,25 @@ static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 wa
 		return;
 	if (want_len && h.len != want_len)
 		return;
-	struct inflight_slot *s = find_slot(conn, h.unique);
+	struct inflight_slot *s = key_by_address ? find_stamps(conn, h.unique, h.opcode, 1) : find_slot(conn, h.unique);
 	if (s && s->opcode == h.opcode && !s->taken_ns) {
 		s->node = h.nodeid;
 		s->taken_ns = ts;
 	}
+}
+
+/* Where the kernel has fuse:fuse_request_sent (7.3), it fires when a
+ * daemon takes the request, from /dev/fuse or its io_uring ring: the end
+ * of the queue stage, with no program on the daemons' reads. */
+SEC("tp_btf/fuse_request_sent")
+int BPF_PROG(stage_sent, struct fuse_req *req)
+{
+	struct inflight_slot *s = find_slot(req_conn(req), req->in.h.unique);
+	if (s && !s->taken_ns) {
+		s->node = req->in.h.nodeid;
+		s->taken_ns = bpf_ktime_get_ns();
+	}
+	return 0;
 }
 
 static __always_inline __u64 iov_base(__u64 iov, __u64 *len)
@@ -241,7 +265,7 @@ static __always_inline struct inflight_slot *mark_replied(__u32 conn, __u64 uniq
 {
 	if (!unique)
 		return 0; /* a notification, not a reply */
-	struct inflight_slot *s = find_slot(conn, unique);
+	struct inflight_slot *s = key_by_address ? find_stamps(conn, unique, 0, 0) : find_slot(conn, unique);
 	if (s && !s->replied_ns)
 		s->replied_ns = ts;
 	return s;
@@ -353,7 +377,7 @@ static __always_inline int on_read_exit(struct syscall_exit *ctx, int vector)
 	 * kernel keeps until it returns: no program on the entry, so a call
 	 * that began before the trace is seen whole, and other processes'
 	 * entries run nothing. */
-	struct pt_regs___stages *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	int fd = regs->di;
 	__u64 buf = regs->si;
 	if (vector)
@@ -409,7 +433,7 @@ int stage_exit_splice(struct syscall_exit *ctx)
 	if (!t)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct pt_regs___stages *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	__u32 conn = 0;
 	if (thread_fd_conn(t, regs->di, &conn)) {
 		t->spliced_ns = now;

@@ -79,11 +79,7 @@ func (t *Tracer) loadCalls(spec *ebpf.CollectionSpec) error {
 		"app_scratch": t.maps.AppScratch,
 	}
 	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("the kernel's verifier rejected the application programs (--calls): %v", ve.Log[max(0, len(ve.Log)-3):])
-		}
-		return fmt.Errorf("loading the application programs (--calls): %w", err)
+		return kernelLacks(err, "--calls")
 	}
 	t.calls = &p
 	return nil

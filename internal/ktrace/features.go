@@ -143,9 +143,22 @@ func ParseFormat(text string) ([]TracepointField, error) {
 	return fields, nil
 }
 
+// Tracepoints is what the running kernel's fuse request tracepoints offer.
+type Tracepoints struct {
+	// SendHasID: fuse_request_send fires once the request has its id
+	// (Linux 6.18 on). On 6.12 to 6.17 it reports id 0: the programs find
+	// a request by its address (tp_btf), and the classic tracepoints, whose
+	// records hold no address, cannot match a reply to its request.
+	SendHasID bool
+	// Sent: fuse:fuse_request_sent (Linux 7.3), which fires when a daemon
+	// takes a request, from /dev/fuse or its io_uring ring: the queue
+	// stage's end with no program on the daemons' system calls.
+	Sent bool
+}
+
 // CheckTracepoints verifies that the kernel has the fuse request tracepoints
-// with the fields the BPF programs read, and that they carry request ids.
-func CheckTracepoints(tracefs, release string) error {
+// with the fields the BPF programs read, and says what they offer.
+func CheckTracepoints(tracefs, release string) (Tracepoints, error) {
 	major, minor, _ := ParseRelease(release)
 	want := map[string][]string{
 		"fuse_request_send": {"connection", "unique", "opcode", "len"},
@@ -154,10 +167,10 @@ func CheckTracepoints(tracefs, release string) error {
 	for _, ev := range []string{"fuse_request_send", "fuse_request_end"} {
 		fields, err := ReadFormat(tracefs, "fuse", ev)
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("kernel %s has no fuse:%s tracepoint (added in Linux 6.12; request ids in 6.18): boot Linux 6.18 or later", release, ev)
+			return Tracepoints{}, fmt.Errorf("kernel %s has no fuse:%s tracepoint (added in Linux 6.12): boot Linux 6.12 or later", release, ev)
 		}
 		if err != nil {
-			return fmt.Errorf("reading fuse:%s format: %w", ev, err)
+			return Tracepoints{}, fmt.Errorf("reading fuse:%s format: %w", ev, err)
 		}
 		have := map[string]bool{}
 		for _, f := range fields {
@@ -165,12 +178,18 @@ func CheckTracepoints(tracefs, release string) error {
 		}
 		for _, name := range want[ev] {
 			if !have[name] {
-				return fmt.Errorf("kernel %s: fuse:%s has no %q field, which fusescope reads: boot Linux 6.18 or later", release, ev, name)
+				return Tracepoints{}, fmt.Errorf("kernel %s: fuse:%s has no %q field, which fusescope reads: boot Linux 6.18 or later", release, ev, name)
 			}
 		}
 	}
-	if major < 6 || (major == 6 && minor < 18) {
-		return fmt.Errorf("kernel %s fires fuse:fuse_request_send before the request has its id (unique is 0 until Linux 6.18), so requests cannot be matched to replies: boot Linux 6.18 or later", release)
-	}
-	return nil
+	return Tracepoints{
+		SendHasID: major > 6 || (major == 6 && minor >= 18),
+		Sent:      hasEvent(tracefs, "fuse", "fuse_request_sent"),
+	}, nil
+}
+
+// hasEvent says whether tracefs has the tracepoint system:event.
+func hasEvent(tracefs, system, event string) bool {
+	_, err := os.Stat(filepath.Join(tracefs, "events", system, event))
+	return err == nil
 }

@@ -3,6 +3,7 @@ package ktrace
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"unsafe"
@@ -13,7 +14,7 @@ import (
 )
 
 // load sets spec's constants and loads it into objs; what names the tracer
-// in the one line a failure gives (the verifier's last lines included).
+// in the one line a failure gives (kernelLacks).
 func load(spec *ebpf.CollectionSpec, consts map[string]any, objs any, what string) error {
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -27,11 +28,55 @@ func load(spec *ebpf.CollectionSpec, consts map[string]any, objs any, what strin
 }
 
 func loadError(err error, what string) error {
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		return fmt.Errorf("the kernel's verifier rejected the %s: %v", what, strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
+	return kernelLacks(err, "the "+what)
+}
+
+// LoadError is a program the running kernel would not load, said in one
+// line: what it lacks, in fusescope's words, never the verifier's log
+// (Unwrap has it, for FUSESCOPE_DEBUG).
+type LoadError struct {
+	Release, What, Lacks string
+	Err                  error
+}
+
+func (e *LoadError) Error() string {
+	msg := fmt.Sprintf("kernel %s cannot run %s: %s", e.Release, e.What, e.Lacks)
+	if flag, _, ok := strings.Cut(e.What, " "); ok || strings.HasPrefix(e.What, "--") {
+		if strings.HasPrefix(flag, "--") {
+			msg += "; leave out " + flag + " and the rest of the trace works"
+		}
 	}
-	return fmt.Errorf("loading the %s into kernel %s: %w", what, kernel.Release(), err)
+	return msg
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// kernelLacks words a load failure of what (a feature and its programs).
+func kernelLacks(err error, what string) error {
+	e := &LoadError{Release: kernel.Release(), What: what, Err: err}
+	var ve *ebpf.VerifierError
+	log := ""
+	if errors.As(err, &ve) {
+		log = strings.Join(ve.Log, "\n")
+	}
+	switch {
+	case strings.Contains(log, "poisoned by CO-RE") || strings.Contains(log, "unknown#195896080") ||
+		strings.Contains(err.Error(), "relocat"):
+		e.Lacks = "a kernel type it reads is laid out in a way this fusescope does not know (a CO-RE relocation failed)"
+	case errors.Is(err, ebpf.ErrNotSupported) || strings.Contains(log, "unknown func"):
+		e.Lacks = "a BPF feature it needs is missing from this kernel"
+	case strings.Contains(err.Error(), "attach target") || strings.Contains(err.Error(), "find target") ||
+		strings.Contains(log, "attach_btf_id"):
+		e.Lacks = "the kernel function or tracepoint it attaches to is missing"
+	case ve != nil:
+		e.Lacks = "the kernel's verifier rejected it"
+	default:
+		e.Lacks = err.Error()
+	}
+	if os.Getenv("FUSESCOPE_DEBUG") != "" {
+		e.Lacks += " (" + strings.ReplaceAll(err.Error()+" "+log, "\n", " | ") + ")"
+	}
+	return e
 }
 
 // loadParallel is load for a short run's set-up (the live system-call

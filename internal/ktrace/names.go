@@ -20,7 +20,7 @@ func (t *Tracer) loadNames(spec *ebpf.CollectionSpec, files bool) error {
 		"filter_conns": t.maps.FilterConns, "names_sent": t.maps.NamesSent, "node_names": t.maps.NodeNames,
 	}}
 	if err := spec.LoadAndAssign(&p, opts); err != nil {
-		return fmt.Errorf("loading the program that names files: %w", err)
+		return kernelLacks(err, "the program that names files (--files, --slower)")
 	}
 	r, err := ringbuf.NewReader(t.maps.NodeNames)
 	if err != nil {

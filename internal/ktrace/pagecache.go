@@ -12,25 +12,43 @@ import (
 
 // pageCachePrograms are --page-cache's programs (pagecache.bpf.h).
 type pageCachePrograms struct {
+	filemapPrograms
+	// The readahead tracepoints' (Linux 6.18 on): nil before.
+	ra *readaheadPrograms
+}
+
+type filemapPrograms struct {
 	GetPages *ebpf.Program `ebpf:"pc_get_pages"`
 	Add      *ebpf.Program `ebpf:"pc_add"`
 	Delete   *ebpf.Program `ebpf:"pc_delete"`
-	SyncRA   *ebpf.Program `ebpf:"pc_sync_ra"`
-	AsyncRA  *ebpf.Program `ebpf:"pc_async_ra"`
+}
+
+type readaheadPrograms struct {
+	SyncRA  *ebpf.Program `ebpf:"pc_sync_ra"`
+	AsyncRA *ebpf.Program `ebpf:"pc_async_ra"`
 }
 
 func (p *pageCachePrograms) hooks() []struct {
 	group, event string
 	prog         *ebpf.Program
 } {
-	return []struct {
+	hooks := []struct {
 		group, event string
 		prog         *ebpf.Program
 	}{
 		{"filemap", "mm_filemap_add_to_page_cache", p.Add},
 		{"filemap", "mm_filemap_delete_from_page_cache", p.Delete},
-		{"readahead", "page_cache_sync_ra", p.SyncRA}, {"readahead", "page_cache_async_ra", p.AsyncRA},
 	}
+	if p.ra != nil {
+		hooks = append(hooks, struct {
+			group, event string
+			prog         *ebpf.Program
+		}{"readahead", "page_cache_sync_ra", p.ra.SyncRA}, struct {
+			group, event string
+			prog         *ebpf.Program
+		}{"readahead", "page_cache_async_ra", p.ra.AsyncRA})
+	}
+	return hooks
 }
 
 func (t *Tracer) loadPageCache(spec *ebpf.CollectionSpec) error {
@@ -38,8 +56,18 @@ func (t *Tracer) loadPageCache(spec *ebpf.CollectionSpec) error {
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"pc_conns": t.maps.PcConns, "page_cache": t.maps.PageCache, "pc_reads": t.maps.PcReads,
 	}}
-	if err := spec.LoadAndAssign(&p, opts); err != nil {
-		return fmt.Errorf("loading the page-cache programs (--page-cache): %w", err)
+	if err := spec.LoadAndAssign(&p.filemapPrograms, opts); err != nil {
+		return kernelLacks(err, "--page-cache")
+	}
+	if tracefs, err := EnsureTracefs(); err == nil && hasEvent(tracefs, "readahead", "page_cache_sync_ra") {
+		var ra readaheadPrograms
+		if err := spec.LoadAndAssign(&ra, opts); err != nil {
+			p.Add.Close()
+			p.Delete.Close()
+			p.GetPages.Close()
+			return kernelLacks(err, "--page-cache's read-ahead counts")
+		}
+		p.ra = &ra
 	}
 	t.pageCache = &p
 	return nil
@@ -106,7 +134,7 @@ func (t *Tracer) PageCache() ([]profile.PageCache, error) {
 	var perCPU []bpf.FuseReqPageCacheStats
 	it := t.maps.PageCache.Iterate()
 	for it.Next(&conn, &perCPU) {
-		pc := profile.PageCache{Conn: conn}
+		pc := profile.PageCache{Conn: conn, NoReadahead: t.pageCache.ra == nil}
 		for _, c := range perCPU {
 			pc.Reads += c.Reads
 			pc.ReadPages += c.ReadPages

@@ -1,6 +1,10 @@
 package ktrace
 
 import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -110,23 +114,33 @@ func TestCheckTracepoints(t *testing.T) {
 		drop    string
 		release string
 		want    string // "" means no error
+		offers  Tracepoints
 	}{
-		{"6.18 with both tracepoints", true, "", "6.18.44-fc", ""},
-		{"7.0", true, "", "7.0.1", ""},
-		{"no fuse tracepoints (< 6.12)", false, "", "6.1.0-28-amd64", "kernel 6.1.0-28-amd64 has no fuse:fuse_request_send tracepoint"},
-		{"6.12 to 6.17 report unique 0", true, "", "6.15.2", "kernel 6.15.2 fires fuse:fuse_request_send before the request has its id"},
-		{"a field the program reads is missing", true, "unique", "6.18.1", `has no "unique" field`},
+		{"6.18 with both tracepoints", true, "", "6.18.44-fc", "", Tracepoints{SendHasID: true}},
+		{"7.0", true, "", "7.0.1", "", Tracepoints{SendHasID: true}},
+		{"no fuse tracepoints (< 6.12)", false, "", "6.1.0-28-amd64", "kernel 6.1.0-28-amd64 has no fuse:fuse_request_send tracepoint", Tracepoints{}},
+		{"6.12 to 6.17 report unique 0 at send", true, "", "6.15.2", "", Tracepoints{SendHasID: false}},
+		{"a field the program reads is missing", true, "unique", "6.18.1", `has no "unique" field`, Tracepoints{}},
 	}
 	for _, c := range cases {
-		err := CheckTracepoints(fakeTracefs(t, c.events, c.drop), c.release)
+		offers, err := CheckTracepoints(fakeTracefs(t, c.events, c.drop), c.release)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
-		case err != nil && (!strings.Contains(err.Error(), "boot Linux 6.18") || strings.Contains(err.Error(), "\n")):
+		case err != nil && (!strings.Contains(err.Error(), "boot Linux 6.") || strings.Contains(err.Error(), "\n")):
 			t.Errorf("%s: the error must be one line that says what fixes it: %v", c.name, err)
+		case err == nil && offers != c.offers:
+			t.Errorf("%s: offers %+v, want %+v", c.name, offers, c.offers)
 		}
+	}
+	dir := fakeTracefs(t, true, "")
+	if err := os.MkdirAll(filepath.Join(dir, "events", "fuse", "fuse_request_sent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if offers, err := CheckTracepoints(dir, "7.3.4+deb13-amd64"); err != nil || !offers.Sent || !offers.SendHasID {
+		t.Errorf("7.3 with fuse_request_sent: offers %+v, %v", offers, err)
 	}
 }
 
@@ -212,5 +226,26 @@ func TestErrnoSlots(t *testing.T) {
 		if _, ok := errnoOfSlot(slot); ok {
 			t.Errorf("slot %d names an errno", slot)
 		}
+	}
+}
+
+// A program the kernel will not load is one line in fusescope's words,
+// never the verifier's log, and says what still works.
+func TestLoadErrorIsOneLine(t *testing.T) {
+	ve := &ebpf.VerifierError{Log: []string{"0: R1=ctx()", "1: (85) call unknown#195896080", "invalid func unknown#195896080", "processed 2 insns"}}
+	err := kernelLacks(fmt.Errorf("field Sent: program stage_sent: load program: %w", ve), "--stages (the program on fuse:fuse_request_sent)")
+	msg := err.Error()
+	for _, bad := range []string{"\n", "unknown#", "R1=", "processed", "program stage_sent"} {
+		if strings.Contains(msg, bad) {
+			t.Errorf("%q holds %q", msg, bad)
+		}
+	}
+	for _, want := range []string{"cannot run --stages", "CO-RE relocation failed", "leave out --stages and the rest of the trace works"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	if !errors.As(err, &ve) {
+		t.Error("the verifier's error is not kept for FUSESCOPE_DEBUG")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -184,7 +185,11 @@ func (s *RequestSource) watchDaemons() error {
 	var pids []int
 	now := time.Now()
 	for _, h := range holders {
-		if h.Conn == 0 || (len(traced) > 0 && !traced[h.Conn]) {
+		// Conn 0: a kernel that prints no fuse_connection in fdinfo
+		// (before 6.13), or an fd not yet mounted with. Watched all the
+		// same: the programs resolve each call's fd to its connection in
+		// the kernel, so a daemon of another connection costs only calls.
+		if h.Conn != 0 && len(traced) > 0 && !traced[h.Conn] {
 			continue
 		}
 		if _, ok := s.watched[h.PID]; !ok {
@@ -203,9 +208,9 @@ func (s *RequestSource) WatchDaemons() error { return s.watchDaemons() }
 // Conns are the traced connections; none: every one.
 func (s *RequestSource) Conns() []uint32 { return s.conns }
 
-// Attach is how the probes attached (AttachBTF or AttachTracepoint) and,
-// if AttachAuto fell back to the classic tracepoints, why.
-func (s *RequestSource) Attach() (string, error) { return s.t.Attach(), s.t.Fallback() }
+// Probes is how the probes attached (AttachBTF or AttachTracepoint) and
+// found requests, and why where that is not the default.
+func (s *RequestSource) Probes() (string, []string) { return s.t.Probes() }
 
 // Close detaches the probes.
 func (s *RequestSource) Close() error {
@@ -383,6 +388,8 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 		Filters:   profile.Filters{PID: s.cfg.PID, Comm: s.cfg.Comm, Conns: s.conns},
 		FuseURing: s.t.Stages() && kernel.FuseURingEnabled(),
 	}
+	how, notes := s.t.Probes()
+	r.Meta.Probes = strings.Join(append([]string{how}, notes...), "; ")
 	for _, op := range s.cfg.Ops {
 		r.Meta.Filters.Ops = append(r.Meta.Filters.Ops, op.String())
 	}

@@ -3,7 +3,6 @@ package ktrace
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -49,13 +48,24 @@ type stageHook struct {
 	prog  *ebpf.Program
 }
 
-func (p *stagePrograms) hooks() []stageHook {
-	return []stageHook{
-		{"sys_exit_read", p.ExitRead}, {"sys_exit_readv", p.ExitReadv},
-		{"sys_enter_splice", p.EnterSplice}, {"sys_exit_splice", p.ExitSplice},
+// hooks are the programs to attach: with fuse_request_sent (sent), the
+// replies' alone, since that tracepoint ends the queue stage.
+func (p *stagePrograms) hooks(sent bool) []stageHook {
+	replies := []stageHook{
+		{"sys_enter_splice", p.EnterSplice},
 		{"sys_enter_write", p.EnterWrite}, {"sys_enter_writev", p.EnterWritev},
 		{"sys_enter_vmsplice", p.EnterVmsplice},
 	}
+	if sent {
+		return replies
+	}
+	return append(replies, stageHook{"sys_exit_read", p.ExitRead}, stageHook{"sys_exit_readv", p.ExitReadv},
+		stageHook{"sys_exit_splice", p.ExitSplice})
+}
+
+// sentProgram ends the queue stage at fuse:fuse_request_sent (Linux 7.3).
+type sentProgram struct {
+	Sent *ebpf.Program `ebpf:"stage_sent"`
 }
 
 // stagePIDLimit is the number of process ids the daemons' bitmap holds
@@ -108,7 +118,14 @@ func (t *Tracer) attachStages() error {
 		}
 		return nil
 	}
-	for _, h := range t.stageProgs.hooks() {
+	if t.stageSent != nil {
+		l, err := link.AttachTracing(link.TracingOptions{Program: t.stageSent.Sent})
+		if err != nil {
+			return fmt.Errorf("attaching to fuse:fuse_request_sent: %w", err)
+		}
+		t.links = append(t.links, l)
+	}
+	for _, h := range t.stageProgs.hooks(t.stageSent != nil) {
 		l, err := link.Tracepoint("syscalls", h.event, h.prog, nil)
 		if err != nil {
 			return fmt.Errorf("attaching to syscalls:%s: %w", h.event, err)
@@ -121,9 +138,12 @@ func (t *Tracer) attachStages() error {
 func (t *Tracer) closeStages() error {
 	var errs []error
 	if t.stageProgs != nil {
-		for _, h := range t.stageProgs.hooks() {
+		for _, h := range t.stageProgs.hooks(false) {
 			errs = append(errs, h.prog.Close())
 		}
+	}
+	if t.stageSent != nil {
+		errs = append(errs, t.stageSent.Sent.Close())
 	}
 	if t.rawFloor != nil {
 		errs = append(errs, t.rawFloor.Enter.Close(), t.rawFloor.Exit.Close())
@@ -132,8 +152,9 @@ func (t *Tracer) closeStages() error {
 }
 
 // loadStages loads the programs on the daemons' system calls, sharing the
-// maps the request programs were loaded with.
-func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
+// maps the request programs were loaded with, and with sent the program on
+// fuse:fuse_request_sent.
+func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost, sent bool) error {
 	t.stages = true
 	t.daemons = map[int]bool{}
 	repl := map[string]*ebpf.Map{
@@ -141,6 +162,7 @@ func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
 		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
 		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
 		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
+		"stage_stamps": t.maps.StageStamps,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}
 	if cost == StagesRawEmpty {
@@ -153,13 +175,16 @@ func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost) error {
 	}
 	var p stagePrograms
 	if err := spec.LoadAndAssign(&p, opts); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("the kernel's verifier rejected the stage programs (--stages): %v", strings.Join(ve.Log[max(0, len(ve.Log)-5):], " | "))
-		}
-		return fmt.Errorf("loading the stage programs (--stages): %w", err)
+		return kernelLacks(err, "--stages (the programs on the daemons' system calls)")
 	}
 	t.stageProgs = &p
+	if sent {
+		var s sentProgram
+		if err := spec.LoadAndAssign(&s, opts); err != nil {
+			return kernelLacks(err, "--stages (the program on fuse:fuse_request_sent)")
+		}
+		t.stageSent = &s
+	}
 	return nil
 }
 

@@ -92,6 +92,7 @@ type Tracer struct {
 	maps      bpf.FuseReqMaps
 	send, end *ebpf.Program
 	attach    string // AttachBTF or AttachTracepoint
+	byAddress bool   // requests found by their address (kernel.bpf.h's key_by_address)
 	fallback  error  // why AttachAuto fell back to the classic tracepoints
 	links     []link.Link
 	inflight  *ebpf.Memory
@@ -110,6 +111,7 @@ type Tracer struct {
 	// benchmarks, the raw floor's) and the daemons watched.
 	stages     bool
 	stageProgs *stagePrograms
+	stageSent  *sentProgram // fuse:fuse_request_sent ends the queue stage (7.3)
 	rawFloor   *rawFloorPrograms
 	daemons    map[int]bool
 
@@ -165,6 +167,22 @@ func (t *Tracer) Attach() string { return t.attach }
 // Fallback is why AttachAuto used the classic tracepoints, or nil.
 func (t *Tracer) Fallback() error { return t.fallback }
 
+// Probes says how the programs attached and found requests, with the
+// reason where it is not the default (tp_btf, requests by their id), in a
+// few words each: what the record's meta.probes and the trace's note say.
+func (t *Tracer) Probes() (how string, notes []string) {
+	if t.fallback != nil && t.attach == AttachTracepoint {
+		notes = append(notes, "the classic tracepoints, as tp_btf did not load ("+t.fallback.Error()+")")
+	}
+	if t.byAddress {
+		notes = append(notes, "requests found by their address: this kernel's fuse_request_send fires before the request has its id (Linux 6.12 to 6.17)")
+	}
+	if t.stageSent != nil {
+		notes = append(notes, "the queue stage ends at fuse:fuse_request_sent, with no program on the daemons' reads")
+	}
+	return t.attach, notes
+}
+
 // Start checks the kernel, loads the BPF programs with the filters compiled
 // in, and attaches them. Close detaches everything.
 func Start(opts Options) (*Tracer, error) {
@@ -180,8 +198,12 @@ func Start(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTracepoints(tracefs, kernel.Release()); err != nil {
+	tps, err := CheckTracepoints(tracefs, kernel.Release())
+	if err != nil {
 		return nil, err
+	}
+	if !tps.SendHasID && opts.Attach == AttachTracepoint {
+		return nil, fmt.Errorf("kernel %s fires fuse:fuse_request_send before the request has its id (Linux 6.12 to 6.17), so the classic tracepoints cannot match a reply to its request: leave out --attach tracepoint (the raw tracepoints find a request by its address)", kernel.Release())
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
@@ -191,6 +213,12 @@ func Start(opts Options) (*Tracer, error) {
 		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
 	consts := map[string]any{}
+	if !tps.SendHasID {
+		consts["key_by_address"] = uint8(1)
+	}
+	if !opts.Stages || tps.SendHasID {
+		spec.Maps["stage_stamps"].MaxEntries = 1
+	}
 	if opts.PID > 0 {
 		consts["filter_tgid"] = uint32(opts.PID)
 	}
@@ -291,11 +319,13 @@ func Start(opts Options) (*Tracer, error) {
 			spec.Maps[m].MaxEntries = 1
 		}
 	}
-	t := &Tracer{clock: kernel.NewClock(), coarse: opts.Coarse}
+	t := &Tracer{clock: kernel.NewClock(), coarse: opts.Coarse, byAddress: !tps.SendHasID}
 	switch opts.Attach {
 	case "", AttachAuto:
-		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil {
+		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil && tps.SendHasID {
 			err = t.loadPrograms(spec, consts, AttachTracepoint)
+		} else if t.fallback != nil {
+			err = t.fallback // the classic tracepoints need the id at send
 		}
 	default:
 		err = t.loadPrograms(spec, consts, opts.Attach)
@@ -330,7 +360,7 @@ func Start(opts Options) (*Tracer, error) {
 		}
 	}
 	if opts.Stages {
-		if err := t.loadStages(spec, opts.StageCost); err != nil {
+		if err := t.loadStages(spec, opts.StageCost, tps.Sent); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -512,9 +542,12 @@ func (t *Tracer) ProgramStats() ([]ProgramStat, error) {
 	}
 	progs := []named{{"fuse_send", t.send}, {"fuse_end", t.end}}
 	if t.stageProgs != nil {
-		for _, h := range t.stageProgs.hooks() {
+		for _, h := range t.stageProgs.hooks(t.stageSent != nil) {
 			progs = append(progs, named{"stage:" + h.event, h.prog})
 		}
+	}
+	if t.stageSent != nil {
+		progs = append(progs, named{"stage:fuse_request_sent", t.stageSent.Sent})
 	}
 	if t.rawFloor != nil {
 		progs = append(progs, named{"floor:sys_enter", t.rawFloor.Enter}, named{"floor:sys_exit", t.rawFloor.Exit})

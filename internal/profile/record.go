@@ -207,6 +207,9 @@ type PageCache struct {
 	ReadaheadSync  uint64 `json:"readahead_sync"`
 	ReadaheadAsync uint64 `json:"readahead_async"`
 	ReadaheadPages uint64 `json:"readahead_pages"`
+	// NoReadahead: the kernel has no readahead tracepoints (before
+	// Linux 6.18), so the three counts above were not measured.
+	NoReadahead bool `json:"readahead_unavailable,omitempty"`
 }
 
 // Add sums what a later window of the same mount saw into pc.
@@ -221,6 +224,7 @@ func (pc *PageCache) Add(o PageCache) {
 	pc.ReadaheadSync += o.ReadaheadSync
 	pc.ReadaheadAsync += o.ReadaheadAsync
 	pc.ReadaheadPages += o.ReadaheadPages
+	pc.NoReadahead = pc.NoReadahead || o.NoReadahead
 }
 
 // Sub is what happened between an earlier snapshot and pc.
@@ -228,7 +232,7 @@ func (pc PageCache) Sub(earlier PageCache) PageCache {
 	return PageCache{Conn: pc.Conn, Mount: pc.Mount, Reads: pc.Reads - earlier.Reads, ReadPages: pc.ReadPages - earlier.ReadPages,
 		Added: pc.Added - earlier.Added, Removed: pc.Removed - earlier.Removed,
 		ReadaheadSync: pc.ReadaheadSync - earlier.ReadaheadSync, ReadaheadAsync: pc.ReadaheadAsync - earlier.ReadaheadAsync,
-		ReadaheadPages: pc.ReadaheadPages - earlier.ReadaheadPages}
+		ReadaheadPages: pc.ReadaheadPages - earlier.ReadaheadPages, NoReadahead: pc.NoReadahead}
 }
 
 // PageCacheHitRatio is the share of the pages read on pc's mount that its
@@ -297,6 +301,10 @@ type Meta struct {
 	// (/sys/module/fuse/parameters/enable_uring) while trace --stages ran:
 	// requests its ring carries are never read from /dev/fuse.
 	FuseURing bool `json:"fuse_uring_enabled,omitempty"`
+	// Probes says how the kernel probes attached (tp_btf, tracepoint)
+	// and found requests, with why where that is not the default, e.g.
+	// "tp_btf; requests found by their address: ...".
+	Probes string `json:"probes,omitempty"`
 }
 
 // FSInfo is what the lab file system (fusescope fs) knows about itself.

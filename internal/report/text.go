@@ -250,8 +250,12 @@ func writePageCache(w io.Writer, r *profile.Record) {
 		if v, ok := r.PageCacheHitRatio(pc); ok {
 			ratio = fmt.Sprintf("%.3f", v)
 		}
-		rows = append(rows, []string{Name(mount), fmt.Sprint(pc.Reads), fmt.Sprint(pc.ReadPages), fmt.Sprint(pc.Added), fmt.Sprint(pc.Removed),
-			fmt.Sprint(pc.ReadaheadSync), fmt.Sprint(pc.ReadaheadAsync), fmt.Sprint(pc.ReadaheadPages), ratio})
+		ra := []string{fmt.Sprint(pc.ReadaheadSync), fmt.Sprint(pc.ReadaheadAsync), fmt.Sprint(pc.ReadaheadPages)}
+		if pc.NoReadahead {
+			ra = []string{"-", "-", "-"} // not measured: no readahead tracepoints
+		}
+		rows = append(rows, append(append([]string{Name(mount), fmt.Sprint(pc.Reads), fmt.Sprint(pc.ReadPages), fmt.Sprint(pc.Added), fmt.Sprint(pc.Removed)},
+			ra...), ratio))
 	}
 	Columns(w, rows, "lr")
 }
