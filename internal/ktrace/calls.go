@@ -71,38 +71,46 @@ func (p *callPrograms) all() []*ebpf.Program {
 	return []*ebpf.Program{p.Enter, p.Exit, p.Send, p.End, p.Fork}
 }
 
-func (t *Tracer) loadCalls(spec *ebpf.CollectionSpec) error {
-	var p callPrograms
+func (p *callPrograms) configure(plan *loadPlan) (bool, error) {
+	if !plan.opts.Calls {
+		plan.unused("app_tgids", "app_threads", "app_mounts", "call_table", "app_scratch")
+		return false, nil
+	}
+	if plan.opts.Attach == AttachTracepoint {
+		return false, fmt.Errorf("--calls needs the raw tracepoints with BTF: leave out --attach tracepoint")
+	}
+	plan.consts["call_kind"] = callKinds()
+	if plan.opts.Comm != "" {
+		plan.consts["app_comm_on"] = uint8(1)
+	}
+	return true, nil
+}
+
+func (p *callPrograms) load(t *Tracer, spec *ebpf.CollectionSpec) error {
+	if t.attach != AttachBTF {
+		return fmt.Errorf("--calls needs the raw tracepoints with BTF, which did not load: %v", t.fallback)
+	}
 	repl := map[string]*ebpf.Map{
 		"filter_conns": t.maps.FilterConns, "pc_conns": t.maps.PcConns, "app_tgids": t.maps.AppTgids,
 		"app_threads": t.maps.AppThreads, "app_mounts": t.maps.AppMounts, "call_table": t.maps.CallTable,
 		"app_scratch": t.maps.AppScratch,
 	}
-	if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := spec.LoadAndAssign(p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return kernelLacks(err, "--calls")
 	}
-	t.calls = &p
 	return nil
 }
 
-func (t *Tracer) attachCalls() error {
-	for _, p := range t.calls.all() {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
-		if err != nil {
-			return fmt.Errorf("attaching the application programs (--calls): %w", err)
-		}
-		t.links = append(t.links, l)
-	}
-	return nil
+func (p *callPrograms) attach() ([]link.Link, error) {
+	return attachTracing("the application programs (--calls)", p.all()...)
 }
 
-func (t *Tracer) closeCalls() error {
-	if t.calls == nil {
-		return nil
-	}
+func (p *callPrograms) close() error {
 	var errs []error
-	for _, p := range t.calls.all() {
-		errs = append(errs, p.Close())
+	for _, prog := range p.all() {
+		if prog != nil {
+			errs = append(errs, prog.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -101,7 +101,7 @@ func (t *Tracer) readHalf(half, epoch uint32) (*halfStats, error) {
 	// The stages and sub-buckets before the totals: the end program
 	// counts them after a request's total, so that in a half still being
 	// written (a live snapshot) they never count one the totals do not.
-	if t.stages {
+	if t.stages != nil {
 		if err := t.readStages(h, half, epoch); err != nil {
 			return nil, err
 		}

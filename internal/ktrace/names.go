@@ -6,13 +6,49 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/fusescope/fusescope/internal/bpf"
 )
 
-// loadNames loads the program that learns node names (names.bpf.h), sharing
-// the request programs' maps.
-func (t *Tracer) loadNames(spec *ebpf.CollectionSpec, files bool) error {
+// nameFeature learns node names (names.bpf.h) for --slower's lines and
+// --files, whose end program also sums each node's requests in the kernel.
+// Both read the request's node from tp_btf: the classic tracepoints carry
+// none.
+type nameFeature struct {
+	files bool
+	prog  *ebpf.Program
+	names *ringbuf.Reader
+}
+
+func (f *nameFeature) configure(p *loadPlan) (bool, error) {
+	f.files = p.opts.Files
+	if !f.files {
+		p.unused("node_table")
+	} else if p.opts.Attach == AttachTracepoint {
+		return false, fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id): leave out --attach tracepoint")
+	}
+	p.files = f.files
+	if p.opts.Slower <= 0 && !f.files {
+		p.unused("names_sent", "node_names")
+		return false, nil
+	}
+	if p.opts.Stages {
+		p.consts["stage_names"] = uint8(1) // READDIRPLUS replies name their entries
+	}
+	return true, nil
+}
+
+// load loads the program that learns node names, sharing the request
+// programs' maps. --slower alone on the classic tracepoints goes without
+// names.
+func (f *nameFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
+	if t.attach != AttachBTF {
+		if f.files {
+			return fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id), which did not load: %v", t.fallback)
+		}
+		return nil
+	}
 	var p struct {
 		Prog *ebpf.Program `ebpf:"fuse_names"`
 	}
@@ -27,31 +63,38 @@ func (t *Tracer) loadNames(spec *ebpf.CollectionSpec, files bool) error {
 		p.Prog.Close()
 		return fmt.Errorf("reading the file names: %w", err)
 	}
-	t.namesProg, t.names, t.files = p.Prog, r, files
+	f.prog, f.names = p.Prog, r
 	return nil
 }
 
-func (t *Tracer) closeNames() error {
-	var errs []error
-	if t.names != nil {
-		errs = append(errs, t.names.Close())
+func (f *nameFeature) attach() ([]link.Link, error) {
+	if f.prog == nil {
+		return nil, nil
 	}
-	if t.namesProg != nil {
-		errs = append(errs, t.namesProg.Close())
+	return attachTracing("the names program to fuse:fuse_request_end", f.prog)
+}
+
+func (f *nameFeature) close() error {
+	var errs []error
+	if f.names != nil {
+		errs = append(errs, f.names.Close())
+	}
+	if f.prog != nil {
+		errs = append(errs, f.prog.Close())
 	}
 	return errors.Join(errs...)
 }
 
 // Names says whether the tracer learns node names.
-func (t *Tracer) Names() bool { return t.names != nil }
+func (t *Tracer) Names() bool { return t.names != nil && t.names.names != nil }
 
 // ReadNames calls fn with each (connection, node) the kernel named since
 // the last call: its parent node and its name in that directory.
 func (t *Tracer) ReadNames(fn func(conn uint32, node, parent uint64, name string)) error {
-	if t.names == nil {
+	if !t.Names() {
 		return nil
 	}
-	return drain(t.names, "the file names", func(e *bpf.FuseReqNodeName) {
+	return drain(t.names.names, "the file names", func(e *bpf.FuseReqNodeName) {
 		fn(e.Conn, e.Node, e.Parent, cString(e.Name[:]))
 	})
 }
@@ -83,7 +126,7 @@ type NodeStats struct {
 // Nodes returns each node's requests, summed over CPUs (--files).
 func (t *Tracer) Nodes() (map[NodeKey]NodeStats, error) {
 	out := map[NodeKey]NodeStats{}
-	if !t.files {
+	if t.names == nil || !t.names.files {
 		return out, nil
 	}
 	var k bpf.FuseReqNodeKey

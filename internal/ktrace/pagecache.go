@@ -10,7 +10,7 @@ import (
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
-// pageCachePrograms are --page-cache's programs (pagecache.bpf.h).
+// pageCachePrograms are --page-cache's programs (pagecache.bpf.h): a feature.
 type pageCachePrograms struct {
 	filemapPrograms
 	// The readahead tracepoints' (Linux 6.18 on): nil before.
@@ -28,31 +28,38 @@ type readaheadPrograms struct {
 	AsyncRA *ebpf.Program `ebpf:"pc_async_ra"`
 }
 
-func (p *pageCachePrograms) hooks() []struct {
+// tracepointHook is a program and the classic tracepoint it runs on.
+type tracepointHook struct {
 	group, event string
 	prog         *ebpf.Program
-} {
-	hooks := []struct {
-		group, event string
-		prog         *ebpf.Program
-	}{
+}
+
+func (p *pageCachePrograms) hooks() []tracepointHook {
+	hooks := []tracepointHook{
 		{"filemap", "mm_filemap_add_to_page_cache", p.Add},
 		{"filemap", "mm_filemap_delete_from_page_cache", p.Delete},
 	}
 	if p.ra != nil {
-		hooks = append(hooks, struct {
-			group, event string
-			prog         *ebpf.Program
-		}{"readahead", "page_cache_sync_ra", p.ra.SyncRA}, struct {
-			group, event string
-			prog         *ebpf.Program
-		}{"readahead", "page_cache_async_ra", p.ra.AsyncRA})
+		hooks = append(hooks, tracepointHook{"readahead", "page_cache_sync_ra", p.ra.SyncRA},
+			tracepointHook{"readahead", "page_cache_async_ra", p.ra.AsyncRA})
 	}
 	return hooks
 }
 
-func (t *Tracer) loadPageCache(spec *ebpf.CollectionSpec) error {
-	var p pageCachePrograms
+func (p *pageCachePrograms) configure(plan *loadPlan) (bool, error) {
+	if !plan.opts.PageCache {
+		plan.unused("page_cache", "pc_reads")
+		if !plan.opts.Calls {
+			plan.unused("pc_conns")
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// load loads the filemap programs, and the readahead ones where the kernel
+// has those tracepoints (Linux 6.18 on).
+func (p *pageCachePrograms) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"pc_conns": t.maps.PcConns, "page_cache": t.maps.PageCache, "pc_reads": t.maps.PcReads,
 	}}
@@ -62,41 +69,45 @@ func (t *Tracer) loadPageCache(spec *ebpf.CollectionSpec) error {
 	if tracefs, err := EnsureTracefs(); err == nil && hasEvent(tracefs, "readahead", "page_cache_sync_ra") {
 		var ra readaheadPrograms
 		if err := spec.LoadAndAssign(&ra, opts); err != nil {
-			p.Add.Close()
-			p.Delete.Close()
-			p.GetPages.Close()
+			p.filemapPrograms.close()
 			return kernelLacks(err, "--page-cache's read-ahead counts")
 		}
 		p.ra = &ra
 	}
-	t.pageCache = &p
 	return nil
 }
 
-func (t *Tracer) attachPageCache() error {
+func (p *pageCachePrograms) attach() ([]link.Link, error) {
 	// tp_btf: the read's mapping gives its file's size (pagecache.bpf.h).
-	l, err := link.AttachTracing(link.TracingOptions{Program: t.pageCache.GetPages})
+	links, err := attachTracing("to filemap:mm_filemap_get_pages (--page-cache)", p.GetPages)
 	if err != nil {
-		return fmt.Errorf("attaching to filemap:mm_filemap_get_pages (--page-cache): %w", err)
+		return nil, err
 	}
-	t.links = append(t.links, l)
-	for _, h := range t.pageCache.hooks() {
+	for _, h := range p.hooks() {
 		l, err := link.Tracepoint(h.group, h.event, h.prog, nil)
 		if err != nil {
-			return fmt.Errorf("attaching to %s:%s (--page-cache): %w", h.group, h.event, err)
+			closeLinks(links)
+			return nil, fmt.Errorf("attaching to %s:%s (--page-cache): %w", h.group, h.event, err)
 		}
-		t.links = append(t.links, l)
+		links = append(links, l)
 	}
-	return nil
+	return links, nil
 }
 
-func (t *Tracer) closePageCache() error {
-	if t.pageCache == nil {
-		return nil
+func (p *filemapPrograms) close() error {
+	var errs []error
+	for _, prog := range []*ebpf.Program{p.GetPages, p.Add, p.Delete} {
+		if prog != nil {
+			errs = append(errs, prog.Close())
+		}
 	}
-	errs := []error{t.pageCache.GetPages.Close()}
-	for _, h := range t.pageCache.hooks() {
-		errs = append(errs, h.prog.Close())
+	return errors.Join(errs...)
+}
+
+func (p *pageCachePrograms) close() error {
+	errs := []error{p.filemapPrograms.close()}
+	if p.ra != nil {
+		errs = append(errs, p.ra.SyncRA.Close(), p.ra.AsyncRA.Close())
 	}
 	return errors.Join(errs...)
 }

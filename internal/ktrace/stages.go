@@ -72,10 +72,132 @@ type sentProgram struct {
 // (DAEMON_BITMAP_WORDS * 64, the kernel's PID_MAX_LIMIT).
 const stagePIDLimit = 65536 * 64
 
+// stageFeature is --stages: the programs on the daemons' system calls
+// (or, for the benchmarks, the raw floor's), fuse_request_sent's where the
+// kernel has it, and the daemons watched.
+type stageFeature struct {
+	cost    StageCost
+	sent    bool // the kernel has fuse:fuse_request_sent (Linux 7.3)
+	progs   *stagePrograms
+	sentP   *sentProgram
+	floor   *rawFloorPrograms
+	daemons map[int]bool
+}
+
+func (f *stageFeature) configure(p *loadPlan) (bool, error) {
+	// Stamps by (connection, id) only where the send has no id.
+	if !p.opts.Stages || p.tps.SendHasID {
+		p.unused("stage_stamps")
+	}
+	if !p.opts.Stages {
+		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens")
+		return false, nil
+	}
+	p.twin += "_stages"
+	if p.opts.StageCost == StagesEmpty {
+		p.consts["stages_empty"] = uint8(1)
+	}
+	f.cost, f.sent, f.daemons = p.opts.StageCost, p.tps.Sent, map[int]bool{}
+	return true, nil
+}
+
+// load loads the programs on the daemons' system calls, sharing the maps
+// the request programs were loaded with, and with sent the program on
+// fuse:fuse_request_sent.
+func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
+	repl := map[string]*ebpf.Map{
+		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
+		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
+		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
+		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
+		"stage_stamps": t.maps.StageStamps,
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: repl}
+	if f.cost == StagesRawEmpty {
+		var p rawFloorPrograms
+		if err := spec.LoadAndAssign(&p, opts); err != nil {
+			return fmt.Errorf("loading the raw system-call floor programs: %w", err)
+		}
+		f.floor = &p
+		return nil
+	}
+	var p stagePrograms
+	if err := spec.LoadAndAssign(&p, opts); err != nil {
+		return kernelLacks(err, "--stages (the programs on the daemons' system calls)")
+	}
+	f.progs = &p
+	if f.sent {
+		var s sentProgram
+		if err := spec.LoadAndAssign(&s, opts); err != nil {
+			return kernelLacks(err, "--stages (the program on fuse:fuse_request_sent)")
+		}
+		f.sentP = &s
+	}
+	return nil
+}
+
+func (f *stageFeature) attach() ([]link.Link, error) {
+	if f.floor != nil {
+		return attachTracing("to the raw system-call tracepoints", f.floor.Enter, f.floor.Exit)
+	}
+	var links []link.Link
+	if f.sentP != nil {
+		l, err := attachTracing("to fuse:fuse_request_sent", f.sentP.Sent)
+		if err != nil {
+			return nil, err
+		}
+		links = l
+	}
+	for _, h := range f.progs.hooks(f.sentP != nil) {
+		l, err := link.Tracepoint("syscalls", h.event, h.prog, nil)
+		if err != nil {
+			closeLinks(links)
+			return nil, fmt.Errorf("attaching to syscalls:%s: %w", h.event, err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+func (f *stageFeature) close() error {
+	var errs []error
+	if f.progs != nil {
+		for _, h := range f.progs.hooks(false) {
+			errs = append(errs, h.prog.Close())
+		}
+	}
+	if f.sentP != nil {
+		errs = append(errs, f.sentP.Sent.Close())
+	}
+	if f.floor != nil {
+		errs = append(errs, f.floor.Enter.Close(), f.floor.Exit.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// programs are the stage programs attached, by what they run on, for
+// ProgramStats.
+func (f *stageFeature) programs() map[string]*ebpf.Program {
+	out := map[string]*ebpf.Program{}
+	if f.progs != nil {
+		for _, h := range f.progs.hooks(f.sentP != nil) {
+			out["stage:"+h.event] = h.prog
+		}
+	}
+	if f.sentP != nil {
+		out["stage:fuse_request_sent"] = f.sentP.Sent
+	}
+	if f.floor != nil {
+		out["floor:sys_enter"], out["floor:sys_exit"] = f.floor.Enter, f.floor.Exit
+	}
+	return out
+}
+
 // WatchDaemons adds processes to those whose reads of requests and writes of
 // replies the stage programs time. A process may be added again.
 func (t *Tracer) WatchDaemons(pids []int) error {
-	if !t.stages {
+	f := t.stages
+	if f == nil {
 		return nil
 	}
 	words := map[uint32]uint64{}
@@ -83,16 +205,16 @@ func (t *Tracer) WatchDaemons(pids []int) error {
 		if pid <= 0 || pid >= stagePIDLimit {
 			return fmt.Errorf("process %d is beyond the %d process ids --stages can watch", pid, stagePIDLimit)
 		}
-		if t.daemons[pid] {
+		if f.daemons[pid] {
 			continue
 		}
-		t.daemons[pid] = true
+		f.daemons[pid] = true
 		words[uint32(pid/64)] = 0
 	}
 	for w := range words {
 		var bits uint64
 		for b := range uint32(64) {
-			if t.daemons[int(w*64+b)] {
+			if f.daemons[int(w*64+b)] {
 				bits |= 1 << b
 			}
 		}
@@ -104,89 +226,7 @@ func (t *Tracer) WatchDaemons(pids []int) error {
 }
 
 // Stages says whether the tracer splits requests into stages.
-func (t *Tracer) Stages() bool { return t.stages }
-
-// attachStages attaches the programs on the daemons' system calls.
-func (t *Tracer) attachStages() error {
-	if t.rawFloor != nil {
-		for _, p := range []*ebpf.Program{t.rawFloor.Enter, t.rawFloor.Exit} {
-			l, err := link.AttachTracing(link.TracingOptions{Program: p})
-			if err != nil {
-				return fmt.Errorf("attaching to the raw system-call tracepoints: %w", err)
-			}
-			t.links = append(t.links, l)
-		}
-		return nil
-	}
-	if t.stageSent != nil {
-		l, err := link.AttachTracing(link.TracingOptions{Program: t.stageSent.Sent})
-		if err != nil {
-			return fmt.Errorf("attaching to fuse:fuse_request_sent: %w", err)
-		}
-		t.links = append(t.links, l)
-	}
-	for _, h := range t.stageProgs.hooks(t.stageSent != nil) {
-		l, err := link.Tracepoint("syscalls", h.event, h.prog, nil)
-		if err != nil {
-			return fmt.Errorf("attaching to syscalls:%s: %w", h.event, err)
-		}
-		t.links = append(t.links, l)
-	}
-	return nil
-}
-
-func (t *Tracer) closeStages() error {
-	var errs []error
-	if t.stageProgs != nil {
-		for _, h := range t.stageProgs.hooks(false) {
-			errs = append(errs, h.prog.Close())
-		}
-	}
-	if t.stageSent != nil {
-		errs = append(errs, t.stageSent.Sent.Close())
-	}
-	if t.rawFloor != nil {
-		errs = append(errs, t.rawFloor.Enter.Close(), t.rawFloor.Exit.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// loadStages loads the programs on the daemons' system calls, sharing the
-// maps the request programs were loaded with, and with sent the program on
-// fuse:fuse_request_sent.
-func (t *Tracer) loadStages(spec *ebpf.CollectionSpec, cost StageCost, sent bool) error {
-	t.stages = true
-	t.daemons = map[int]bool{}
-	repl := map[string]*ebpf.Map{
-		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
-		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
-		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
-		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
-		"stage_stamps": t.maps.StageStamps,
-	}
-	opts := &ebpf.CollectionOptions{MapReplacements: repl}
-	if cost == StagesRawEmpty {
-		var p rawFloorPrograms
-		if err := spec.LoadAndAssign(&p, opts); err != nil {
-			return fmt.Errorf("loading the raw system-call floor programs: %w", err)
-		}
-		t.rawFloor = &p
-		return nil
-	}
-	var p stagePrograms
-	if err := spec.LoadAndAssign(&p, opts); err != nil {
-		return kernelLacks(err, "--stages (the programs on the daemons' system calls)")
-	}
-	t.stageProgs = &p
-	if sent {
-		var s sentProgram
-		if err := spec.LoadAndAssign(&s, opts); err != nil {
-			return kernelLacks(err, "--stages (the program on fuse:fuse_request_sent)")
-		}
-		t.stageSent = &s
-	}
-	return nil
-}
+func (t *Tracer) Stages() bool { return t.stages != nil }
 
 // stageDurations turns a slow request's stages into durations; nil when
 // the request was not seen in all three.
@@ -229,7 +269,7 @@ func (t *Tracer) InFlight(min time.Duration) ([]InFlight, error) {
 // backing file in the kernel and are no FUSE requests.
 func (t *Tracer) PassthroughOpens() (map[uint32]uint64, error) {
 	out := map[uint32]uint64{}
-	if !t.stages {
+	if t.stages == nil {
 		return out, nil
 	}
 	var conn uint32

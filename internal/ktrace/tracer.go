@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -107,20 +109,13 @@ type Tracer struct {
 	slow   *ringbuf.Reader
 	clock  kernel.Clock // for SlowRequest.End
 
-	// --stages: the programs on the daemons' system calls (or, for the
-	// benchmarks, the raw floor's) and the daemons watched.
-	stages     bool
-	stageProgs *stagePrograms
-	stageSent  *sentProgram // fuse:fuse_request_sent ends the queue stage (7.3)
-	rawFloor   *rawFloorPrograms
-	daemons    map[int]bool
+	coarse bool // no sub-buckets (Options.Coarse)
 
-	// --slower, --files: the program that learns node names, its events.
-	namesProg *ebpf.Program
-	names     *ringbuf.Reader
-	files     bool
-
-	coarse    bool               // no sub-buckets (Options.Coarse)
+	// The features the options turned on (feature.go), in the order
+	// they load and attach; each also has its own field, nil when off.
+	features  []feature
+	stages    *stageFeature      // --stages
+	names     *nameFeature       // --slower's names, --files
 	pageCache *pageCachePrograms // --page-cache
 	calls     *callPrograms      // --calls
 }
@@ -177,7 +172,7 @@ func (t *Tracer) Probes() (how string, notes []string) {
 	if t.byAddress {
 		notes = append(notes, "requests found by their address: this kernel's fuse_request_send fires before the request has its id (Linux 6.12 to 6.17)")
 	}
-	if t.stageSent != nil {
+	if t.stages != nil && t.stages.sentP != nil {
 		notes = append(notes, "the queue stage ends at fuse:fuse_request_sent, with no program on the daemons' reads")
 	}
 	return t.attach, notes
@@ -216,9 +211,6 @@ func Start(opts Options) (*Tracer, error) {
 	if !tps.SendHasID {
 		consts["key_by_address"] = uint8(1)
 	}
-	if !opts.Stages || tps.SendHasID {
-		spec.Maps["stage_stamps"].MaxEntries = 1
-	}
 	if opts.PID > 0 {
 		consts["filter_tgid"] = uint32(opts.PID)
 	}
@@ -254,72 +246,47 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	// The programs compiled with --slower's or --stages' code stand in for
 	// those without it (no cost when they are off).
-	twin := ""
+	plan := &loadPlan{spec: spec, consts: consts, opts: opts, tps: tps}
 	if opts.Slower > 0 {
 		consts["slower_ns"] = uint64(opts.Slower.Nanoseconds())
-		twin += "_slow"
+		plan.twin += "_slow"
 	} else {
-		// Unused: the smallest the kernel allows.
-		spec.Maps["inflight_comm"].MaxEntries = 1
-		spec.Maps["slow_reqs"].MaxEntries = uint32(os.Getpagesize())
-	}
-	if opts.Stages {
-		twin += "_stages"
-		if opts.StageCost == StagesEmpty {
-			consts["stages_empty"] = uint8(1)
-		}
-	} else {
-		for _, m := range []string{"daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens"} {
-			spec.Maps[m].MaxEntries = 1
-		}
-	}
-	if twin != "" {
-		for _, name := range []string{"fuse_send", "fuse_end", "fuse_send_btf", "fuse_end_btf"} {
-			spec.Programs[name] = spec.Programs[name+twin]
-		}
-	}
-	names := opts.Slower > 0 || opts.Files
-	if names && opts.Stages {
-		consts["stage_names"] = uint8(1) // READDIRPLUS replies name their entries
-	}
-	if opts.Files {
-		if opts.Attach == AttachTracepoint {
-			return nil, fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id): leave out --attach tracepoint")
-		}
-		spec.Programs["fuse_end_btf"] = spec.Programs["fuse_end_btf"+twin+"_files"]
-	} else {
-		spec.Maps["node_table"].MaxEntries = 1
-	}
-	if !names {
-		spec.Maps["names_sent"].MaxEntries = 1
-		spec.Maps["node_names"].MaxEntries = uint32(os.Getpagesize())
-	}
-	if !opts.PageCache {
-		spec.Maps["page_cache"].MaxEntries = 1
-		spec.Maps["pc_reads"].MaxEntries = 1
-		if !opts.Calls {
-			spec.Maps["pc_conns"].MaxEntries = 1
-		}
-	}
-	if opts.Calls {
-		if opts.Attach == AttachTracepoint {
-			return nil, fmt.Errorf("--calls needs the raw tracepoints with BTF: leave out --attach tracepoint")
-		}
-		consts["call_kind"] = callKinds()
-		if opts.Comm != "" {
-			consts["app_comm_on"] = uint8(1)
-		}
-	} else {
-		for _, m := range []string{"app_tgids", "app_threads", "app_mounts", "call_table", "app_scratch"} {
-			spec.Maps[m].MaxEntries = 1
-		}
+		plan.unused("inflight_comm", "slow_reqs")
 	}
 	if opts.Coarse {
-		for _, m := range []string{"fine_fast0", "fine_fast1", "stage_fine0", "stage_fine1"} {
-			spec.Maps[m].MaxEntries = 1
+		plan.unused("fine_fast0", "fine_fast1", "stage_fine0", "stage_fine1")
+	}
+	t := &Tracer{clock: kernel.NewClock(), coarse: opts.Coarse, byAddress: !tps.SendHasID,
+		stages: &stageFeature{}, names: &nameFeature{}, pageCache: &pageCachePrograms{}, calls: &callPrograms{}}
+	for _, f := range []feature{t.stages, t.names, t.pageCache, t.calls} {
+		on, err := f.configure(plan)
+		if err != nil {
+			return nil, err
+		}
+		if on {
+			t.features = append(t.features, f)
 		}
 	}
-	t := &Tracer{clock: kernel.NewClock(), coarse: opts.Coarse, byAddress: !tps.SendHasID}
+	if !slices.Contains(t.features, feature(t.stages)) {
+		t.stages = nil
+	}
+	if !slices.Contains(t.features, feature(t.names)) {
+		t.names = nil
+	}
+	if !slices.Contains(t.features, feature(t.pageCache)) {
+		t.pageCache = nil
+	}
+	if !slices.Contains(t.features, feature(t.calls)) {
+		t.calls = nil
+	}
+	if plan.twin != "" {
+		for _, name := range []string{"fuse_send", "fuse_end", "fuse_send_btf", "fuse_end_btf"} {
+			spec.Programs[name] = spec.Programs[name+plan.twin]
+		}
+	}
+	if plan.files {
+		spec.Programs["fuse_end_btf"] = spec.Programs["fuse_end_btf"+plan.twin+"_files"]
+	}
 	switch opts.Attach {
 	case "", AttachAuto:
 		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil && tps.SendHasID {
@@ -333,34 +300,10 @@ func Start(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Files && t.attach != AttachBTF {
-		t.Close()
-		return nil, fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id), which did not load: %v", t.fallback)
-	}
-	if names && t.attach == AttachBTF {
-		if err := t.loadNames(spec, opts.Files); err != nil {
-			t.Close()
-			return nil, err
-		}
-	}
-	if opts.PageCache {
-		if err := t.loadPageCache(spec); err != nil {
-			t.Close()
-			return nil, err
-		}
-	}
-	if opts.Calls {
-		if t.attach != AttachBTF {
-			t.Close()
-			return nil, fmt.Errorf("--calls needs the raw tracepoints with BTF, which did not load: %v", t.fallback)
-		}
-		if err := t.loadCalls(spec); err != nil {
-			t.Close()
-			return nil, err
-		}
-	}
-	if opts.Stages {
-		if err := t.loadStages(spec, opts.StageCost, tps.Sent); err != nil {
+	for i, f := range t.features {
+		if err := f.load(t, spec); err != nil {
+			f.close()                   // what it loaded before it failed
+			t.features = t.features[:i] // the later ones loaded nothing
 			t.Close()
 			return nil, err
 		}
@@ -427,31 +370,13 @@ func (t *Tracer) Resume() error {
 		}
 		t.links = append(t.links, l)
 	}
-	if t.namesProg != nil {
-		l, err := link.AttachTracing(link.TracingOptions{Program: t.namesProg})
+	for _, f := range t.features {
+		links, err := f.attach()
 		if err != nil {
 			t.Pause()
-			return fmt.Errorf("attaching the names program to fuse:fuse_request_end: %w", err)
-		}
-		t.links = append(t.links, l)
-	}
-	if t.stages {
-		if err := t.attachStages(); err != nil {
-			t.Pause()
 			return err
 		}
-	}
-	if t.pageCache != nil {
-		if err := t.attachPageCache(); err != nil {
-			t.Pause()
-			return err
-		}
-	}
-	if t.calls != nil {
-		if err := t.attachCalls(); err != nil {
-			t.Pause()
-			return err
-		}
+		t.links = append(t.links, links...)
 	}
 	return nil
 }
@@ -463,7 +388,12 @@ func (t *Tracer) Close() error {
 	if t.slow != nil {
 		err = t.slow.Close()
 	}
-	return errors.Join(err, t.send.Close(), t.end.Close(), t.closeStages(), t.closeNames(), t.closePageCache(), t.closeCalls(), t.maps.Close())
+	errs := []error{err, t.send.Close(), t.end.Close()}
+	for _, f := range t.features {
+		errs = append(errs, f.close())
+	}
+	t.features = nil // Close twice closes once
+	return errors.Join(append(errs, t.maps.Close())...)
 }
 
 // Slow says whether the tracer sends slow requests (Options.Slower).
@@ -541,16 +471,11 @@ func (t *Tracer) ProgramStats() ([]ProgramStat, error) {
 		prog *ebpf.Program
 	}
 	progs := []named{{"fuse_send", t.send}, {"fuse_end", t.end}}
-	if t.stageProgs != nil {
-		for _, h := range t.stageProgs.hooks(t.stageSent != nil) {
-			progs = append(progs, named{"stage:" + h.event, h.prog})
+	if t.stages != nil {
+		stage := t.stages.programs()
+		for _, name := range slices.Sorted(maps.Keys(stage)) {
+			progs = append(progs, named{name, stage[name]})
 		}
-	}
-	if t.stageSent != nil {
-		progs = append(progs, named{"stage:fuse_request_sent", t.stageSent.Sent})
-	}
-	if t.rawFloor != nil {
-		progs = append(progs, named{"floor:sys_enter", t.rawFloor.Enter}, named{"floor:sys_exit", t.rawFloor.Exit})
 	}
 	for _, p := range progs {
 		st, err := p.prog.Stats()
