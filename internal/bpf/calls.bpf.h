@@ -16,7 +16,7 @@
 #define APP_PATH 128
 
 /* How a call names its file: the argument numbers. */
-enum call_kind {
+enum file_call {
 	CALL_NONE = 0,
 	CALL_FD = 1,       /* fd in arg 0: read, write, fstat, close, getdents64 ... */
 	CALL_AT = 2,       /* dirfd in arg 0, path in arg 1: openat, statx, newfstatat, unlinkat ... */
@@ -24,6 +24,8 @@ enum call_kind {
 	CALL_OPEN_AT = 4,  /* as CALL_AT, and the fd it returns names the file */
 	CALL_OPEN = 5,     /* as CALL_PATH, and the fd it returns names the file */
 };
+const enum file_call *unused_file_call __attribute__((unused)); /* in BTF, for bpf2go -type */
+
 
 volatile const __u8 call_kind[MAX_CALL_NR] = {};
 volatile const __u8 app_comm_on = 0; /* --comm: the application by name, not by tgid */

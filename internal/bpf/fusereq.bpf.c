@@ -153,6 +153,9 @@ struct {
 
 /* Keeps the event type in BTF for bpf2go (ring buffers name no value type). */
 const struct slow_req *unused_slow_req __attribute__((unused));
+/* And the enums the loader reads its counters by (bpf2go -type): Go gets
+ * them generated, never copied. */
+const enum drop_reason *unused_drop_reason __attribute__((unused));
 
 /* Connections to trace, as a bitmap: an inlined array lookup, where a hash
  * lookup would cost more than everything else the send does. */

@@ -60,6 +60,20 @@ type FuseReqDaemonThread struct {
 	Pad         uint32
 }
 
+type FuseReqDropReason uint32
+
+const (
+	FuseReqDropReasonDROP_INFLIGHT_FULL FuseReqDropReason = 0
+	FuseReqDropReasonDROP_UNMATCHED_END FuseReqDropReason = 1
+	FuseReqDropReasonDROP_STATS_FULL    FuseReqDropReason = 2
+	FuseReqDropReasonDROP_UNIQUE_ZERO   FuseReqDropReason = 3
+	FuseReqDropReasonDROP_ERRNO_FULL    FuseReqDropReason = 4
+	FuseReqDropReasonDROP_REAPED_STALE  FuseReqDropReason = 5
+	FuseReqDropReasonDROP_STAGES_FULL   FuseReqDropReason = 6
+	FuseReqDropReasonDROP_NODES_FULL    FuseReqDropReason = 7
+	FuseReqDropReasonDROP_REASONS       FuseReqDropReason = 8
+)
+
 type FuseReqErrnoKey struct {
 	_      structs.HostLayout
 	Conn   uint32
@@ -67,6 +81,17 @@ type FuseReqErrnoKey struct {
 	Error  int32
 	Half   uint32
 }
+
+type FuseReqFileCall uint32
+
+const (
+	FuseReqFileCallCALL_NONE    FuseReqFileCall = 0
+	FuseReqFileCallCALL_FD      FuseReqFileCall = 1
+	FuseReqFileCallCALL_AT      FuseReqFileCall = 2
+	FuseReqFileCallCALL_PATH    FuseReqFileCall = 3
+	FuseReqFileCallCALL_OPEN_AT FuseReqFileCall = 4
+	FuseReqFileCallCALL_OPEN    FuseReqFileCall = 5
+)
 
 type FuseReqFineStats struct {
 	_     structs.HostLayout
@@ -290,6 +315,8 @@ const (
 	FuseReqVarSlowerNs                   = "slower_ns"
 	FuseReqVarStageNames                 = "stage_names"
 	FuseReqVarStagesEmpty                = "stages_empty"
+	FuseReqVarUnusedDropReason           = "unused_drop_reason"
+	FuseReqVarUnusedFileCall             = "unused_file_call"
 	FuseReqVarUnusedNodeName             = "unused_node_name"
 	FuseReqVarUnusedSlowReq              = "unused_slow_req"
 )
@@ -419,21 +446,23 @@ type FuseReqMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqVariableSpecs struct {
-	AppCommOn      *ebpf.VariableSpec `ebpf:"app_comm_on"`
-	CallKind       *ebpf.VariableSpec `ebpf:"call_kind"`
-	FilterComm     *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterCommOn   *ebpf.VariableSpec `ebpf:"filter_comm_on"`
-	FilterConnOn   *ebpf.VariableSpec `ebpf:"filter_conn_on"`
-	FilterOpMask   *ebpf.VariableSpec `ebpf:"filter_op_mask"`
-	FilterTgid     *ebpf.VariableSpec `ebpf:"filter_tgid"`
-	IntervalEpoch  *ebpf.VariableSpec `ebpf:"interval_epoch"`
-	KeyByAddress   *ebpf.VariableSpec `ebpf:"key_by_address"`
-	ReapAgeNs      *ebpf.VariableSpec `ebpf:"reap_age_ns"`
-	SlowerNs       *ebpf.VariableSpec `ebpf:"slower_ns"`
-	StageNames     *ebpf.VariableSpec `ebpf:"stage_names"`
-	StagesEmpty    *ebpf.VariableSpec `ebpf:"stages_empty"`
-	UnusedNodeName *ebpf.VariableSpec `ebpf:"unused_node_name"`
-	UnusedSlowReq  *ebpf.VariableSpec `ebpf:"unused_slow_req"`
+	AppCommOn        *ebpf.VariableSpec `ebpf:"app_comm_on"`
+	CallKind         *ebpf.VariableSpec `ebpf:"call_kind"`
+	FilterComm       *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterCommOn     *ebpf.VariableSpec `ebpf:"filter_comm_on"`
+	FilterConnOn     *ebpf.VariableSpec `ebpf:"filter_conn_on"`
+	FilterOpMask     *ebpf.VariableSpec `ebpf:"filter_op_mask"`
+	FilterTgid       *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	IntervalEpoch    *ebpf.VariableSpec `ebpf:"interval_epoch"`
+	KeyByAddress     *ebpf.VariableSpec `ebpf:"key_by_address"`
+	ReapAgeNs        *ebpf.VariableSpec `ebpf:"reap_age_ns"`
+	SlowerNs         *ebpf.VariableSpec `ebpf:"slower_ns"`
+	StageNames       *ebpf.VariableSpec `ebpf:"stage_names"`
+	StagesEmpty      *ebpf.VariableSpec `ebpf:"stages_empty"`
+	UnusedDropReason *ebpf.VariableSpec `ebpf:"unused_drop_reason"`
+	UnusedFileCall   *ebpf.VariableSpec `ebpf:"unused_file_call"`
+	UnusedNodeName   *ebpf.VariableSpec `ebpf:"unused_node_name"`
+	UnusedSlowReq    *ebpf.VariableSpec `ebpf:"unused_slow_req"`
 }
 
 // FuseReqObjects contains all objects after they have been loaded into the kernel.
@@ -527,21 +556,23 @@ func (m *FuseReqMaps) Close() error {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqVariables struct {
-	AppCommOn      *ebpf.Variable `ebpf:"app_comm_on"`
-	CallKind       *ebpf.Variable `ebpf:"call_kind"`
-	FilterComm     *ebpf.Variable `ebpf:"filter_comm"`
-	FilterCommOn   *ebpf.Variable `ebpf:"filter_comm_on"`
-	FilterConnOn   *ebpf.Variable `ebpf:"filter_conn_on"`
-	FilterOpMask   *ebpf.Variable `ebpf:"filter_op_mask"`
-	FilterTgid     *ebpf.Variable `ebpf:"filter_tgid"`
-	IntervalEpoch  *ebpf.Variable `ebpf:"interval_epoch"`
-	KeyByAddress   *ebpf.Variable `ebpf:"key_by_address"`
-	ReapAgeNs      *ebpf.Variable `ebpf:"reap_age_ns"`
-	SlowerNs       *ebpf.Variable `ebpf:"slower_ns"`
-	StageNames     *ebpf.Variable `ebpf:"stage_names"`
-	StagesEmpty    *ebpf.Variable `ebpf:"stages_empty"`
-	UnusedNodeName *ebpf.Variable `ebpf:"unused_node_name"`
-	UnusedSlowReq  *ebpf.Variable `ebpf:"unused_slow_req"`
+	AppCommOn        *ebpf.Variable `ebpf:"app_comm_on"`
+	CallKind         *ebpf.Variable `ebpf:"call_kind"`
+	FilterComm       *ebpf.Variable `ebpf:"filter_comm"`
+	FilterCommOn     *ebpf.Variable `ebpf:"filter_comm_on"`
+	FilterConnOn     *ebpf.Variable `ebpf:"filter_conn_on"`
+	FilterOpMask     *ebpf.Variable `ebpf:"filter_op_mask"`
+	FilterTgid       *ebpf.Variable `ebpf:"filter_tgid"`
+	IntervalEpoch    *ebpf.Variable `ebpf:"interval_epoch"`
+	KeyByAddress     *ebpf.Variable `ebpf:"key_by_address"`
+	ReapAgeNs        *ebpf.Variable `ebpf:"reap_age_ns"`
+	SlowerNs         *ebpf.Variable `ebpf:"slower_ns"`
+	StageNames       *ebpf.Variable `ebpf:"stage_names"`
+	StagesEmpty      *ebpf.Variable `ebpf:"stages_empty"`
+	UnusedDropReason *ebpf.Variable `ebpf:"unused_drop_reason"`
+	UnusedFileCall   *ebpf.Variable `ebpf:"unused_file_call"`
+	UnusedNodeName   *ebpf.Variable `ebpf:"unused_node_name"`
+	UnusedSlowReq    *ebpf.Variable `ebpf:"unused_slow_req"`
 }
 
 // FuseReqPrograms contains all programs after they have been loaded into the kernel.

@@ -53,30 +53,6 @@ func TestParseRelease(t *testing.T) {
 	}
 }
 
-// The Go constants for the drops map must match enum drop_reason.
-func TestDropReasonsMatchHeader(t *testing.T) {
-	b, err := os.ReadFile("../bpf/fusereq.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]int{
-		"DROP_INFLIGHT_FULL": dropInflightFull, "DROP_UNMATCHED_END": dropUnmatchedEnd,
-		"DROP_STATS_FULL": dropStatsFull, "DROP_UNIQUE_ZERO": dropUniqueZero,
-		"DROP_ERRNO_FULL": dropErrnoFull, "DROP_REAPED_STALE": dropReapedStale, "DROP_STAGES_FULL": dropStagesFull, "DROP_NODES_FULL": dropNodesFull, "DROP_REASONS": dropReasons,
-	}
-	re := regexp.MustCompile(`(DROP_[A-Z_]+) = (\d+)`)
-	found := 0
-	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-		n, _ := strconv.Atoi(m[2])
-		if w, ok := want[m[1]]; !ok || w != n {
-			t.Errorf("%s = %d in fusereq.h, %d (ok=%v) in Go", m[1], n, w, ok)
-		}
-		found++
-	}
-	if found != len(want) {
-		t.Errorf("found %d drop reasons in the header, want %d", found, len(want))
-	}
-}
 
 // fakeTracefs writes format files for the fuse events; drop names fields to
 // leave out of fuse_request_send.

@@ -21,18 +21,18 @@ import (
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
-// Drop reasons: the indices of the drops map, as enum drop_reason in
-// internal/bpf/fusereq.h defines them (TestDropReasonsMatchHeader checks).
+// Drop reasons: the indices of the drops map, enum drop_reason of
+// internal/bpf/fusereq.h as bpf2go generates it.
 const (
-	dropInflightFull = 0
-	dropUnmatchedEnd = 1
-	dropStatsFull    = 2
-	dropUniqueZero   = 3
-	dropErrnoFull    = 4
-	dropReapedStale  = 5
-	dropStagesFull   = 6
-	dropNodesFull    = 7
-	dropReasons      = 8
+	dropInflightFull = bpf.FuseReqDropReasonDROP_INFLIGHT_FULL
+	dropUnmatchedEnd = bpf.FuseReqDropReasonDROP_UNMATCHED_END
+	dropStatsFull    = bpf.FuseReqDropReasonDROP_STATS_FULL
+	dropUniqueZero   = bpf.FuseReqDropReasonDROP_UNIQUE_ZERO
+	dropErrnoFull    = bpf.FuseReqDropReasonDROP_ERRNO_FULL
+	dropReapedStale  = bpf.FuseReqDropReasonDROP_REAPED_STALE
+	dropStagesFull   = bpf.FuseReqDropReasonDROP_STAGES_FULL
+	dropNodesFull    = bpf.FuseReqDropReasonDROP_NODES_FULL
+	dropReasons      = bpf.FuseReqDropReasonDROP_REASONS
 )
 
 // DefaultReapAge is how long a request may stay in flight before its slot in
