@@ -203,7 +203,6 @@ struct daemon_thread {
 	__u32 tid;
 	__u32 spliced_conn;
 	__u64 spliced_ns;  /* a request was spliced from /dev/fuse into a pipe then */
-	__u64 hdr_unique;  /* a reply header written into a pipe, for a splice to /dev/fuse */
 	__u32 spliced_len;
 	/* The thread's fd of /dev/fuse (plus 1; 0: none yet) and its
 	 * connection, as the last lookup found them: a daemon thread reads and

@@ -53,7 +53,6 @@ type FuseReqDaemonThread struct {
 	Tid         uint32
 	SplicedConn uint32
 	SplicedNs   uint64
-	HdrUnique   uint64
 	SplicedLen  uint32
 	FuseFd      uint32
 	FuseConn    uint32
@@ -252,6 +251,7 @@ const (
 	FuseReqMapPassthroughOpens           = "passthrough_opens"
 	FuseReqMapPcConns                    = "pc_conns"
 	FuseReqMapPcReads                    = "pc_reads"
+	FuseReqMapPipeHeaders                = "pipe_headers"
 	FuseReqMapSlowLost                   = "slow_lost"
 	FuseReqMapSlowReqs                   = "slow_reqs"
 	FuseReqMapStageFine0                 = "stage_fine0"
@@ -431,6 +431,7 @@ type FuseReqMapSpecs struct {
 	PassthroughOpens *ebpf.MapSpec `ebpf:"passthrough_opens"`
 	PcConns          *ebpf.MapSpec `ebpf:"pc_conns"`
 	PcReads          *ebpf.MapSpec `ebpf:"pc_reads"`
+	PipeHeaders      *ebpf.MapSpec `ebpf:"pipe_headers"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
 	StageFine0       *ebpf.MapSpec `ebpf:"stage_fine0"`
@@ -506,6 +507,7 @@ type FuseReqMaps struct {
 	PassthroughOpens *ebpf.Map `ebpf:"passthrough_opens"`
 	PcConns          *ebpf.Map `ebpf:"pc_conns"`
 	PcReads          *ebpf.Map `ebpf:"pc_reads"`
+	PipeHeaders      *ebpf.Map `ebpf:"pipe_headers"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
 	StageFine0       *ebpf.Map `ebpf:"stage_fine0"`
@@ -540,6 +542,7 @@ func (m *FuseReqMaps) Close() error {
 		m.PassthroughOpens,
 		m.PcConns,
 		m.PcReads,
+		m.PipeHeaders,
 		m.SlowLost,
 		m.SlowReqs,
 		m.StageFine0,

@@ -163,11 +163,25 @@ static __always_inline int thread_fd_conn(struct daemon_thread *t, int fd, __u32
 	return 1;
 }
 
-static __always_inline int fd_is_pipe(int fd)
+/* The pipe an fd is an end of, by its inode number; 0 if it is no pipe. */
+static __always_inline __u64 fd_pipe(int fd)
 {
 	struct file *f = fd_file(fd);
-	return f && (f->f_inode->i_mode & S_IFMT_) == S_IFIFO_;
+	if (!f || (f->f_inode->i_mode & S_IFMT_) != S_IFIFO_)
+		return 0;
+	return f->f_inode->i_ino;
 }
+
+/* A reply header written into a pipe, by the pipe, for the splice that
+ * carries it to /dev/fuse: the process may splice it from another thread
+ * (go-fuse does, ~0.7% of its READ replies), and the splice reads the
+ * pipe's other end, so neither the thread nor the fd finds it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u64);
+} pipe_headers SEC(".maps");
 
 /* The in-flight slot of (conn, unique), as on_send claimed it. */
 static __always_inline struct inflight_slot *find_slot(__u32 conn, __u64 unique)
@@ -390,7 +404,7 @@ static __always_inline int on_read_exit(struct syscall_exit *ctx, int vector)
 		return 0;
 	}
 	if (t->spliced_ns) {
-		if (fd_is_pipe(fd))
+		if (fd_pipe(fd))
 			mark_taken(t->spliced_conn, buf, t->spliced_ns, t->spliced_len);
 		t->spliced_ns = 0;
 	}
@@ -415,11 +429,15 @@ int stage_exit_readv(struct syscall_exit *ctx)
 SEC("tracepoint/syscalls/sys_enter_splice")
 int stage_enter_splice(struct syscall_enter *ctx)
 {
-	struct daemon_thread *t = daemon_thread(0);
+	struct daemon_thread *t = daemon_thread(1);
+	if (!t)
+		return 0;
+	__u64 pipe = fd_pipe(ctx->args[0]);
+	__u64 *unique = pipe ? bpf_map_lookup_elem(&pipe_headers, &pipe) : 0;
 	__u32 conn = 0;
-	if (t && t->hdr_unique && thread_fd_conn(t, ctx->args[2], &conn)) {
-		mark_replied(conn, t->hdr_unique, bpf_ktime_get_ns());
-		t->hdr_unique = 0;
+	if (unique && *unique && thread_fd_conn(t, ctx->args[2], &conn)) {
+		mark_replied(conn, *unique, bpf_ktime_get_ns());
+		bpf_map_delete_elem(&pipe_headers, &pipe);
 	}
 	return 0;
 }
@@ -452,7 +470,8 @@ static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u
 	__u64 now = bpf_ktime_get_ns();
 	__u32 conn = 0;
 	int to_fuse = thread_fd_conn(t, fd, &conn);
-	if (!to_fuse && !(len <= 4096 && fd_is_pipe(fd)))
+	__u64 pipe = to_fuse || len > 4096 ? 0 : fd_pipe(fd);
+	if (!to_fuse && !pipe)
 		return;
 	struct fuse_out_header___stages {
 		__u32 len;
@@ -462,7 +481,7 @@ static __always_inline void on_reply_header(struct daemon_thread *t, int fd, __u
 	if (bpf_probe_read_user(&h, sizeof(h), (void *)buf) || h.len < FUSE_OUT_HEADER_LEN)
 		return;
 	if (!to_fuse) {
-		t->hdr_unique = h.unique;
+		bpf_map_update_elem(&pipe_headers, &pipe, &h.unique, BPF_ANY);
 		return;
 	}
 	struct inflight_slot *s = mark_replied(conn, h.unique, now);

@@ -90,7 +90,7 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 		p.unused("stage_stamps")
 	}
 	if !p.opts.Stages {
-		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens")
+		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers")
 		return false, nil
 	}
 	p.twin += "_stages"
@@ -110,7 +110,7 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
 		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
 		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
-		"stage_stamps": t.maps.StageStamps,
+		"stage_stamps": t.maps.StageStamps, "pipe_headers": t.maps.PipeHeaders,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}
 	if f.cost == StagesRawEmpty {
