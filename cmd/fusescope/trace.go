@@ -39,7 +39,7 @@ func newTraceCmd() *cobra.Command {
 		Use:   "trace [flags] [interval [count]] [-- CMD ARGS...]",
 		Short: "Per-opcode FUSE request latency and counts, measured in the kernel",
 		Long: `Trace FUSE requests from the kernel's fuse:fuse_request_send and
-fuse:fuse_request_end tracepoints (Linux 6.18+) for any FUSE file system, with
+fuse:fuse_request_end tracepoints (Linux 6.12+) for any FUSE file system, with
 no change to its daemon. Latency is from the moment the kernel queues a
 request to the moment its reply is complete, aggregated in kernel maps into a
 log2 histogram per mount and opcode.
