@@ -59,6 +59,7 @@ func newRootCmd() *cobra.Command {
   export    serve a running trace's FUSE metrics to Prometheus
   report    one self-contained HTML page of records
   top       a live terminal view of FUSE requests per mount and opcode
+  kfunc     count and time calls of kernel functions (fuse_*), as bcc's funccount does
   bench     compare file system configurations with repeated, interleaved runs
 
 Records are versioned JSON (docs/record.md); every view renders them the same.`,
@@ -73,7 +74,7 @@ Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		}
 		return checkExclusive(c)
 	}
-	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd(), newReportCmd(), newTopCmd())
+	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd(), newReportCmd(), newTopCmd(), newKfuncCmd())
 	for _, c := range allCommands(root) {
 		if c.Args != nil {
 			c.Args = withUsage(c.Args)

@@ -51,6 +51,9 @@ a bench run's results with their intervals and ratios to the baseline.`,
 				}
 				inputs = append(inputs, report.HTMLInput{Name: path, Records: recs})
 			}
+			if err := report.CheckHTML(inputs); err != nil {
+				return err
+			}
 			if title == "" {
 				var names []string
 				for _, a := range args {

@@ -23,9 +23,10 @@ func newShowCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "show RECORD.json | -",
 		Short: "Render a saved record, syscalls report or bench run exactly as the live view did",
-		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json), a
-syscalls report (fusescope syscalls --json) or a bench run (fusescope bench
--o) exactly as the live view did, or convert it to CSV. "-" reads standard
+		Long: `Render a saved record (fusescope trace -o, fusescope fs stats --json,
+fusescope kfunc -o), a syscalls report (fusescope syscalls --json) or a
+bench run (fusescope bench -o) exactly as the live view did, or convert it
+to CSV. "-" reads standard
 input. The records of an interval
 trace's --json output (one per line) render one after another, as its
 reports did.`,
@@ -38,6 +39,7 @@ reports did.`,
   fusescope syscalls --json -o app.json app.log
   fusescope show --top 20 app.json
   fusescope show bench.json           # a bench run's table, as bench printed it
+  fusescope kfunc 'fuse_*' -o calls.json; fusescope show --csv calls.json   # kernel function calls
   fusescope fs stats --json /mnt/lab | fusescope show -m -`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -56,10 +58,14 @@ reports did.`,
 			}
 			if kind != report.KindRequests {
 				use := "--json or --csv"
-				if kind == report.KindSyscalls {
+				requestsOnly := []string{"milliseconds", "microseconds", "ns", "counts", "no-hist", "timestamp"}
+				switch kind {
+				case report.KindSyscalls:
 					use = "--top, --json or --csv"
+				case report.KindFunctions:
+					use, requestsOnly = "-m, -u, --ns, -T, --json or --csv", []string{"counts", "no-hist"}
 				}
-				for _, name := range []string{"milliseconds", "microseconds", "ns", "counts", "no-hist", "timestamp"} {
+				for _, name := range requestsOnly {
 					if cmd.Flags().Changed(name) {
 						return fmt.Errorf("--%s applies to records of FUSE requests; %s is %s (use %s)", name, args[0], report.KindNames[kind], use)
 					}
@@ -73,6 +79,21 @@ reports did.`,
 				}
 				for _, rec := range recs {
 					if err := view.write(os.Stdout, rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			case report.KindFunctions:
+				if cmd.Flags().Changed("top") {
+					return fmt.Errorf("--top applies to syscalls reports; %s is %s: every function called is shown", args[0], report.KindNames[kind])
+				}
+				if table != "" {
+					return fmt.Errorf("--table %q: %s is %s, whose CSV is one table: leave out --table", table, args[0], report.KindNames[kind])
+				}
+				// Several records are an interval run's --json lines.
+				r := &report.Renderer{Format: out.format(), W: os.Stdout, Lines: len(recs) > 1, Stamp: stamp}
+				for _, rec := range recs {
+					if err := r.Render(rec); err != nil {
 						return err
 					}
 				}

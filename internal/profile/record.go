@@ -60,6 +60,8 @@ type Record struct {
 	Syscalls *SyscallReport `json:"syscalls,omitempty"`
 	// Bench is a bench run (fusescope bench).
 	Bench *BenchReport `json:"bench,omitempty"`
+	// Functions are the calls of kernel functions (fusescope kfunc).
+	Functions *KernelFunctions `json:"kernel_functions,omitempty"`
 	// Programs are the tracer's own BPF programs' cost so far, as the
 	// kernel accounts it (kernel.bpf_stats_enabled; export turns it on).
 	Programs []ProgramCost `json:"programs,omitempty"`
@@ -75,9 +77,9 @@ type ProgramCost struct {
 
 // HasRequests tells whether the record holds FUSE request statistics (a
 // quiet interval of a trace does, with no opcode in them); a record of
-// system calls alone does not.
+// system calls, or of kernel functions, alone does not.
 func (r *Record) HasRequests() bool {
-	return (r.Syscalls == nil && r.Bench == nil) || len(r.Profile.Ops) > 0
+	return (r.Syscalls == nil && r.Bench == nil && r.Functions == nil) || len(r.Profile.Ops) > 0
 }
 
 // MarshalJSON leaves out the request statistics of a record that has none.
@@ -492,6 +494,11 @@ func Parse(b []byte) (*Record, error) {
 	}
 	if err := r.Profile.check(); err != nil {
 		return nil, fmt.Errorf("malformed record: %w", err)
+	}
+	if r.Functions != nil {
+		if err := r.Functions.check(); err != nil {
+			return nil, fmt.Errorf("malformed record: %w", err)
+		}
 	}
 	return &r, nil
 }

@@ -118,6 +118,9 @@ func NewDiff(a, b DiffInput) (*Diff, error) {
 	if ka != kb {
 		return nil, fmt.Errorf("%s is %s and %s is %s: diff compares records of one kind", a.Name, KindNames[ka], b.Name, KindNames[kb])
 	}
+	if ka == KindFunctions {
+		return nil, fmt.Errorf("%s and %s are records of kernel function calls (kfunc), which diff does not compare: show each with fusescope show, or compare their --csv", a.Name, b.Name)
+	}
 	for _, in := range []DiffInput{a, b} {
 		for _, r := range in.Records {
 			if Kind(r) != ka {

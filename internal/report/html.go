@@ -60,6 +60,9 @@ type kv struct{ K, V string }
 
 // WriteHTML renders the inputs as one HTML page.
 func WriteHTML(w io.Writer, title string, inputs []HTMLInput) error {
+	if err := CheckHTML(inputs); err != nil {
+		return err
+	}
 	p := page{Title: title, Generated: time.Now().UTC().Format(time.RFC3339)}
 	for _, in := range inputs {
 		p.Sections = append(p.Sections, htmlSection(in))
@@ -82,6 +85,17 @@ func WriteHTML(w io.Writer, title string, inputs []HTMLInput) error {
 		return err
 	}
 	return t.Execute(w, p)
+}
+
+// CheckHTML refuses, in one sentence, a kind of record the page does not
+// render.
+func CheckHTML(inputs []HTMLInput) error {
+	for _, in := range inputs {
+		if Kind(in.Records[0]) == KindFunctions {
+			return fmt.Errorf("%s is %s, which the HTML report does not render: use fusescope show %s", in.Name, KindNames[KindFunctions], in.Name)
+		}
+	}
+	return nil
 }
 
 func htmlSection(in HTMLInput) section {

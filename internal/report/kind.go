@@ -8,16 +8,18 @@ import (
 
 // Kinds of record, as the views tell them apart.
 const (
-	KindRequests = "requests" // FUSE requests: trace, fs stats, an interval trace's lines
-	KindSyscalls = "syscalls" // a system-call report
-	KindBench    = "bench"    // a bench run
+	KindRequests  = "requests"  // FUSE requests: trace, fs stats, an interval trace's lines
+	KindSyscalls  = "syscalls"  // a system-call report
+	KindBench     = "bench"     // a bench run
+	KindFunctions = "functions" // calls of kernel functions (kfunc)
 )
 
 // KindNames say what each kind is and what makes it.
 var KindNames = map[string]string{
-	KindRequests: "a record of FUSE requests (trace, fs stats)",
-	KindSyscalls: "a system-call report (syscalls --json)",
-	KindBench:    "a bench run (bench -o)",
+	KindRequests:  "a record of FUSE requests (trace, fs stats)",
+	KindSyscalls:  "a system-call report (syscalls --json)",
+	KindBench:     "a bench run (bench -o)",
+	KindFunctions: "a record of kernel function calls (kfunc)",
 }
 
 // Kind names what a record holds.
@@ -25,6 +27,8 @@ func Kind(r *profile.Record) string {
 	switch {
 	case r.Bench != nil:
 		return KindBench
+	case r.Functions != nil && !r.HasRequests():
+		return KindFunctions
 	case r.Syscalls != nil && !r.HasRequests():
 		return KindSyscalls
 	}

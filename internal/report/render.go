@@ -47,6 +47,10 @@ func (r *Renderer) Render(rec *profile.Record) error {
 		return rec.Write(r.W)
 	case r.Format.CSV && rec.Bench != nil:
 		return WriteBenchCSV(r.W, rec.Bench)
+	case r.Format.CSV && rec.Functions != nil:
+		err := WriteFunctionsCSV(r.W, rec, !r.csvDone)
+		r.csvDone = true
+		return err
 	case r.Format.CSV:
 		err := WriteCSV(r.W, rec, r.Format.CountsOnly, !r.csvDone)
 		r.csvDone = true
@@ -80,6 +84,9 @@ func (r *Renderer) Render(rec *profile.Record) error {
 	}
 	if rec.Bench != nil {
 		return WriteBenchText(r.W, rec.Bench)
+	}
+	if rec.Functions != nil {
+		return WriteFunctionsText(r.W, rec, r.Format.Unit)
 	}
 	return nil
 }

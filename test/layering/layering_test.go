@@ -42,17 +42,18 @@ func TestPackageLayering(t *testing.T) {
 	forbidden := map[string][]string{
 		// The kernel side hands typed events to the interpretation.
 		"internal/ktrace": {"internal/systrace", "internal/report", "internal/exporter", "internal/labfs"},
+		"internal/kfunc":  {"internal/systrace", "internal/report", "internal/exporter", "internal/labfs"},
 		// Data only.
 		"internal/sysevent": {"*"},
 		"internal/kernel":   {"*"},
 		"internal/hist":     {"*"},
 		// The model and the views know no source.
-		"internal/profile":  {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/report", "internal/fuseconn"},
-		"internal/report":   {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
-		"internal/exporter": {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
-		"internal/top":      {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
+		"internal/profile":  {"internal/ktrace", "internal/kfunc", "internal/systrace", "internal/labfs", "internal/session", "internal/report", "internal/fuseconn"},
+		"internal/report":   {"internal/ktrace", "internal/kfunc", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
+		"internal/exporter": {"internal/ktrace", "internal/kfunc", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
+		"internal/top":      {"internal/ktrace", "internal/kfunc", "internal/systrace", "internal/labfs", "internal/session", "internal/fuseconn"},
 		// The run loop knows no source.
-		"internal/session": {"internal/ktrace", "internal/systrace", "internal/labfs", "internal/report", "internal/exporter"},
+		"internal/session": {"internal/ktrace", "internal/kfunc", "internal/systrace", "internal/labfs", "internal/report", "internal/exporter"},
 	}
 	for pkg, imps := range m {
 		for _, imp := range imps {

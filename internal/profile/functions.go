@@ -1,0 +1,128 @@
+package profile
+
+// The kernel-function section of a record: fusescope kfunc's calls of
+// kernel functions, counted and timed in the kernel (docs/record.md).
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/fusescope/fusescope/internal/hist"
+)
+
+// How kfunc's programs reach the functions (KernelFunctions.Mechanism).
+const (
+	MechanismFentry      = "fentry"       // fentry/fexit: a BPF trampoline per function (BTF)
+	MechanismKprobeMulti = "kprobe_multi" // counts through one kprobe.multi link; timed functions through kprobes
+	MechanismKprobe      = "kprobe"       // a kprobe (and kretprobe) link per function
+)
+
+// KernelFunctions is what fusescope kfunc measured: how often each
+// matching kernel function was called and, for the functions it timed,
+// a log2 histogram of each call's time from entry to return.
+type KernelFunctions struct {
+	// Pattern is the glob the counted functions matched ("fuse_*"); ""
+	// when only --latency's functions were measured.
+	Pattern string `json:"pattern,omitempty"`
+	// Timed are --latency's functions (or globs), as given.
+	Timed []string `json:"timed,omitempty"`
+	// Mechanism is how the programs were attached, and Why says why that
+	// one was chosen.
+	Mechanism string `json:"mechanism"`
+	Why       string `json:"why,omitempty"`
+	// Attached counts the functions probed; AttachNs is how long
+	// attaching them took (loading included).
+	Attached int   `json:"attached"`
+	AttachNs int64 `json:"attach_ns,omitempty"`
+	// NotAttached are the matching functions the kernel would not probe,
+	// with its reason.
+	NotAttached []FunctionError `json:"not_attached,omitempty"`
+	// Missed counts the timed calls that found the table of calls in
+	// progress full (10,240 at once): counted, not timed.
+	Missed uint64 `json:"missed,omitempty"`
+	// Functions are the functions called in the record's window, each
+	// once; in the order of Sort.
+	Functions []FunctionCalls `json:"functions"`
+}
+
+// FunctionError is a function that could not be probed, and why.
+type FunctionError struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// FunctionCalls are one kernel function's calls.
+type FunctionCalls struct {
+	Name   string `json:"name"`
+	Module string `json:"module,omitempty"` // "fuse"; "" for the kernel's own
+	Count  uint64 `json:"count"`
+	// Latency is each timed call's time from entry to return, ns
+	// (--latency); nil for a function only counted.
+	Latency *hist.Hist `json:"latency,omitempty"`
+}
+
+// Key names a function uniquely in one kernel.
+func (f *FunctionCalls) Key() string { return f.Module + ":" + f.Name }
+
+// Sort orders the functions as bcc's funccount prints them: fewest calls
+// first (the busiest last, above the prompt), then by name.
+func (k *KernelFunctions) Sort() {
+	sort.Slice(k.Functions, func(i, j int) bool {
+		a, b := &k.Functions[i], &k.Functions[j]
+		if a.Count != b.Count {
+			return a.Count < b.Count
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Module < b.Module
+	})
+}
+
+// Sub is what happened between an earlier snapshot of one run and k: the
+// functions called in between, their counts and histograms the
+// differences.
+func (k *KernelFunctions) Sub(earlier *KernelFunctions) (*KernelFunctions, error) {
+	out := *k
+	out.Missed -= min(out.Missed, earlier.Missed)
+	old := make(map[string]*FunctionCalls, len(earlier.Functions))
+	for i := range earlier.Functions {
+		old[earlier.Functions[i].Key()] = &earlier.Functions[i]
+	}
+	out.Functions = []FunctionCalls{}
+	for _, f := range k.Functions {
+		if o := old[f.Key()]; o != nil {
+			if o.Count > f.Count {
+				return nil, fmt.Errorf("%s: %d calls, fewer than the earlier snapshot's %d", f.Name, f.Count, o.Count)
+			}
+			f.Count -= o.Count
+			if f.Latency != nil && o.Latency != nil {
+				lat, err := f.Latency.Sub(o.Latency)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", f.Name, err)
+				}
+				f.Latency = &lat
+			}
+		}
+		if f.Count > 0 || (f.Latency != nil && f.Latency.Count > 0) {
+			out.Functions = append(out.Functions, f)
+		}
+	}
+	out.Sort()
+	return &out, nil
+}
+
+// check finds figures that contradict themselves.
+func (k *KernelFunctions) check() error {
+	seen := map[string]bool{}
+	for _, f := range k.Functions {
+		if f.Name == "" {
+			return fmt.Errorf("a kernel function without a name")
+		}
+		if seen[f.Key()] {
+			return fmt.Errorf("kernel function %s appears twice", f.Name)
+		}
+		seen[f.Key()] = true
+	}
+	return nil
+}

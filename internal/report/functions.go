@@ -1,0 +1,90 @@
+package report
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// FunctionColumns are the columns of a kernel-function record's CSV
+// (fusescope kfunc --csv), documented in docs/record.md. Times are
+// nanoseconds, empty for a function only counted; new columns are only
+// ever appended.
+var FunctionColumns = []string{"end_time", "func", "module", "count", "total_ns", "avg_ns", "min_ns", "p50_ns", "p99_ns", "max_ns"}
+
+// WriteFunctionsText renders a kernel-function record as bcc's funccount
+// and libbpf-tools' funclatency do: a log2 histogram per timed function,
+// with its average, total and count, then the counted functions and their
+// calls, fewest first.
+func WriteFunctionsText(w io.Writer, r *profile.Record, unit hist.Unit) error {
+	if unit.Divisor == 0 {
+		unit = hist.Usecs
+	}
+	fn := r.Functions
+	var b strings.Builder
+	for i := range fn.Functions {
+		f := &fn.Functions[i]
+		if f.Latency == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "\nfunc = %s\n", Name(f.Name))
+		h := f.Latency
+		if err := h.WriteLog2(&b, unit); err != nil {
+			return err
+		}
+		if h.Count > 0 {
+			fmt.Fprintf(&b, "\navg = %d %s, total: %d %s, count: %d\n", uint64(h.Mean())/unit.Divisor, unit.Name, h.Sum/unit.Divisor, unit.Name, h.Count)
+		}
+	}
+	if fn.Pattern != "" {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		width := 36 // funccount's column
+		for _, f := range fn.Functions {
+			width = max(width, len(Name(f.Name)))
+		}
+		fmt.Fprintf(&b, "%-*s %8s\n", width, "FUNC", "COUNT")
+		for _, f := range fn.Functions {
+			if f.Count > 0 {
+				fmt.Fprintf(&b, "%-*s %8d\n", width, Name(f.Name), f.Count)
+			}
+		}
+	} else if len(fn.Functions) == 0 {
+		b.WriteString("No call of a timed function returned.\n")
+	}
+	if fn.Missed > 0 {
+		fmt.Fprintf(&b, "\n%d calls were not timed: the table of calls in progress (10,240) was full.\n", fn.Missed)
+	}
+	_, err := io.WriteString(w, strings.TrimPrefix(b.String(), "\n"))
+	return err
+}
+
+// WriteFunctionsCSV writes one row per function called, in the order of
+// the text view, after a header line if header is true; end_time is the
+// end of the record's window, so interval records append cleanly.
+func WriteFunctionsCSV(w io.Writer, r *profile.Record, header bool) error {
+	cw := csv.NewWriter(w)
+	if header {
+		if err := cw.Write(FunctionColumns); err != nil {
+			return err
+		}
+	}
+	end := r.Meta.End.UTC().Format(time.RFC3339Nano)
+	for _, fc := range r.Functions.Functions {
+		row := []string{end, csvName(fc.Name), csvName(fc.Module), u(fc.Count), "", "", "", "", "", ""}
+		if h := fc.Latency; h != nil && h.Count > 0 {
+			copy(row[4:], []string{u(h.Sum), f(h.Mean()), u(h.Min), f(h.Quantile(0.5)), f(h.Quantile(0.99)), u(h.Max)})
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

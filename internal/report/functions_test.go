@@ -1,0 +1,124 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/golden"
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// functionsRecord is a deterministic kfunc record: fuse_* counted, two
+// functions timed (fuse_lookup is also counted), as the 6.1 guest's run
+// looked.
+func functionsRecord() *profile.Record {
+	t0 := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	lat := func(vals ...uint64) *hist.Hist {
+		var h hist.Hist
+		for _, v := range vals {
+			h.Add(v)
+		}
+		return &h
+	}
+	var lookups []uint64
+	for i := range uint64(41) {
+		lookups = append(lookups, 2_100_000+i*61_000)
+	}
+	fn := &profile.KernelFunctions{
+		Pattern: "fuse_*", Timed: []string{"fuse_lookup", "fuse_readdir"}, Mechanism: profile.MechanismFentry,
+		Why: "the kernel has BTF for 258 of the 267 functions (--attach kprobe reaches the 9 others too)", Attached: 258, AttachNs: 4_593_000_000,
+		NotAttached: []profile.FunctionError{{Name: "fuse_fill_iomap.isra.0 [fuse]", Error: "no BTF of its name (a compiler's copy): kprobes reach it"}},
+		Functions: []profile.FunctionCalls{
+			{Name: "fuse_lookup", Module: "fuse", Count: 41, Latency: lat(lookups...)},
+			{Name: "fuse_copy_finish", Module: "fuse", Count: 210},
+			{Name: "fuse_conn_get", Module: "fuse", Count: 1},
+			{Name: "fuse_readdir", Module: "fuse", Count: 2, Latency: lat(180_000, 1_900_000)},
+			{Name: "fuse_dev_do_read", Module: "fuse", Count: 42},
+			{Name: "a_function_whose_name_is_longer_than_funccount_column", Count: 3},
+		},
+	}
+	fn.Sort()
+	return &profile.Record{Schema: profile.Schema, Meta: profile.Meta{
+		Tool: "test", Source: "kernel:functions (fentry)", Kernel: "6.1.0-50-amd64", Host: "guest",
+		Start: t0, End: t0.Add(5 * time.Second), Command: []string{"fusescope", "kfunc", "fuse_*", "--latency", "fuse_lookup,fuse_readdir"},
+	}, Functions: fn}
+}
+
+func TestFunctionsGolden(t *testing.T) {
+	r := functionsRecord()
+	for name, u := range map[string]hist.Unit{"functions.golden": hist.Usecs, "functions_msecs.golden": hist.Msecs} {
+		var buf bytes.Buffer
+		if err := (&Renderer{Format: Format{Unit: u}, W: &buf}).Render(r); err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, name, buf.Bytes())
+	}
+	var csv bytes.Buffer
+	rr := &Renderer{Format: Format{CSV: true}, W: &csv}
+	if err := rr.Render(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := rr.Render(r); err != nil { // an interval's: no second header
+		t.Fatal(err)
+	}
+	golden.Check(t, "functions.csv.golden", csv.Bytes())
+	if n := strings.Count(csv.String(), "end_time,"); n != 1 {
+		t.Errorf("%d CSV headers in two records, want 1", n)
+	}
+	var js bytes.Buffer
+	if err := r.Write(&js); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "functions.json.golden", js.Bytes())
+	back, err := profile.Parse(js.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Kind(back) != KindFunctions || back.HasRequests() {
+		t.Errorf("a record read back is %s (requests: %v), want %s", Kind(back), back.HasRequests(), KindFunctions)
+	}
+	var again bytes.Buffer
+	if err := back.Write(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Bytes(), js.Bytes()) {
+		t.Errorf("the record does not read back as it was written:\n%s\n---\n%s", again.Bytes(), js.Bytes())
+	}
+}
+
+// Timed only: histograms and no table; nothing returned: a line says so.
+func TestFunctionsTimedOnly(t *testing.T) {
+	r := functionsRecord()
+	r.Functions.Pattern = ""
+	var buf bytes.Buffer
+	if err := WriteFunctionsText(&buf, r, hist.Usecs); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "FUNC") || !strings.Contains(buf.String(), "func = fuse_lookup") {
+		t.Errorf("timed only: want histograms and no table\n%s", buf.String())
+	}
+	r.Functions.Functions = nil
+	buf.Reset()
+	if err := WriteFunctionsText(&buf, r, hist.Usecs); err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.String(); got != "No call of a timed function returned.\n" {
+		t.Errorf("nothing returned: %q", got)
+	}
+}
+
+// The views that cannot show kernel functions say so in one line.
+func TestFunctionsRefusedByDiffAndHTML(t *testing.T) {
+	a := DiffInput{Name: "a.json", Records: []*profile.Record{functionsRecord()}}
+	if _, err := NewDiff(a, a); err == nil || !strings.Contains(err.Error(), "which diff does not compare") {
+		t.Errorf("diff: %v", err)
+	}
+	var buf bytes.Buffer
+	err := WriteHTML(&buf, "t", []HTMLInput{{Name: "a.json", Records: a.Records}})
+	if err == nil || !strings.Contains(err.Error(), "which the HTML report does not render: use fusescope show a.json") || buf.Len() > 0 {
+		t.Errorf("report: %v (%d bytes written)", err, buf.Len())
+	}
+}
