@@ -89,6 +89,13 @@ func FuseURingEnabled() bool {
 	return err == nil && len(b) > 0 && (b[0] == 'Y' || b[0] == '1')
 }
 
+// BPFStatsEnabled says whether the kernel accounts each BPF program's run
+// time (sysctl kernel.bpf_stats_enabled=1, as bpftool prog show reads it).
+func BPFStatsEnabled() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+	return err == nil && len(b) > 0 && b[0] == '1'
+}
+
 // Comm is a thread's or process's command name (/proc/PID/comm), "" if it
 // is gone or pid is 0.
 func Comm(pid int) string {

@@ -105,6 +105,11 @@ func (p *callPrograms) attach() ([]link.Link, error) {
 	return attachTracing("the application programs (--calls)", p.all()...)
 }
 
+func (p *callPrograms) programs() map[string]*ebpf.Program {
+	return map[string]*ebpf.Program{"calls:sys_enter": p.Enter, "calls:sys_exit": p.Exit,
+		"calls:fuse_request_send": p.Send, "calls:fuse_request_end": p.End, "calls:sched_process_fork": p.Fork}
+}
+
 func (p *callPrograms) close() error {
 	var errs []error
 	for _, prog := range p.all() {

@@ -25,6 +25,9 @@ type feature interface {
 	attach() ([]link.Link, error)
 	// close frees its programs and what reads them.
 	close() error
+	// programs are its programs loaded, by what they run on, for the
+	// kernel's accounting of their cost (ProgramStats).
+	programs() map[string]*ebpf.Program
 }
 
 // loadPlan is the object and its settings while Start readies them.

@@ -85,6 +85,13 @@ func (f *nameFeature) close() error {
 	return errors.Join(errs...)
 }
 
+func (f *nameFeature) programs() map[string]*ebpf.Program {
+	if f.prog == nil {
+		return nil
+	}
+	return map[string]*ebpf.Program{"names:fuse_request_end": f.prog}
+}
+
 // Names says whether the tracer learns node names.
 func (t *Tracer) Names() bool { return t.names != nil && t.names.names != nil }
 

@@ -94,6 +94,14 @@ func (p *pageCachePrograms) attach() ([]link.Link, error) {
 	return links, nil
 }
 
+func (p *pageCachePrograms) programs() map[string]*ebpf.Program {
+	out := map[string]*ebpf.Program{"page-cache:mm_filemap_get_pages": p.GetPages}
+	for _, h := range p.hooks() {
+		out["page-cache:"+h.event] = h.prog
+	}
+	return out
+}
+
 func (p *filemapPrograms) close() error {
 	var errs []error
 	for _, prog := range []*ebpf.Program{p.GetPages, p.Add, p.Delete} {

@@ -393,7 +393,9 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 	for _, op := range s.cfg.Ops {
 		r.Meta.Filters.Ops = append(r.Meta.Filters.Ops, op.String())
 	}
-	if s.costStats != nil {
+	// Also when the user turned the accounting on (sysctl
+	// kernel.bpf_stats_enabled=1): what fusescope's own programs cost.
+	if s.costStats != nil || kernel.BPFStatsEnabled() {
 		if progs, err := s.t.ProgramStats(); err == nil {
 			for _, p := range progs {
 				r.Programs = append(r.Programs, profile.ProgramCost{Program: p.Program, Runtime: p.Runtime, Runs: p.Runs})

@@ -471,10 +471,10 @@ func (t *Tracer) ProgramStats() ([]ProgramStat, error) {
 		prog *ebpf.Program
 	}
 	progs := []named{{"fuse_send", t.send}, {"fuse_end", t.end}}
-	if t.stages != nil {
-		stage := t.stages.programs()
-		for _, name := range slices.Sorted(maps.Keys(stage)) {
-			progs = append(progs, named{name, stage[name]})
+	for _, f := range t.features {
+		fp := f.programs()
+		for _, name := range slices.Sorted(maps.Keys(fp)) {
+			progs = append(progs, named{name, fp[name]})
 		}
 	}
 	for _, p := range progs {

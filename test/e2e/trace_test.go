@@ -441,3 +441,49 @@ func TestTraceCountEndsTheCommand(t *testing.T) {
 		t.Errorf("the command's child %d still runs after fusescope exited: %s", child, st)
 	}
 }
+
+// With the kernel's accounting of BPF run time on (sysctl
+// kernel.bpf_stats_enabled=1, as for bpftool prog show), the record says
+// what each of the tracer's programs cost: the send and end programs ran
+// at least once per request traced (they run for every FUSE mount's, and
+// other packages' tests may mount some meanwhile).
+func TestTraceRecordsProgramCostWhenTheKernelAccountsIt(t *testing.T) {
+	const sysctl = "/proc/sys/kernel/bpf_stats_enabled"
+	was, err := os.ReadFile(sysctl)
+	if err != nil {
+		t.Skipf("no %s: %v", sysctl, err)
+	}
+	if err := os.WriteFile(sysctl, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(sysctl, was, 0o644) })
+	const nFiles = 20
+	mnt, _ := mountLab(t, nFiles, 1, 0)
+	rec := filepath.Join(t.TempDir(), "rec.json")
+	tr := startTrace(t, "--mount", mnt, "--stages", "-o", rec)
+	for i := 0; i < nFiles; i++ {
+		if _, err := os.Stat(filepath.Join(mnt, "files", fmt.Sprintf("f%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, connOf(t, mnt))
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	var reqs uint64
+	for _, op := range r.Profile.Ops {
+		reqs += op.Count
+	}
+	runs := map[string]uint64{}
+	for _, p := range r.Programs {
+		runs[p.Program] = p.Runs
+		if p.Runs > 0 && p.Runtime <= 0 {
+			t.Errorf("%s ran %d times in no time", p.Program, p.Runs)
+		}
+	}
+	if reqs < nFiles || runs["fuse_send"] < reqs || runs["fuse_end"] < reqs {
+		t.Errorf("%d requests; programs ran %v", reqs, runs)
+	}
+	if runs["stage:sys_exit_read"] == 0 {
+		t.Errorf("no stage program accounted: %v", runs)
+	}
+}
