@@ -34,7 +34,7 @@ generate:
 # read a new type, as libbpf-tools rebuild theirs; committed, so that make
 # generate gives the same objects on every kernel. Where a type's layout
 # changed across kernels, internal/bpf/kernel.bpf.h names the other.
-VMLINUX_TYPES := fuse_req fuse_in_header fuse_out_header fuse_conn fuse_mount fuse_args fuse_arg fuse_in_arg \
+VMLINUX_TYPES := fuse_req fuse_in_header fuse_out_header fuse_conn fuse_mount fuse_args fuse_arg fuse_in_arg fuse_copy_state \
 	fuse_dev fuse_opcode trace_event_raw_fuse_request_send trace_event_raw_fuse_request_end \
 	trace_event_raw_mm_filemap_op_page_cache trace_event_raw_page_cache_ra_op super_block inode address_space \
 	file fdtable files_struct task_struct fs_struct path vfsmount pt_regs \

@@ -113,7 +113,7 @@ docs/views.md lists the metrics; contrib/grafana holds a dashboard.`,
 	f.DurationVar(&hung, "hung", 10*time.Second, "count requests in flight at least this long as hung")
 	f.IntVar(&maxSeries, "max-series", exporter.DefaultMaxSeries, "label mounts while their series stay within `N`; the others are summed under mount=\"other\" (0: no bound)")
 	f.IntVar(&maxMounts, "max-mounts", 0, "label at most `N` mounts; the others are summed under mount=\"other\" (0: no bound)")
-	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto`, tp_btf or tracepoint (as trace's)")
+	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto`, tp_btf, tracepoint, fentry or kprobe (as trace's)")
 	return c
 }
 

@@ -130,7 +130,7 @@ q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 	f.BoolVar(&stages, "stages", false, "split each request's time into queue, daemon and reply (times the daemons' reads and writes of /dev/fuse)")
 	f.DurationVar(&slower, "slower", time.Millisecond, "list the processes whose requests took at least `D`")
 	f.DurationVar(&hung, "hung", 5*time.Second, "count requests in flight at least `D` as hung")
-	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto`, tp_btf or tracepoint (as trace's)")
+	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto`, tp_btf, tracepoint, fentry or kprobe (as trace's)")
 	f.BoolVar(&syscalls, "syscalls", false, "show the system calls of -p's process and the processes it starts, not FUSE requests")
 	f.IntVarP(&pid, "pid", "p", 0, "with --syscalls: the running process to follow (its exit ends top)")
 	return c

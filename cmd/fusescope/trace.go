@@ -42,7 +42,10 @@ func newTraceCmd() *cobra.Command {
 fuse:fuse_request_end tracepoints (Linux 6.12+) for any FUSE file system, with
 no change to its daemon. Latency is from the moment the kernel queues a
 request to the moment its reply is complete, aggregated in kernel maps into a
-log2 histogram per mount and opcode.
+log2 histogram per mount and opcode. Before 6.12 (no fuse tracepoints) the
+same programs attach to the kernel functions that queue and end a request:
+fentry where fuse has BTF, else kprobes (Linux 5.10 on); a note says which,
+and --attach forces one.
 
 On Ctrl-C, or every interval seconds (count times), it prints a histogram per
 opcode and a table sorted by total time. -o saves the whole run as a record
@@ -57,7 +60,8 @@ as ext4slower -j does (docs/record.md); -o still saves the statistics.
 --stages splits each request into queue (until the daemon reads it from
 /dev/fuse), daemon (until it begins writing the reply) and reply (until the
 kernel completes it), for any daemon, by timing the reads and writes of
-/dev/fuse of the processes that hold it (docs/architecture.md).
+/dev/fuse of the processes that hold it; on fentry and kprobes, at the
+kernel's side of /dev/fuse instead (docs/architecture.md).
 
 --calls counts the application's file calls on the traced mounts (-p,
 --comm or -- CMD names it), each joined to the FUSE requests its thread
@@ -229,11 +233,11 @@ the command's status.`,
 	f.DurationVar(&reapAge, "reap-age", ktrace.DefaultReapAge, "give up on requests in flight longer than this (counted, and their table slots reused)")
 	f.DurationVar(&slower, "slower", 0, "also print each request that took at least this long (e.g. 10ms), one line as it ends")
 	f.BoolVar(&stages, "stages", false, "split each request into queue (until the daemon reads it), daemon (until it writes the reply) and reply (until the kernel completes it), by timing the daemons' reads and writes of /dev/fuse")
-	f.IntVar(&files, "files", 0, "also list the `N` files with the most FUSE time, by their path in the mount (tp_btf only)")
+	f.IntVar(&files, "files", 0, "also list the `N` files with the most FUSE time, by their path in the mount (not on the classic tracepoints)")
 	f.BoolVar(&calls, "calls", false, "also count the application's file calls on the traced mounts (-p, --comm or -- CMD names it), each joined to the FUSE requests it sent: the share served by the kernel's caches alone, the time inside FUSE")
 	f.BoolVar(&pages, "page-cache", false, "also count the traced mounts' page cache: pages read through it, added, removed, read-ahead, and the read hit ratio")
 	f.DurationVar(&hung, "hung", time.Second, "list the requests in flight at least this long with each report (0: none)")
-	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint), tp_btf (raw tracepoints with BTF: cheaper) or tracepoint (classic)")
+	f.StringVar(&attach, "attach", ktrace.AttachAuto, "how to attach: `auto` (tp_btf, else tracepoint; before 6.12 fentry, else kprobe), tp_btf (raw tracepoints with BTF: cheaper), tracepoint (classic), fentry or kprobe (the kernel's fuse functions)")
 	return c
 }
 

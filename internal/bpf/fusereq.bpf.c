@@ -557,6 +557,7 @@ END_BTF(fuse_end_btf_slow_stages_files, 1, 1, 1)
 
 #include "pagecache.bpf.h"
 #include "calls.bpf.h"
+#include "funcs.bpf.h"
 
 static __always_inline void count_node(__u32 conn, __u64 node, __u64 delta, __s32 err)
 {

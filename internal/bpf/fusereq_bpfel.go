@@ -174,6 +174,13 @@ type FuseReqPcRead struct {
 	Pad       uint32
 }
 
+type FuseReqReplyStart struct {
+	_   structs.HostLayout
+	Tid uint32
+	Cs  uint32
+	Ns  uint64
+}
+
 type FuseReqSlowComm struct {
 	_    structs.HostLayout
 	Comm [16]int8
@@ -230,95 +237,119 @@ type FuseReqStatsKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FuseReqMapAppMounts                  = "app_mounts"
-	FuseReqMapAppScratch                 = "app_scratch"
-	FuseReqMapAppTgids                   = "app_tgids"
-	FuseReqMapAppThreads                 = "app_threads"
-	FuseReqMapCallTable                  = "call_table"
-	FuseReqMapDaemonTgids                = "daemon_tgids"
-	FuseReqMapDaemonThreads              = "daemon_threads"
-	FuseReqMapDrops                      = "drops"
-	FuseReqMapErrnos                     = "errnos"
-	FuseReqMapFilterConns                = "filter_conns"
-	FuseReqMapFineFast0                  = "fine_fast0"
-	FuseReqMapFineFast1                  = "fine_fast1"
-	FuseReqMapInflight                   = "inflight"
-	FuseReqMapInflightComm               = "inflight_comm"
-	FuseReqMapNamesSent                  = "names_sent"
-	FuseReqMapNodeNames                  = "node_names"
-	FuseReqMapNodeTable                  = "node_table"
-	FuseReqMapPageCache                  = "page_cache"
-	FuseReqMapPassthroughOpens           = "passthrough_opens"
-	FuseReqMapPcConns                    = "pc_conns"
-	FuseReqMapPcReads                    = "pc_reads"
-	FuseReqMapPipeHeaders                = "pipe_headers"
-	FuseReqMapSlowLost                   = "slow_lost"
-	FuseReqMapSlowReqs                   = "slow_reqs"
-	FuseReqMapStageFine0                 = "stage_fine0"
-	FuseReqMapStageFine1                 = "stage_fine1"
-	FuseReqMapStageStamps                = "stage_stamps"
-	FuseReqMapStageTable                 = "stage_table"
-	FuseReqMapStats                      = "stats"
-	FuseReqMapStatsFast0                 = "stats_fast0"
-	FuseReqMapStatsFast1                 = "stats_fast1"
-	FuseReqProgAppEnd                    = "app_end"
-	FuseReqProgAppEnter                  = "app_enter"
-	FuseReqProgAppExit                   = "app_exit"
-	FuseReqProgAppFork                   = "app_fork"
-	FuseReqProgAppSend                   = "app_send"
-	FuseReqProgFuseEnd                   = "fuse_end"
-	FuseReqProgFuseEndBtf                = "fuse_end_btf"
-	FuseReqProgFuseEndBtfFiles           = "fuse_end_btf_files"
-	FuseReqProgFuseEndBtfSlow            = "fuse_end_btf_slow"
-	FuseReqProgFuseEndBtfSlowFiles       = "fuse_end_btf_slow_files"
-	FuseReqProgFuseEndBtfSlowStages      = "fuse_end_btf_slow_stages"
-	FuseReqProgFuseEndBtfSlowStagesFiles = "fuse_end_btf_slow_stages_files"
-	FuseReqProgFuseEndBtfStages          = "fuse_end_btf_stages"
-	FuseReqProgFuseEndBtfStagesFiles     = "fuse_end_btf_stages_files"
-	FuseReqProgFuseEndSlow               = "fuse_end_slow"
-	FuseReqProgFuseEndSlowStages         = "fuse_end_slow_stages"
-	FuseReqProgFuseEndStages             = "fuse_end_stages"
-	FuseReqProgFuseNames                 = "fuse_names"
-	FuseReqProgFuseSend                  = "fuse_send"
-	FuseReqProgFuseSendBtf               = "fuse_send_btf"
-	FuseReqProgFuseSendBtfSlow           = "fuse_send_btf_slow"
-	FuseReqProgFuseSendBtfSlowStages     = "fuse_send_btf_slow_stages"
-	FuseReqProgFuseSendBtfStages         = "fuse_send_btf_stages"
-	FuseReqProgFuseSendSlow              = "fuse_send_slow"
-	FuseReqProgFuseSendSlowStages        = "fuse_send_slow_stages"
-	FuseReqProgFuseSendStages            = "fuse_send_stages"
-	FuseReqProgPcAdd                     = "pc_add"
-	FuseReqProgPcAsyncRa                 = "pc_async_ra"
-	FuseReqProgPcDelete                  = "pc_delete"
-	FuseReqProgPcGetPages                = "pc_get_pages"
-	FuseReqProgPcSyncRa                  = "pc_sync_ra"
-	FuseReqProgStageEnterSplice          = "stage_enter_splice"
-	FuseReqProgStageEnterVmsplice        = "stage_enter_vmsplice"
-	FuseReqProgStageEnterWrite           = "stage_enter_write"
-	FuseReqProgStageEnterWritev          = "stage_enter_writev"
-	FuseReqProgStageExitRead             = "stage_exit_read"
-	FuseReqProgStageExitReadv            = "stage_exit_readv"
-	FuseReqProgStageExitSplice           = "stage_exit_splice"
-	FuseReqProgStageFloorRawEnter        = "stage_floor_raw_enter"
-	FuseReqProgStageFloorRawExit         = "stage_floor_raw_exit"
-	FuseReqProgStageSent                 = "stage_sent"
-	FuseReqVarAppCommOn                  = "app_comm_on"
-	FuseReqVarCallKind                   = "call_kind"
-	FuseReqVarFilterComm                 = "filter_comm"
-	FuseReqVarFilterCommOn               = "filter_comm_on"
-	FuseReqVarFilterConnOn               = "filter_conn_on"
-	FuseReqVarFilterOpMask               = "filter_op_mask"
-	FuseReqVarFilterTgid                 = "filter_tgid"
-	FuseReqVarIntervalEpoch              = "interval_epoch"
-	FuseReqVarKeyByAddress               = "key_by_address"
-	FuseReqVarReapAgeNs                  = "reap_age_ns"
-	FuseReqVarSlowerNs                   = "slower_ns"
-	FuseReqVarStageNames                 = "stage_names"
-	FuseReqVarStagesEmpty                = "stages_empty"
-	FuseReqVarUnusedDropReason           = "unused_drop_reason"
-	FuseReqVarUnusedFileCall             = "unused_file_call"
-	FuseReqVarUnusedNodeName             = "unused_node_name"
-	FuseReqVarUnusedSlowReq              = "unused_slow_req"
+	FuseReqMapAppMounts                     = "app_mounts"
+	FuseReqMapAppScratch                    = "app_scratch"
+	FuseReqMapAppTgids                      = "app_tgids"
+	FuseReqMapAppThreads                    = "app_threads"
+	FuseReqMapCallTable                     = "call_table"
+	FuseReqMapDaemonTgids                   = "daemon_tgids"
+	FuseReqMapDaemonThreads                 = "daemon_threads"
+	FuseReqMapDrops                         = "drops"
+	FuseReqMapErrnos                        = "errnos"
+	FuseReqMapFilterConns                   = "filter_conns"
+	FuseReqMapFineFast0                     = "fine_fast0"
+	FuseReqMapFineFast1                     = "fine_fast1"
+	FuseReqMapInflight                      = "inflight"
+	FuseReqMapInflightComm                  = "inflight_comm"
+	FuseReqMapNamesSent                     = "names_sent"
+	FuseReqMapNodeNames                     = "node_names"
+	FuseReqMapNodeTable                     = "node_table"
+	FuseReqMapPageCache                     = "page_cache"
+	FuseReqMapPassthroughOpens              = "passthrough_opens"
+	FuseReqMapPcConns                       = "pc_conns"
+	FuseReqMapPcReads                       = "pc_reads"
+	FuseReqMapPipeHeaders                   = "pipe_headers"
+	FuseReqMapReplyStarts                   = "reply_starts"
+	FuseReqMapSlowLost                      = "slow_lost"
+	FuseReqMapSlowReqs                      = "slow_reqs"
+	FuseReqMapStageFine0                    = "stage_fine0"
+	FuseReqMapStageFine1                    = "stage_fine1"
+	FuseReqMapStageStamps                   = "stage_stamps"
+	FuseReqMapStageTable                    = "stage_table"
+	FuseReqMapStats                         = "stats"
+	FuseReqMapStatsFast0                    = "stats_fast0"
+	FuseReqMapStatsFast1                    = "stats_fast1"
+	FuseReqProgAppEnd                       = "app_end"
+	FuseReqProgAppEnter                     = "app_enter"
+	FuseReqProgAppExit                      = "app_exit"
+	FuseReqProgAppFork                      = "app_fork"
+	FuseReqProgAppSend                      = "app_send"
+	FuseReqProgFuseEnd                      = "fuse_end"
+	FuseReqProgFuseEndBtf                   = "fuse_end_btf"
+	FuseReqProgFuseEndBtfFiles              = "fuse_end_btf_files"
+	FuseReqProgFuseEndBtfSlow               = "fuse_end_btf_slow"
+	FuseReqProgFuseEndBtfSlowFiles          = "fuse_end_btf_slow_files"
+	FuseReqProgFuseEndBtfSlowStages         = "fuse_end_btf_slow_stages"
+	FuseReqProgFuseEndBtfSlowStagesFiles    = "fuse_end_btf_slow_stages_files"
+	FuseReqProgFuseEndBtfStages             = "fuse_end_btf_stages"
+	FuseReqProgFuseEndBtfStagesFiles        = "fuse_end_btf_stages_files"
+	FuseReqProgFuseEndFilesKprobe           = "fuse_end_files_kprobe"
+	FuseReqProgFuseEndKprobe                = "fuse_end_kprobe"
+	FuseReqProgFuseEndSlow                  = "fuse_end_slow"
+	FuseReqProgFuseEndSlowFilesKprobe       = "fuse_end_slow_files_kprobe"
+	FuseReqProgFuseEndSlowKprobe            = "fuse_end_slow_kprobe"
+	FuseReqProgFuseEndSlowStages            = "fuse_end_slow_stages"
+	FuseReqProgFuseEndSlowStagesFilesKprobe = "fuse_end_slow_stages_files_kprobe"
+	FuseReqProgFuseEndSlowStagesKprobe      = "fuse_end_slow_stages_kprobe"
+	FuseReqProgFuseEndStages                = "fuse_end_stages"
+	FuseReqProgFuseEndStagesFilesKprobe     = "fuse_end_stages_files_kprobe"
+	FuseReqProgFuseEndStagesKprobe          = "fuse_end_stages_kprobe"
+	FuseReqProgFuseNames                    = "fuse_names"
+	FuseReqProgFuseNamesKprobe              = "fuse_names_kprobe"
+	FuseReqProgFuseSend                     = "fuse_send"
+	FuseReqProgFuseSendBtf                  = "fuse_send_btf"
+	FuseReqProgFuseSendBtfSlow              = "fuse_send_btf_slow"
+	FuseReqProgFuseSendBtfSlowStages        = "fuse_send_btf_slow_stages"
+	FuseReqProgFuseSendBtfStages            = "fuse_send_btf_stages"
+	FuseReqProgFuseSendFentry               = "fuse_send_fentry"
+	FuseReqProgFuseSendKprobe               = "fuse_send_kprobe"
+	FuseReqProgFuseSendSlow                 = "fuse_send_slow"
+	FuseReqProgFuseSendSlowFentry           = "fuse_send_slow_fentry"
+	FuseReqProgFuseSendSlowKprobe           = "fuse_send_slow_kprobe"
+	FuseReqProgFuseSendSlowStages           = "fuse_send_slow_stages"
+	FuseReqProgFuseSendSlowStagesFentry     = "fuse_send_slow_stages_fentry"
+	FuseReqProgFuseSendSlowStagesKprobe     = "fuse_send_slow_stages_kprobe"
+	FuseReqProgFuseSendStages               = "fuse_send_stages"
+	FuseReqProgFuseSendStagesFentry         = "fuse_send_stages_fentry"
+	FuseReqProgFuseSendStagesKprobe         = "fuse_send_stages_kprobe"
+	FuseReqProgPcAdd                        = "pc_add"
+	FuseReqProgPcAsyncRa                    = "pc_async_ra"
+	FuseReqProgPcDelete                     = "pc_delete"
+	FuseReqProgPcGetPages                   = "pc_get_pages"
+	FuseReqProgPcSyncRa                     = "pc_sync_ra"
+	FuseReqProgStageCopiedFentry            = "stage_copied_fentry"
+	FuseReqProgStageCopiedKprobe            = "stage_copied_kprobe"
+	FuseReqProgStageEnterSplice             = "stage_enter_splice"
+	FuseReqProgStageEnterVmsplice           = "stage_enter_vmsplice"
+	FuseReqProgStageEnterWrite              = "stage_enter_write"
+	FuseReqProgStageEnterWritev             = "stage_enter_writev"
+	FuseReqProgStageExitRead                = "stage_exit_read"
+	FuseReqProgStageExitReadv               = "stage_exit_readv"
+	FuseReqProgStageExitSplice              = "stage_exit_splice"
+	FuseReqProgStageFloorRawEnter           = "stage_floor_raw_enter"
+	FuseReqProgStageFloorRawExit            = "stage_floor_raw_exit"
+	FuseReqProgStageSent                    = "stage_sent"
+	FuseReqProgStageTakenFentry             = "stage_taken_fentry"
+	FuseReqProgStageTakenKprobe             = "stage_taken_kprobe"
+	FuseReqProgStageWriteFentry             = "stage_write_fentry"
+	FuseReqProgStageWriteKprobe             = "stage_write_kprobe"
+	FuseReqVarAppCommOn                     = "app_comm_on"
+	FuseReqVarCallKind                      = "call_kind"
+	FuseReqVarFilterComm                    = "filter_comm"
+	FuseReqVarFilterCommOn                  = "filter_comm_on"
+	FuseReqVarFilterConnOn                  = "filter_conn_on"
+	FuseReqVarFilterOpMask                  = "filter_op_mask"
+	FuseReqVarFilterTgid                    = "filter_tgid"
+	FuseReqVarIntervalEpoch                 = "interval_epoch"
+	FuseReqVarKeyByAddress                  = "key_by_address"
+	FuseReqVarReapAgeNs                     = "reap_age_ns"
+	FuseReqVarSlowerNs                      = "slower_ns"
+	FuseReqVarStageNames                    = "stage_names"
+	FuseReqVarStagesEmpty                   = "stages_empty"
+	FuseReqVarUnusedDropReason              = "unused_drop_reason"
+	FuseReqVarUnusedFileCall                = "unused_file_call"
+	FuseReqVarUnusedNodeName                = "unused_node_name"
+	FuseReqVarUnusedSlowReq                 = "unused_slow_req"
 )
 
 // LoadFuseReq returns the embedded CollectionSpec for FuseReq.
@@ -363,47 +394,70 @@ type FuseReqSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FuseReqProgramSpecs struct {
-	AppEnd                    *ebpf.ProgramSpec `ebpf:"app_end"`
-	AppEnter                  *ebpf.ProgramSpec `ebpf:"app_enter"`
-	AppExit                   *ebpf.ProgramSpec `ebpf:"app_exit"`
-	AppFork                   *ebpf.ProgramSpec `ebpf:"app_fork"`
-	AppSend                   *ebpf.ProgramSpec `ebpf:"app_send"`
-	FuseEnd                   *ebpf.ProgramSpec `ebpf:"fuse_end"`
-	FuseEndBtf                *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
-	FuseEndBtfFiles           *ebpf.ProgramSpec `ebpf:"fuse_end_btf_files"`
-	FuseEndBtfSlow            *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow"`
-	FuseEndBtfSlowFiles       *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_files"`
-	FuseEndBtfSlowStages      *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages"`
-	FuseEndBtfSlowStagesFiles *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages_files"`
-	FuseEndBtfStages          *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages"`
-	FuseEndBtfStagesFiles     *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages_files"`
-	FuseEndSlow               *ebpf.ProgramSpec `ebpf:"fuse_end_slow"`
-	FuseEndSlowStages         *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages"`
-	FuseEndStages             *ebpf.ProgramSpec `ebpf:"fuse_end_stages"`
-	FuseNames                 *ebpf.ProgramSpec `ebpf:"fuse_names"`
-	FuseSend                  *ebpf.ProgramSpec `ebpf:"fuse_send"`
-	FuseSendBtf               *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
-	FuseSendBtfSlow           *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow"`
-	FuseSendBtfSlowStages     *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow_stages"`
-	FuseSendBtfStages         *ebpf.ProgramSpec `ebpf:"fuse_send_btf_stages"`
-	FuseSendSlow              *ebpf.ProgramSpec `ebpf:"fuse_send_slow"`
-	FuseSendSlowStages        *ebpf.ProgramSpec `ebpf:"fuse_send_slow_stages"`
-	FuseSendStages            *ebpf.ProgramSpec `ebpf:"fuse_send_stages"`
-	PcAdd                     *ebpf.ProgramSpec `ebpf:"pc_add"`
-	PcAsyncRa                 *ebpf.ProgramSpec `ebpf:"pc_async_ra"`
-	PcDelete                  *ebpf.ProgramSpec `ebpf:"pc_delete"`
-	PcGetPages                *ebpf.ProgramSpec `ebpf:"pc_get_pages"`
-	PcSyncRa                  *ebpf.ProgramSpec `ebpf:"pc_sync_ra"`
-	StageEnterSplice          *ebpf.ProgramSpec `ebpf:"stage_enter_splice"`
-	StageEnterVmsplice        *ebpf.ProgramSpec `ebpf:"stage_enter_vmsplice"`
-	StageEnterWrite           *ebpf.ProgramSpec `ebpf:"stage_enter_write"`
-	StageEnterWritev          *ebpf.ProgramSpec `ebpf:"stage_enter_writev"`
-	StageExitRead             *ebpf.ProgramSpec `ebpf:"stage_exit_read"`
-	StageExitReadv            *ebpf.ProgramSpec `ebpf:"stage_exit_readv"`
-	StageExitSplice           *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
-	StageFloorRawEnter        *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
-	StageFloorRawExit         *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
-	StageSent                 *ebpf.ProgramSpec `ebpf:"stage_sent"`
+	AppEnd                       *ebpf.ProgramSpec `ebpf:"app_end"`
+	AppEnter                     *ebpf.ProgramSpec `ebpf:"app_enter"`
+	AppExit                      *ebpf.ProgramSpec `ebpf:"app_exit"`
+	AppFork                      *ebpf.ProgramSpec `ebpf:"app_fork"`
+	AppSend                      *ebpf.ProgramSpec `ebpf:"app_send"`
+	FuseEnd                      *ebpf.ProgramSpec `ebpf:"fuse_end"`
+	FuseEndBtf                   *ebpf.ProgramSpec `ebpf:"fuse_end_btf"`
+	FuseEndBtfFiles              *ebpf.ProgramSpec `ebpf:"fuse_end_btf_files"`
+	FuseEndBtfSlow               *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow"`
+	FuseEndBtfSlowFiles          *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_files"`
+	FuseEndBtfSlowStages         *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages"`
+	FuseEndBtfSlowStagesFiles    *ebpf.ProgramSpec `ebpf:"fuse_end_btf_slow_stages_files"`
+	FuseEndBtfStages             *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages"`
+	FuseEndBtfStagesFiles        *ebpf.ProgramSpec `ebpf:"fuse_end_btf_stages_files"`
+	FuseEndFilesKprobe           *ebpf.ProgramSpec `ebpf:"fuse_end_files_kprobe"`
+	FuseEndKprobe                *ebpf.ProgramSpec `ebpf:"fuse_end_kprobe"`
+	FuseEndSlow                  *ebpf.ProgramSpec `ebpf:"fuse_end_slow"`
+	FuseEndSlowFilesKprobe       *ebpf.ProgramSpec `ebpf:"fuse_end_slow_files_kprobe"`
+	FuseEndSlowKprobe            *ebpf.ProgramSpec `ebpf:"fuse_end_slow_kprobe"`
+	FuseEndSlowStages            *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages"`
+	FuseEndSlowStagesFilesKprobe *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_files_kprobe"`
+	FuseEndSlowStagesKprobe      *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_kprobe"`
+	FuseEndStages                *ebpf.ProgramSpec `ebpf:"fuse_end_stages"`
+	FuseEndStagesFilesKprobe     *ebpf.ProgramSpec `ebpf:"fuse_end_stages_files_kprobe"`
+	FuseEndStagesKprobe          *ebpf.ProgramSpec `ebpf:"fuse_end_stages_kprobe"`
+	FuseNames                    *ebpf.ProgramSpec `ebpf:"fuse_names"`
+	FuseNamesKprobe              *ebpf.ProgramSpec `ebpf:"fuse_names_kprobe"`
+	FuseSend                     *ebpf.ProgramSpec `ebpf:"fuse_send"`
+	FuseSendBtf                  *ebpf.ProgramSpec `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow              *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow"`
+	FuseSendBtfSlowStages        *ebpf.ProgramSpec `ebpf:"fuse_send_btf_slow_stages"`
+	FuseSendBtfStages            *ebpf.ProgramSpec `ebpf:"fuse_send_btf_stages"`
+	FuseSendFentry               *ebpf.ProgramSpec `ebpf:"fuse_send_fentry"`
+	FuseSendKprobe               *ebpf.ProgramSpec `ebpf:"fuse_send_kprobe"`
+	FuseSendSlow                 *ebpf.ProgramSpec `ebpf:"fuse_send_slow"`
+	FuseSendSlowFentry           *ebpf.ProgramSpec `ebpf:"fuse_send_slow_fentry"`
+	FuseSendSlowKprobe           *ebpf.ProgramSpec `ebpf:"fuse_send_slow_kprobe"`
+	FuseSendSlowStages           *ebpf.ProgramSpec `ebpf:"fuse_send_slow_stages"`
+	FuseSendSlowStagesFentry     *ebpf.ProgramSpec `ebpf:"fuse_send_slow_stages_fentry"`
+	FuseSendSlowStagesKprobe     *ebpf.ProgramSpec `ebpf:"fuse_send_slow_stages_kprobe"`
+	FuseSendStages               *ebpf.ProgramSpec `ebpf:"fuse_send_stages"`
+	FuseSendStagesFentry         *ebpf.ProgramSpec `ebpf:"fuse_send_stages_fentry"`
+	FuseSendStagesKprobe         *ebpf.ProgramSpec `ebpf:"fuse_send_stages_kprobe"`
+	PcAdd                        *ebpf.ProgramSpec `ebpf:"pc_add"`
+	PcAsyncRa                    *ebpf.ProgramSpec `ebpf:"pc_async_ra"`
+	PcDelete                     *ebpf.ProgramSpec `ebpf:"pc_delete"`
+	PcGetPages                   *ebpf.ProgramSpec `ebpf:"pc_get_pages"`
+	PcSyncRa                     *ebpf.ProgramSpec `ebpf:"pc_sync_ra"`
+	StageCopiedFentry            *ebpf.ProgramSpec `ebpf:"stage_copied_fentry"`
+	StageCopiedKprobe            *ebpf.ProgramSpec `ebpf:"stage_copied_kprobe"`
+	StageEnterSplice             *ebpf.ProgramSpec `ebpf:"stage_enter_splice"`
+	StageEnterVmsplice           *ebpf.ProgramSpec `ebpf:"stage_enter_vmsplice"`
+	StageEnterWrite              *ebpf.ProgramSpec `ebpf:"stage_enter_write"`
+	StageEnterWritev             *ebpf.ProgramSpec `ebpf:"stage_enter_writev"`
+	StageExitRead                *ebpf.ProgramSpec `ebpf:"stage_exit_read"`
+	StageExitReadv               *ebpf.ProgramSpec `ebpf:"stage_exit_readv"`
+	StageExitSplice              *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
+	StageFloorRawEnter           *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
+	StageFloorRawExit            *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
+	StageSent                    *ebpf.ProgramSpec `ebpf:"stage_sent"`
+	StageTakenFentry             *ebpf.ProgramSpec `ebpf:"stage_taken_fentry"`
+	StageTakenKprobe             *ebpf.ProgramSpec `ebpf:"stage_taken_kprobe"`
+	StageWriteFentry             *ebpf.ProgramSpec `ebpf:"stage_write_fentry"`
+	StageWriteKprobe             *ebpf.ProgramSpec `ebpf:"stage_write_kprobe"`
 }
 
 // FuseReqMapSpecs contains maps before they are loaded into the kernel.
@@ -432,6 +486,7 @@ type FuseReqMapSpecs struct {
 	PcConns          *ebpf.MapSpec `ebpf:"pc_conns"`
 	PcReads          *ebpf.MapSpec `ebpf:"pc_reads"`
 	PipeHeaders      *ebpf.MapSpec `ebpf:"pipe_headers"`
+	ReplyStarts      *ebpf.MapSpec `ebpf:"reply_starts"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
 	StageFine0       *ebpf.MapSpec `ebpf:"stage_fine0"`
@@ -508,6 +563,7 @@ type FuseReqMaps struct {
 	PcConns          *ebpf.Map `ebpf:"pc_conns"`
 	PcReads          *ebpf.Map `ebpf:"pc_reads"`
 	PipeHeaders      *ebpf.Map `ebpf:"pipe_headers"`
+	ReplyStarts      *ebpf.Map `ebpf:"reply_starts"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
 	StageFine0       *ebpf.Map `ebpf:"stage_fine0"`
@@ -543,6 +599,7 @@ func (m *FuseReqMaps) Close() error {
 		m.PcConns,
 		m.PcReads,
 		m.PipeHeaders,
+		m.ReplyStarts,
 		m.SlowLost,
 		m.SlowReqs,
 		m.StageFine0,
@@ -582,47 +639,70 @@ type FuseReqVariables struct {
 //
 // It can be passed to LoadFuseReqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FuseReqPrograms struct {
-	AppEnd                    *ebpf.Program `ebpf:"app_end"`
-	AppEnter                  *ebpf.Program `ebpf:"app_enter"`
-	AppExit                   *ebpf.Program `ebpf:"app_exit"`
-	AppFork                   *ebpf.Program `ebpf:"app_fork"`
-	AppSend                   *ebpf.Program `ebpf:"app_send"`
-	FuseEnd                   *ebpf.Program `ebpf:"fuse_end"`
-	FuseEndBtf                *ebpf.Program `ebpf:"fuse_end_btf"`
-	FuseEndBtfFiles           *ebpf.Program `ebpf:"fuse_end_btf_files"`
-	FuseEndBtfSlow            *ebpf.Program `ebpf:"fuse_end_btf_slow"`
-	FuseEndBtfSlowFiles       *ebpf.Program `ebpf:"fuse_end_btf_slow_files"`
-	FuseEndBtfSlowStages      *ebpf.Program `ebpf:"fuse_end_btf_slow_stages"`
-	FuseEndBtfSlowStagesFiles *ebpf.Program `ebpf:"fuse_end_btf_slow_stages_files"`
-	FuseEndBtfStages          *ebpf.Program `ebpf:"fuse_end_btf_stages"`
-	FuseEndBtfStagesFiles     *ebpf.Program `ebpf:"fuse_end_btf_stages_files"`
-	FuseEndSlow               *ebpf.Program `ebpf:"fuse_end_slow"`
-	FuseEndSlowStages         *ebpf.Program `ebpf:"fuse_end_slow_stages"`
-	FuseEndStages             *ebpf.Program `ebpf:"fuse_end_stages"`
-	FuseNames                 *ebpf.Program `ebpf:"fuse_names"`
-	FuseSend                  *ebpf.Program `ebpf:"fuse_send"`
-	FuseSendBtf               *ebpf.Program `ebpf:"fuse_send_btf"`
-	FuseSendBtfSlow           *ebpf.Program `ebpf:"fuse_send_btf_slow"`
-	FuseSendBtfSlowStages     *ebpf.Program `ebpf:"fuse_send_btf_slow_stages"`
-	FuseSendBtfStages         *ebpf.Program `ebpf:"fuse_send_btf_stages"`
-	FuseSendSlow              *ebpf.Program `ebpf:"fuse_send_slow"`
-	FuseSendSlowStages        *ebpf.Program `ebpf:"fuse_send_slow_stages"`
-	FuseSendStages            *ebpf.Program `ebpf:"fuse_send_stages"`
-	PcAdd                     *ebpf.Program `ebpf:"pc_add"`
-	PcAsyncRa                 *ebpf.Program `ebpf:"pc_async_ra"`
-	PcDelete                  *ebpf.Program `ebpf:"pc_delete"`
-	PcGetPages                *ebpf.Program `ebpf:"pc_get_pages"`
-	PcSyncRa                  *ebpf.Program `ebpf:"pc_sync_ra"`
-	StageEnterSplice          *ebpf.Program `ebpf:"stage_enter_splice"`
-	StageEnterVmsplice        *ebpf.Program `ebpf:"stage_enter_vmsplice"`
-	StageEnterWrite           *ebpf.Program `ebpf:"stage_enter_write"`
-	StageEnterWritev          *ebpf.Program `ebpf:"stage_enter_writev"`
-	StageExitRead             *ebpf.Program `ebpf:"stage_exit_read"`
-	StageExitReadv            *ebpf.Program `ebpf:"stage_exit_readv"`
-	StageExitSplice           *ebpf.Program `ebpf:"stage_exit_splice"`
-	StageFloorRawEnter        *ebpf.Program `ebpf:"stage_floor_raw_enter"`
-	StageFloorRawExit         *ebpf.Program `ebpf:"stage_floor_raw_exit"`
-	StageSent                 *ebpf.Program `ebpf:"stage_sent"`
+	AppEnd                       *ebpf.Program `ebpf:"app_end"`
+	AppEnter                     *ebpf.Program `ebpf:"app_enter"`
+	AppExit                      *ebpf.Program `ebpf:"app_exit"`
+	AppFork                      *ebpf.Program `ebpf:"app_fork"`
+	AppSend                      *ebpf.Program `ebpf:"app_send"`
+	FuseEnd                      *ebpf.Program `ebpf:"fuse_end"`
+	FuseEndBtf                   *ebpf.Program `ebpf:"fuse_end_btf"`
+	FuseEndBtfFiles              *ebpf.Program `ebpf:"fuse_end_btf_files"`
+	FuseEndBtfSlow               *ebpf.Program `ebpf:"fuse_end_btf_slow"`
+	FuseEndBtfSlowFiles          *ebpf.Program `ebpf:"fuse_end_btf_slow_files"`
+	FuseEndBtfSlowStages         *ebpf.Program `ebpf:"fuse_end_btf_slow_stages"`
+	FuseEndBtfSlowStagesFiles    *ebpf.Program `ebpf:"fuse_end_btf_slow_stages_files"`
+	FuseEndBtfStages             *ebpf.Program `ebpf:"fuse_end_btf_stages"`
+	FuseEndBtfStagesFiles        *ebpf.Program `ebpf:"fuse_end_btf_stages_files"`
+	FuseEndFilesKprobe           *ebpf.Program `ebpf:"fuse_end_files_kprobe"`
+	FuseEndKprobe                *ebpf.Program `ebpf:"fuse_end_kprobe"`
+	FuseEndSlow                  *ebpf.Program `ebpf:"fuse_end_slow"`
+	FuseEndSlowFilesKprobe       *ebpf.Program `ebpf:"fuse_end_slow_files_kprobe"`
+	FuseEndSlowKprobe            *ebpf.Program `ebpf:"fuse_end_slow_kprobe"`
+	FuseEndSlowStages            *ebpf.Program `ebpf:"fuse_end_slow_stages"`
+	FuseEndSlowStagesFilesKprobe *ebpf.Program `ebpf:"fuse_end_slow_stages_files_kprobe"`
+	FuseEndSlowStagesKprobe      *ebpf.Program `ebpf:"fuse_end_slow_stages_kprobe"`
+	FuseEndStages                *ebpf.Program `ebpf:"fuse_end_stages"`
+	FuseEndStagesFilesKprobe     *ebpf.Program `ebpf:"fuse_end_stages_files_kprobe"`
+	FuseEndStagesKprobe          *ebpf.Program `ebpf:"fuse_end_stages_kprobe"`
+	FuseNames                    *ebpf.Program `ebpf:"fuse_names"`
+	FuseNamesKprobe              *ebpf.Program `ebpf:"fuse_names_kprobe"`
+	FuseSend                     *ebpf.Program `ebpf:"fuse_send"`
+	FuseSendBtf                  *ebpf.Program `ebpf:"fuse_send_btf"`
+	FuseSendBtfSlow              *ebpf.Program `ebpf:"fuse_send_btf_slow"`
+	FuseSendBtfSlowStages        *ebpf.Program `ebpf:"fuse_send_btf_slow_stages"`
+	FuseSendBtfStages            *ebpf.Program `ebpf:"fuse_send_btf_stages"`
+	FuseSendFentry               *ebpf.Program `ebpf:"fuse_send_fentry"`
+	FuseSendKprobe               *ebpf.Program `ebpf:"fuse_send_kprobe"`
+	FuseSendSlow                 *ebpf.Program `ebpf:"fuse_send_slow"`
+	FuseSendSlowFentry           *ebpf.Program `ebpf:"fuse_send_slow_fentry"`
+	FuseSendSlowKprobe           *ebpf.Program `ebpf:"fuse_send_slow_kprobe"`
+	FuseSendSlowStages           *ebpf.Program `ebpf:"fuse_send_slow_stages"`
+	FuseSendSlowStagesFentry     *ebpf.Program `ebpf:"fuse_send_slow_stages_fentry"`
+	FuseSendSlowStagesKprobe     *ebpf.Program `ebpf:"fuse_send_slow_stages_kprobe"`
+	FuseSendStages               *ebpf.Program `ebpf:"fuse_send_stages"`
+	FuseSendStagesFentry         *ebpf.Program `ebpf:"fuse_send_stages_fentry"`
+	FuseSendStagesKprobe         *ebpf.Program `ebpf:"fuse_send_stages_kprobe"`
+	PcAdd                        *ebpf.Program `ebpf:"pc_add"`
+	PcAsyncRa                    *ebpf.Program `ebpf:"pc_async_ra"`
+	PcDelete                     *ebpf.Program `ebpf:"pc_delete"`
+	PcGetPages                   *ebpf.Program `ebpf:"pc_get_pages"`
+	PcSyncRa                     *ebpf.Program `ebpf:"pc_sync_ra"`
+	StageCopiedFentry            *ebpf.Program `ebpf:"stage_copied_fentry"`
+	StageCopiedKprobe            *ebpf.Program `ebpf:"stage_copied_kprobe"`
+	StageEnterSplice             *ebpf.Program `ebpf:"stage_enter_splice"`
+	StageEnterVmsplice           *ebpf.Program `ebpf:"stage_enter_vmsplice"`
+	StageEnterWrite              *ebpf.Program `ebpf:"stage_enter_write"`
+	StageEnterWritev             *ebpf.Program `ebpf:"stage_enter_writev"`
+	StageExitRead                *ebpf.Program `ebpf:"stage_exit_read"`
+	StageExitReadv               *ebpf.Program `ebpf:"stage_exit_readv"`
+	StageExitSplice              *ebpf.Program `ebpf:"stage_exit_splice"`
+	StageFloorRawEnter           *ebpf.Program `ebpf:"stage_floor_raw_enter"`
+	StageFloorRawExit            *ebpf.Program `ebpf:"stage_floor_raw_exit"`
+	StageSent                    *ebpf.Program `ebpf:"stage_sent"`
+	StageTakenFentry             *ebpf.Program `ebpf:"stage_taken_fentry"`
+	StageTakenKprobe             *ebpf.Program `ebpf:"stage_taken_kprobe"`
+	StageWriteFentry             *ebpf.Program `ebpf:"stage_write_fentry"`
+	StageWriteKprobe             *ebpf.Program `ebpf:"stage_write_kprobe"`
 }
 
 func (p *FuseReqPrograms) Close() error {
@@ -641,23 +721,42 @@ func (p *FuseReqPrograms) Close() error {
 		p.FuseEndBtfSlowStagesFiles,
 		p.FuseEndBtfStages,
 		p.FuseEndBtfStagesFiles,
+		p.FuseEndFilesKprobe,
+		p.FuseEndKprobe,
 		p.FuseEndSlow,
+		p.FuseEndSlowFilesKprobe,
+		p.FuseEndSlowKprobe,
 		p.FuseEndSlowStages,
+		p.FuseEndSlowStagesFilesKprobe,
+		p.FuseEndSlowStagesKprobe,
 		p.FuseEndStages,
+		p.FuseEndStagesFilesKprobe,
+		p.FuseEndStagesKprobe,
 		p.FuseNames,
+		p.FuseNamesKprobe,
 		p.FuseSend,
 		p.FuseSendBtf,
 		p.FuseSendBtfSlow,
 		p.FuseSendBtfSlowStages,
 		p.FuseSendBtfStages,
+		p.FuseSendFentry,
+		p.FuseSendKprobe,
 		p.FuseSendSlow,
+		p.FuseSendSlowFentry,
+		p.FuseSendSlowKprobe,
 		p.FuseSendSlowStages,
+		p.FuseSendSlowStagesFentry,
+		p.FuseSendSlowStagesKprobe,
 		p.FuseSendStages,
+		p.FuseSendStagesFentry,
+		p.FuseSendStagesKprobe,
 		p.PcAdd,
 		p.PcAsyncRa,
 		p.PcDelete,
 		p.PcGetPages,
 		p.PcSyncRa,
+		p.StageCopiedFentry,
+		p.StageCopiedKprobe,
 		p.StageEnterSplice,
 		p.StageEnterVmsplice,
 		p.StageEnterWrite,
@@ -668,6 +767,10 @@ func (p *FuseReqPrograms) Close() error {
 		p.StageFloorRawEnter,
 		p.StageFloorRawExit,
 		p.StageSent,
+		p.StageTakenFentry,
+		p.StageTakenKprobe,
+		p.StageWriteFentry,
+		p.StageWriteKprobe,
 	)
 }
 

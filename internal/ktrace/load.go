@@ -257,6 +257,9 @@ func eachKeyPerCPU[K, V any](m *ebpf.Map, fn func(key K, perCPU []V)) error {
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		if errors.Is(err, ebpf.ErrNotSupported) && n == 0 {
+			return eachKeyIterated(m, fn) // Linux 5.10 batches no per-CPU array
+		}
 		for i := 0; i < n; i++ {
 			fn(keys[i], vals[i*ncpu:(i+1)*ncpu])
 		}
@@ -267,4 +270,16 @@ func eachKeyPerCPU[K, V any](m *ebpf.Map, fn func(key K, perCPU []V)) error {
 			return err
 		}
 	}
+}
+
+// eachKeyIterated is eachKeyPerCPU one key at a time, where the kernel
+// has no batch lookups for the map.
+func eachKeyIterated[K, V any](m *ebpf.Map, fn func(key K, perCPU []V)) error {
+	var key K
+	var perCPU []V
+	it := m.Iterate()
+	for it.Next(&key, &perCPU) {
+		fn(key, perCPU)
+	}
+	return it.Err()
 }

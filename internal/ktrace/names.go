@@ -17,6 +17,7 @@ import (
 // none.
 type nameFeature struct {
 	files bool
+	funcs *funcMech // on fuse_request_end's entry, not its tracepoint (funcs.go)
 	prog  *ebpf.Program
 	names *ringbuf.Reader
 }
@@ -43,19 +44,22 @@ func (f *nameFeature) configure(p *loadPlan) (bool, error) {
 // programs' maps. --slower alone on the classic tracepoints goes without
 // names.
 func (f *nameFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
-	if t.attach != AttachBTF {
+	var p struct {
+		Prog *ebpf.Program `ebpf:"fuse_names"`
+	}
+	if f.funcs = t.funcs; f.funcs != nil {
+		var err error
+		if p.Prog, err = f.funcs.loadNames(t, spec); err != nil {
+			return err
+		}
+	} else if t.attach != AttachBTF {
 		if f.files {
 			return fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id), which did not load: %v", t.fallback)
 		}
 		return nil
-	}
-	var p struct {
-		Prog *ebpf.Program `ebpf:"fuse_names"`
-	}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	} else if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"filter_conns": t.maps.FilterConns, "names_sent": t.maps.NamesSent, "node_names": t.maps.NodeNames,
-	}}
-	if err := spec.LoadAndAssign(&p, opts); err != nil {
+	}}); err != nil {
 		return kernelLacks(err, "the program that names files (--files, --slower)")
 	}
 	r, err := ringbuf.NewReader(t.maps.NodeNames)
@@ -70,6 +74,13 @@ func (f *nameFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 func (f *nameFeature) attach() ([]link.Link, error) {
 	if f.prog == nil {
 		return nil, nil
+	}
+	if f.funcs != nil {
+		l, err := f.funcs.attachTo(endFunc, f.prog)
+		if err != nil {
+			return nil, err
+		}
+		return []link.Link{l}, nil
 	}
 	return attachTracing("the names program to fuse:fuse_request_end", f.prog)
 }

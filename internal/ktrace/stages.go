@@ -81,6 +81,7 @@ type stageFeature struct {
 	progs   *stagePrograms
 	sentP   *sentProgram
 	floor   *rawFloorPrograms
+	kernel  *kernelStages // on the kernel's side of /dev/fuse (funcs.go)
 	daemons map[int]bool
 }
 
@@ -90,7 +91,7 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 		p.unused("stage_stamps")
 	}
 	if !p.opts.Stages {
-		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers")
+		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts")
 		return false, nil
 	}
 	p.twin += "_stages"
@@ -104,7 +105,11 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 // load loads the programs on the daemons' system calls, sharing the maps
 // the request programs were loaded with, and with sent the program on
 // fuse:fuse_request_sent.
-func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
+func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
+	if t.funcs != nil {
+		f.kernel, err = t.funcs.loadStages(t, spec)
+		return err
+	}
 	repl := map[string]*ebpf.Map{
 		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
 		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
@@ -137,6 +142,9 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 }
 
 func (f *stageFeature) attach() ([]link.Link, error) {
+	if f.kernel != nil {
+		return f.kernel.attach()
+	}
 	if f.floor != nil {
 		return attachTracing("to the raw system-call tracepoints", f.floor.Enter, f.floor.Exit)
 	}
@@ -161,6 +169,9 @@ func (f *stageFeature) attach() ([]link.Link, error) {
 
 func (f *stageFeature) close() error {
 	var errs []error
+	if f.kernel != nil {
+		errs = append(errs, f.kernel.close())
+	}
 	if f.progs != nil {
 		for _, h := range f.progs.hooks(false) {
 			errs = append(errs, h.prog.Close())
@@ -179,6 +190,9 @@ func (f *stageFeature) close() error {
 // ProgramStats.
 func (f *stageFeature) programs() map[string]*ebpf.Program {
 	out := map[string]*ebpf.Program{}
+	if f.kernel != nil {
+		return f.kernel.programs()
+	}
 	if f.progs != nil {
 		for _, h := range f.progs.hooks(f.sentP != nil) {
 			out["stage:"+h.event] = h.prog

@@ -118,6 +118,8 @@ type Tracer struct {
 	names     *nameFeature       // --slower's names, --files
 	pageCache *pageCachePrograms // --page-cache
 	calls     *callPrograms      // --calls
+
+	funcs *funcMech // on kernel functions (funcs.go), not the tracepoints
 }
 
 // btfObjects and tracepointObjects select one pair of programs of the
@@ -172,6 +174,9 @@ func (t *Tracer) Probes() (how string, notes []string) {
 	if t.byAddress {
 		notes = append(notes, "requests found by their address: this kernel's fuse_request_send fires before the request has its id (Linux 6.12 to 6.17)")
 	}
+	if t.funcs != nil {
+		notes = append(notes, t.funcs.note())
+	}
 	if t.stages != nil && t.stages.sentP != nil {
 		notes = append(notes, "the queue stage ends at fuse:fuse_request_sent, with no program on the daemons' reads")
 	}
@@ -182,9 +187,9 @@ func (t *Tracer) Probes() (how string, notes []string) {
 // in, and attaches them. Close detaches everything.
 func Start(opts Options) (*Tracer, error) {
 	switch opts.Attach {
-	case "", AttachAuto, AttachBTF, AttachTracepoint:
+	case "", AttachAuto, AttachBTF, AttachTracepoint, AttachFentry, AttachKprobe:
 	default:
-		return nil, fmt.Errorf("--attach %q: give %s, %s or %s", opts.Attach, AttachAuto, AttachBTF, AttachTracepoint)
+		return nil, fmt.Errorf("--attach %q: give %s, %s, %s, %s or %s", opts.Attach, AttachAuto, AttachBTF, AttachTracepoint, AttachFentry, AttachKprobe)
 	}
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
@@ -193,7 +198,8 @@ func Start(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tps, err := CheckTracepoints(tracefs, kernel.Release())
+	// The tracepoints, or before 6.12 (or asked for) the kernel's functions.
+	funcs, tps, err := requestEvents(opts, tracefs)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +209,11 @@ func Start(opts Options) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
-	spec, err := bpf.LoadFuseReq()
+	loadSpec := bpf.LoadFuseReq
+	if funcs != nil {
+		loadSpec = funcs.loadSpec
+	}
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
@@ -287,8 +297,10 @@ func Start(opts Options) (*Tracer, error) {
 	if plan.files {
 		spec.Programs["fuse_end_btf"] = spec.Programs["fuse_end_btf"+plan.twin+"_files"]
 	}
-	switch opts.Attach {
-	case "", AttachAuto:
+	switch {
+	case funcs != nil:
+		err = funcs.loadRequests(t, spec, consts, plan.twin, plan.files)
+	case opts.Attach == "" || opts.Attach == AttachAuto:
 		if t.fallback = t.loadPrograms(spec, consts, AttachBTF); t.fallback != nil && tps.SendHasID {
 			err = t.loadPrograms(spec, consts, AttachTracepoint)
 		} else if t.fallback != nil {
@@ -359,7 +371,9 @@ func (t *Tracer) Resume() error {
 	}{{"fuse_request_send", t.send}, {"fuse_request_end", t.end}} {
 		var l link.Link
 		var err error
-		if t.attach == AttachBTF {
+		if t.funcs != nil {
+			l, err = t.funcs.attachEvent(p.event, p.prog)
+		} else if t.attach == AttachBTF {
 			l, err = link.AttachTracing(link.TracingOptions{Program: p.prog})
 		} else {
 			l, err = link.Tracepoint("fuse", p.event, p.prog, nil)

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Kernels without the fuse tracepoints (before 6.12), or --attach fentry
+ * and --attach kprobe: the same record from the kernel functions that
+ * queue and end a request, and --stages from the kernel's side of
+ * /dev/fuse. Included by fusereq.bpf.c: the programs call its on_send and
+ * on_end and share its maps, and the loader loads only those it picks
+ * (ktrace/funcs.go), so a kernel without fentry never loads the fentry
+ * ones.
+ *
+ * Each program comes twice: fentry (BTF pointers, read directly, as tp_btf
+ * reads them) and kprobe (the arguments from the registers, every field
+ * read through bpf_probe_read_kernel with CO-RE, for kernels whose fuse has
+ * no BTF to attach fentry by: Debian's 5.10). A kprobe program's CO-RE
+ * relocations need the fuse types all the same: the loader gives them from
+ * the module's BTF, or, where the module has none, from BTF generated from
+ * its debug information (ktrace/fusebtf). The section names the function
+ * of the newest kernel each program was written against; the loader sets
+ * the one the running kernel has (the send's differs by version). */
+
+/* The send: the request is queued for the daemon, under the input queue's
+ * lock, before a daemon can read it (so its end never precedes it):
+ * queue_request_and_unlock(fiq, req) on 5.10 to 6.9 (its id set, its
+ * length not yet), fuse_dev_queue_req(fiq, req) from 6.10 (its length
+ * set, its id set only from 6.18: key_by_address before). */
+#define FUNCS_SEND_FN "queue_request_and_unlock"
+/* The end, every version: fuse_request_end(req). */
+#define FUNCS_END_FN "fuse_request_end"
+
+/* A field of the request: a direct load where the program has a BTF
+ * pointer (fentry), a probed read where it has an address (kprobe). The
+ * choice is a constant of each program, so the other never reaches the
+ * verifier. */
+#define REQ_READ(probed, ptr, field) ((probed) ? BPF_CORE_READ(ptr, field) : (ptr)->field)
+
+/* req_conn (kernel.bpf.h) through probed reads. */
+static __always_inline __u32 req_conn_probed(struct fuse_req *req)
+{
+	if (bpf_core_field_exists(struct fuse_req___v73, chan))
+		return BPF_CORE_READ((struct fuse_req___v73 *)req, chan, conn, dev);
+	return BPF_CORE_READ(req, fm, fc, dev);
+}
+
+static __always_inline __u32 func_req_conn(struct fuse_req *req, const int probed)
+{
+	return probed ? req_conn_probed(req) : req_conn(req);
+}
+
+/* The request's length where the send runs before the kernel sets it
+ * (queue_request_and_unlock sets it itself): the header and the
+ * arguments, as fuse_len_args sums them. The arguments by constant index:
+ * a BTF pointer takes no variable offset. The fourth exists from 6.2. */
+static __always_inline __u32 func_in_len(struct fuse_req *req, const int probed)
+{
+	struct fuse_args *args = REQ_READ(probed, req, args);
+	if (!args)
+		return FUSE_IN_HEADER_LEN;
+	__u32 n = REQ_READ(probed, args, in_numargs);
+	__u32 len = FUSE_IN_HEADER_LEN;
+	if (n > 0)
+		len += REQ_READ(probed, args, in_args[0].size);
+	if (n > 1)
+		len += REQ_READ(probed, args, in_args[1].size);
+	if (n > 2)
+		len += REQ_READ(probed, args, in_args[2].size);
+	if (n > 3 && bpf_core_field_size(args->in_args) >= 4 * sizeof(args->in_args[0]))
+		len += REQ_READ(probed, args, in_args[3].size);
+	return len;
+}
+
+/* The send, as SEND_BTF's (fusereq.bpf.c). */
+static __always_inline int func_send(struct fuse_req *req, const int probed, const int slow, const int stages)
+{
+	__u32 tag = req_tag(req);
+	__u32 conn = func_req_conn(req, probed);
+	__u32 opcode = REQ_READ(probed, req, in.h.opcode);
+	__u32 len = REQ_READ(probed, req, in.h.len);
+	__u32 pid = REQ_READ(probed, req, in.h.pid);
+	if (!len)
+		len = func_in_len(req, probed);
+	if (key_by_address)
+		return on_send(conn, tag, opcode, len, tag, pid, slow, stages);
+	return on_send(conn, REQ_READ(probed, req, in.h.unique), opcode, len, stages ? 0 : tag, pid, slow, stages);
+}
+
+/* The end, as END_BTF's (the kprobe's). */
+static __always_inline int func_end(struct fuse_req *req, const int probed, const int slow, const int stages,
+				    const int files)
+{
+	__u64 node = (slow || files) ? REQ_READ(probed, req, in.h.nodeid) : 0;
+	__u32 reply_len = REQ_READ(probed, req, out.h.len);
+	__s32 err = REQ_READ(probed, req, out.h.error);
+	__u64 unique = REQ_READ(probed, req, in.h.unique);
+	if (key_by_address) {
+		__u32 tag = req_tag(req);
+		return on_end(0, tag, reply_len, err, tag, node, unique, slow, stages, files);
+	}
+	return on_end(stages ? func_req_conn(req, probed) : 0, unique, reply_len, err, stages ? 0 : req_tag(req), node,
+		      unique, slow, stages, files);
+}
+
+/* x86-64's argument registers, as the kprobes read them. */
+#define KPROBE_ARG1(ctx) ((ctx)->di)
+#define KPROBE_ARG2(ctx) ((ctx)->si)
+
+#define FUNC_SEND(name, slow, stages)                                                                           \
+	SEC("fentry/" FUNCS_SEND_FN)                                                                            \
+	int BPF_PROG(name##_fentry, struct fuse_iqueue *fiq, struct fuse_req *req)                              \
+	{                                                                                                       \
+		return func_send(req, 0, slow, stages);                                                         \
+	}                                                                                                       \
+	SEC("kprobe/" FUNCS_SEND_FN)                                                                            \
+	int name##_kprobe(struct pt_regs *ctx)                                                                  \
+	{                                                                                                       \
+		return func_send((struct fuse_req *)KPROBE_ARG2(ctx), 1, slow, stages);                         \
+	}
+FUNC_SEND(fuse_send, 0, 0)
+FUNC_SEND(fuse_send_slow, 1, 0)
+FUNC_SEND(fuse_send_stages, 0, 1)
+FUNC_SEND(fuse_send_slow_stages, 1, 1)
+
+/* The end needs no fentry program of its own: fuse_request_end(req) hands
+ * its program the request as the tp_btf/fuse_request_end programs are
+ * handed it (ctx[0]), so the loader attaches those (END_BTF's, and
+ * names.bpf.h's fuse_names) at the function's entry instead. The kprobe
+ * programs read it from a register. */
+#define FUNC_END(name, slow, stages, files)                                                                     \
+	SEC("kprobe/" FUNCS_END_FN)                                                                             \
+	int name##_kprobe(struct pt_regs *ctx)                                                                  \
+	{                                                                                                       \
+		return func_end((struct fuse_req *)KPROBE_ARG1(ctx), 1, slow, stages, files);                   \
+	}
+FUNC_END(fuse_end, 0, 0, 0)
+FUNC_END(fuse_end_slow, 1, 0, 0)
+FUNC_END(fuse_end_stages, 0, 1, 0)
+FUNC_END(fuse_end_slow_stages, 1, 1, 0)
+FUNC_END(fuse_end_files, 0, 0, 1)
+FUNC_END(fuse_end_slow_files, 1, 0, 1)
+FUNC_END(fuse_end_stages_files, 0, 1, 1)
+FUNC_END(fuse_end_slow_stages_files, 1, 1, 1)
+
+/* File names (names.bpf.h) for the kprobes: learn_name's reads, probed. */
+static __always_inline void learn_name_probed(struct fuse_req *req, __u32 conn, __u32 opcode)
+{
+	struct fuse_args *args = BPF_CORE_READ(req, args);
+	if (!args)
+		return;
+	const void *name = 0;
+	__u32 len = 0;
+	__u32 first = BPF_CORE_READ(args, in_args[0].size);
+	if ((opcode == FUSE_LOOKUP_ || opcode == FUSE_SYMLINK_) && first) {
+		name = BPF_CORE_READ(args, in_args[0].value);
+		len = first;
+	} else {
+		name = BPF_CORE_READ(args, in_args[1].value);
+		len = BPF_CORE_READ(args, in_args[1].size);
+	}
+	__u64 *entry = BPF_CORE_READ(args, out_args[0].value);
+	if (!name || !entry)
+		return;
+	struct node_key k = { .conn = conn };
+	if (bpf_probe_read_kernel(&k.node, sizeof(k.node), entry) || !k.node)
+		return;
+	__u64 parent = BPF_CORE_READ(req, in.h.nodeid);
+	struct node_name *e = bpf_ringbuf_reserve(&node_names, sizeof(*e), 0);
+	if (!e)
+		return;
+	e->conn = conn;
+	e->node = k.node;
+	e->parent = parent;
+	if (len == 0 || len > sizeof(e->name) - 1)
+		len = sizeof(e->name) - 1;
+	if (bpf_probe_read_kernel(e->name, len & (sizeof(e->name) - 1), name)) {
+		bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	e->name[len & (sizeof(e->name) - 1)] = 0;
+	__u64 sig = name_sig(e->name, parent);
+	__u64 *sent = bpf_map_lookup_elem(&names_sent, &k);
+	if (sent && *sent == sig) {
+		bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_map_update_elem(&names_sent, &k, &sig, BPF_ANY);
+}
+
+SEC("kprobe/" FUNCS_END_FN)
+int fuse_names_kprobe(struct pt_regs *ctx)
+{
+	struct fuse_req *req = (struct fuse_req *)KPROBE_ARG1(ctx);
+	__u32 opcode = BPF_CORE_READ(req, in.h.opcode);
+	__u32 conn = req_conn_probed(req);
+	if (filter_conn_on && !conn_wanted(conn))
+		return 0;
+	if (BPF_CORE_READ(req, out.h.error) == 0 &&
+	    (opcode == FUSE_LOOKUP_ || opcode == FUSE_CREATE_ || opcode == FUSE_MKDIR_ || opcode == FUSE_MKNOD_ ||
+	     opcode == FUSE_SYMLINK_ || opcode == FUSE_LINK_))
+		learn_name_probed(req, conn, opcode);
+	return 0;
+}
+
+/* --stages from the kernel's side of /dev/fuse: every read of a request
+ * and write of a reply passes through fuse_dev_do_read and
+ * fuse_dev_do_write, whatever system call the daemon made (read, readv,
+ * splice...), so programs on functions only daemons call replace the
+ * programs on every process's reads and writes, with no fd to follow to
+ * its connection and no header to read back from the daemon's memory:
+ *   fuse_copy_args, copying to the daemon (cs->write): the request's
+ *     header is copied and its arguments follow: it is taken (the read's
+ *     exit, on the system-call side). Called once per request read;
+ *   fuse_dev_do_write's entry: a reply begins (the write's entry on the
+ *     system-call side), remembered by thread with its cs until
+ *   fuse_copy_finish, copying from the daemon (!cs->write) with cs->req
+ *     set: the reply names its request, whose reply is stamped as begun
+ *     when the write began. Its cs must be the one the write began with,
+ *     and the thread's entry is cleared at the first such call, so the
+ *     later calls (fuse_copy_fill calls it for every page) return after
+ *     one lookup. A write that ended no request (a notification) leaves
+ *     its entry, which the next write replaces.
+ * fuse_copy_finish runs for every page copied either way: not a place to
+ * do per-request work unguarded (the first version stamped taken there,
+ * which cost twice the send and end together under emulation).
+ * The stamps go where the system-call side puts them (stages.bpf.h): the
+ * slot of (connection, id), or under key_by_address the stamps' table,
+ * so that they pair with any send and end, tp_btf's included. */
+struct reply_start {
+	__u32 tid;
+	__u32 cs; /* the low bits of the write's fuse_copy_state */
+	__u64 ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DAEMON_THREADS);
+	__type(key, __u32);
+	__type(value, struct reply_start);
+} reply_starts SEC(".maps");
+
+/* The low bits of a kernel address, as req_tag takes them. */
+static __always_inline __u32 addr_low(void *p)
+{
+	__u32 low;
+	asm volatile("r1 = %[p]; w1 = w1; %[low] = r1" : [low] "=r"(low) : [p] "r"(p) : "r1");
+	return low;
+}
+
+static __always_inline int on_write_start(void *cs)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 idx = tid & (DAEMON_THREADS - 1);
+	struct reply_start *r = bpf_map_lookup_elem(&reply_starts, &idx);
+	if (r) {
+		r->tid = tid;
+		r->cs = addr_low(cs);
+		r->ns = bpf_ktime_get_ns();
+	}
+	return 0;
+}
+
+/* FOPEN_PASSTHROUGH in a successful OPEN's or CREATE's reply, read from
+ * the request's out-argument the reply was copied into (stages.bpf.h's
+ * count_passthrough reads it from the daemon's buffer). */
+static __always_inline void count_passthrough_req(struct fuse_req *req, __u32 conn, __u32 opcode, const int probed)
+{
+	struct fuse_args *args = REQ_READ(probed, req, args);
+	if (!args)
+		return;
+	void *open_out = opcode == FUSE_CREATE ? REQ_READ(probed, args, out_args[1].value)
+					       : REQ_READ(probed, args, out_args[0].value);
+	__u32 flags = 0;
+	if (!open_out || bpf_probe_read_kernel(&flags, sizeof(flags), open_out + 8) || !(flags & FOPEN_PASSTHROUGH))
+		return;
+	__u64 *n = bpf_map_lookup_elem(&passthrough_opens, &conn);
+	if (!n) {
+		__u64 zero = 0;
+		bpf_map_update_elem(&passthrough_opens, &conn, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&passthrough_opens, &conn);
+	}
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* cs->write: the copy goes to the daemon (an int before 6.17, a bit
+ * after). */
+static __always_inline int to_daemon(struct fuse_copy_state *cs, const int probed)
+{
+	return probed ? BPF_CORE_READ_BITFIELD_PROBED(cs, write) : BPF_CORE_READ_BITFIELD(cs, write);
+}
+
+/* The request's stamps: its slot, or its entry in the stamps' table. */
+static __always_inline struct inflight_slot *stamps_of(struct fuse_req *req, __u32 conn, int create, const int probed)
+{
+	__u64 unique = REQ_READ(probed, req, in.h.unique);
+	__u32 opcode = REQ_READ(probed, req, in.h.opcode);
+	struct inflight_slot *s = key_by_address ? find_stamps(conn, unique, opcode, create) : find_slot(conn, unique);
+	return s && s->opcode == opcode ? s : 0;
+}
+
+static __always_inline int on_args_copied(struct fuse_copy_state *cs, const int probed)
+{
+	if (!to_daemon(cs, probed))
+		return 0;
+	struct fuse_req *req = REQ_READ(probed, cs, req);
+	if (!req)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct inflight_slot *s = stamps_of(req, func_req_conn(req, probed), 1, probed);
+	if (s && !s->taken_ns) {
+		s->node = REQ_READ(probed, req, in.h.nodeid);
+		s->taken_ns = now;
+	}
+	return 0;
+}
+
+static __always_inline int on_copy_finished(struct fuse_copy_state *cs, const int probed)
+{
+	if (to_daemon(cs, probed))
+		return 0;
+	struct fuse_req *req = REQ_READ(probed, cs, req);
+	if (!req)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 idx = tid & (DAEMON_THREADS - 1);
+	struct reply_start *r = bpf_map_lookup_elem(&reply_starts, &idx);
+	if (!r || r->tid != tid || r->cs != addr_low(cs))
+		return 0;
+	__u64 ts = r->ns;
+	r->cs = 0;
+	__u32 conn = func_req_conn(req, probed);
+	struct inflight_slot *s = stamps_of(req, conn, 0, probed);
+	if (!s)
+		return 0;
+	if (!s->replied_ns)
+		s->replied_ns = ts;
+	__u32 opcode = s->opcode;
+	if ((opcode == FUSE_OPEN || opcode == FUSE_CREATE) && REQ_READ(probed, req, out.h.error) == 0)
+		count_passthrough_req(req, conn, opcode, probed);
+	return 0;
+}
+
+SEC("fentry/fuse_copy_args")
+int BPF_PROG(stage_taken_fentry, struct fuse_copy_state *cs)
+{
+	return on_args_copied(cs, 0);
+}
+
+SEC("kprobe/fuse_copy_args")
+int stage_taken_kprobe(struct pt_regs *ctx)
+{
+	return on_args_copied((struct fuse_copy_state *)KPROBE_ARG1(ctx), 1);
+}
+
+SEC("fentry/fuse_dev_do_write")
+int BPF_PROG(stage_write_fentry, struct fuse_dev *fud, struct fuse_copy_state *cs)
+{
+	return on_write_start(cs);
+}
+
+SEC("kprobe/fuse_dev_do_write")
+int stage_write_kprobe(struct pt_regs *ctx)
+{
+	return on_write_start((void *)KPROBE_ARG2(ctx));
+}
+
+SEC("fentry/fuse_copy_finish")
+int BPF_PROG(stage_copied_fentry, struct fuse_copy_state *cs)
+{
+	return on_copy_finished(cs, 0);
+}
+
+SEC("kprobe/fuse_copy_finish")
+int stage_copied_kprobe(struct pt_regs *ctx)
+{
+	return on_copy_finished((struct fuse_copy_state *)KPROBE_ARG1(ctx), 1);
+}
