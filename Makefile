@@ -16,12 +16,23 @@ DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpr
 	gcc:gcc sshfs:sshfs /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus promtool:prometheus chromium:chromium tmux:tmux
 DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
 
-.PHONY: all build generate check-generated lint test unit e2e test-kernels bench demo deps clean peers
+.PHONY: all build release generate vmlinux check-generated lint test unit e2e test-kernels bench demo deps clean peers
 
 all: build
 
+# One static binary (no cgo: no libc to match) that runs on every
+# distribution and kernel; the kernel matrix boots it in each guest.
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/fusescope
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/fusescope
+
+# The binary to ship, with its version and a SHA-256 checksum beside it;
+# its last line is its path (test/kernels/run.sh reads it).
+RELEASE := dist/fusescope-$(VERSION)-linux-amd64
+release:
+	@mkdir -p dist
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(RELEASE) ./cmd/fusescope
+	cd dist && sha256sum $(notdir $(RELEASE)) >$(notdir $(RELEASE)).sha256
+	@echo $(RELEASE)
 
 # Rebuild the BPF objects and their Go bindings (bpf2go); the output is
 # committed so that `go build` needs no clang.
@@ -112,4 +123,4 @@ demo: build
 	@scripts/demo.sh $(BIN)
 
 clean:
-	rm -rf bin .cache
+	rm -rf bin dist .cache
