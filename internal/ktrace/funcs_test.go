@@ -48,7 +48,7 @@ func TestFuncsPlan(t *testing.T) {
 		{"5.10 fuse without BTF", testKernel("5.10.0-32-amd64", all510, noFuncs), AttachAuto, AttachKprobe, "queue_request_and_unlock", true, true},
 		{"5.10 no vmlinux BTF", noBTF(testKernel("5.10.0-32-amd64", all510, noFuncs)), "", AttachKprobe, "queue_request_and_unlock", true, true},
 		{"6.12 fentry", testKernel("6.12.117+deb13-amd64", all612, all612), AttachFentry, AttachFentry, "fuse_dev_queue_req", false, true},
-		{"7.3 fentry", testKernel("7.3.4+deb13-amd64", all612, all612), AttachFentry, AttachFentry, "fuse_dev_queue_req", true, true},
+		{"7.3 fentry", testKernel("7.3.4+deb13-amd64", all612, all612), AttachFentry, AttachFentry, "fuse_dev_queue_req", false, true},
 		{"6.1 fentry no kprobes", noKprobes(testKernel("6.1.0-50-amd64", all510, all510)), AttachAuto, AttachFentry, "queue_request_and_unlock", true, true},
 		{"no stage functions", testKernel("6.1.0-50-amd64", all510[:2], all510), AttachAuto, AttachFentry, "queue_request_and_unlock", true, false},
 		{"both send functions: the older first", testKernel("6.9.0", append(all510, "fuse_dev_queue_req"), all510), AttachAuto, AttachFentry, "queue_request_and_unlock", true, true},
