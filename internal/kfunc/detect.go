@@ -21,9 +21,8 @@ const (
 // mechanisms is what the running kernel offers kfunc: a nil error is a
 // mechanism it has, else what it lacks, in words.
 type mechanisms struct {
-	kprobes     error
-	kprobeMulti error // checked only when kprobes are used
-	fentry      error
+	kprobes error
+	fentry  error
 }
 
 // Where the kernel shows what it has.
@@ -76,7 +75,7 @@ func hasModuleBTF(module string) bool {
 // refusal is the one line for a kernel without the mechanism asked for
 // (or without either), with what to use instead.
 func (m mechanisms) refusal(release, attach string) error {
-	const instead = "count FUSE requests per opcode with fusescope trace instead (the fuse tracepoints need neither), or boot a kernel with kprobes"
+	const instead = "count FUSE requests per opcode with fusescope trace instead (its fuse tracepoints, from Linux 6.12, need neither), or boot a kernel with kprobes"
 	switch attach {
 	case AttachKprobe:
 		if m.kprobes != nil {

@@ -16,13 +16,20 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 )
+
+// fentryMany is the most functions auto counts through fentry where the
+// kernel has kprobe.multi: beyond it, detaching fentry's trampolines one
+// by one costs more than a one-link kprobe.multi (docs/performance.md).
+const fentryMany = 16
 
 // Limits of one run, as the BPF maps hold them.
 const (
@@ -115,6 +122,10 @@ func Open(cfg Config) (_ *Source, err error) {
 	if len(s.timed) > MaxTimed {
 		return nil, fmt.Errorf("--latency names %d functions, more than the %d one run times: give fewer", len(s.timed), MaxTimed)
 	}
+	// Kernels before 5.11 charge BPF maps to the locked-memory limit.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising the locked-memory limit for BPF maps (kernel %s): %w", release, err)
+	}
 	spec, err := bpf.LoadKfunc()
 	if err != nil {
 		return nil, err
@@ -192,7 +203,7 @@ func (s *Source) choose(mech mechanisms, avail []Symbol, availErr error, cache *
 			}
 		}
 		if len(s.counted) == 0 {
-			return false, "", fmt.Errorf("no kernel function matches %q (of %d the kernel can probe): is its module loaded? (fuse: modprobe fuse, or mount a FUSE file system)", cfg.Pattern, len(names))
+			return false, "", fmt.Errorf("no function of kernel %s matches %q (of %d it can probe): is its module loaded? (fuse: modprobe fuse, or mount a FUSE file system)", kernel.Release(), cfg.Pattern, len(names))
 		}
 	}
 	for _, want := range cfg.Latency {
@@ -226,7 +237,7 @@ func (s *Source) choose(mech mechanisms, avail []Symbol, availErr error, cache *
 	if len(noBTF) > 0 {
 		lacks := fmt.Sprintf("%s.ko has no BTF (/sys/kernel/btf/%s), which fentry needs", strings.Join(noBTF, ".ko, "), noBTF[0])
 		if cfg.Attach == AttachFentry || mech.kprobes != nil {
-			return false, "", fmt.Errorf("%s: use --attach kprobe", lacks)
+			return false, "", fmt.Errorf("kernel %s: %s: use --attach kprobe", kernel.Release(), lacks)
 		}
 		return false, lacks, nil
 	}
@@ -239,14 +250,21 @@ func (s *Source) choose(mech mechanisms, avail []Symbol, availErr error, cache *
 	if len(timed) < len(s.timed) {
 		lacks := fmt.Sprintf("%s has no BTF of its name, which fentry needs", s.fn.NotAttached[0].Name)
 		if cfg.Attach == AttachFentry || mech.kprobes != nil {
-			return false, "", fmt.Errorf("--latency %s: use --attach kprobe", lacks)
+			return false, "", fmt.Errorf("kernel %s: --latency %s: use --attach kprobe", kernel.Release(), lacks)
 		}
 		s.fn.NotAttached = nil
 		return false, lacks, nil
 	}
 	s.counted = s.withBTF(s.counted, cache)
 	if len(s.counted)+len(s.timed) == 0 {
-		return false, "", fmt.Errorf("no function matching %q has BTF, which fentry needs (%s: %s): use --attach kprobe", cfg.Pattern, s.fn.NotAttached[0].Name, s.fn.NotAttached[0].Error)
+		return false, "", fmt.Errorf("kernel %s: no function matching %q has BTF, which fentry needs (%s: %s): use --attach kprobe", kernel.Release(), cfg.Pattern, s.fn.NotAttached[0].Name, s.fn.NotAttached[0].Error)
+	}
+	// Many functions to count: fentry detaches its trampolines one at a
+	// time, each after a grace period (291 took 38-42 s in a 6.12 guest,
+	// where one kprobe.multi link detached in 50 ms: docs/performance.md).
+	if cfg.Attach == AttachAuto && len(s.counted) > fentryMany && mech.kprobes == nil && features.HaveBPFLinkKprobeMulti() == nil {
+		s.counted, s.timed, s.fn.NotAttached = s.matched[0], s.matched[1], nil
+		return false, fmt.Sprintf("%d functions to count: one kprobe.multi link attaches and detaches them at once, where fentry's trampolines detach one at a time (--attach fentry forces it)", len(s.counted)), nil
 	}
 	why = "the kernel has BTF for every function"
 	if n := len(s.fn.NotAttached); n > 0 {
