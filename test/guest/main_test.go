@@ -69,6 +69,7 @@ func TestMain(m *testing.M) {
 	}
 	cleanup, err := setUp()
 	if err != nil {
+		cleanup()
 		fmt.Fprintln(os.Stderr, "guest:", err)
 		os.Exit(1)
 	}
