@@ -32,10 +32,11 @@ type feature interface {
 
 // loadPlan is the object and its settings while Start readies them.
 type loadPlan struct {
-	spec   *ebpf.CollectionSpec
-	consts map[string]any
-	opts   Options
-	tps    Tracepoints
+	spec    *ebpf.CollectionSpec
+	consts  map[string]any
+	opts    Options
+	tps     Tracepoints
+	tracefs string // where the tracepoints' event directories are
 	// twin is the suffix of the request programs' twins the options
 	// need (_slow, _stages), files whether the end program is the one
 	// that sums each node's requests.

@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -53,6 +54,10 @@ func (p *pageCachePrograms) configure(plan *loadPlan) (bool, error) {
 			plan.unused("pc_conns")
 		}
 		return false, nil
+	}
+	// The pages each read asks the cache for, which the hit ratio is of.
+	if !hasEvent(plan.tracefs, "filemap", "mm_filemap_get_pages") {
+		return false, fmt.Errorf("kernel %s has no filemap:mm_filemap_get_pages tracepoint, which --page-cache counts the pages each read asks the cache for from: leave out --page-cache and the rest of the trace works", kernel.Release())
 	}
 	return true, nil
 }

@@ -256,7 +256,7 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	// The programs compiled with --slower's or --stages' code stand in for
 	// those without it (no cost when they are off).
-	plan := &loadPlan{spec: spec, consts: consts, opts: opts, tps: tps}
+	plan := &loadPlan{spec: spec, consts: consts, opts: opts, tps: tps, tracefs: tracefs}
 	if opts.Slower > 0 {
 		consts["slower_ns"] = uint64(opts.Slower.Nanoseconds())
 		plan.twin += "_slow"

@@ -114,13 +114,13 @@ var Kernels = map[string]Kernel{
 	"5.10": {Tracepoints: NoTracepoints, Support: with(Works, map[Feature]Support{
 		TpBTF: Refused, Tracepoint: Refused, Fentry: Refused,
 		Calls:     Refused, // joins calls to requests at the fuse tracepoints
-		PageCache: Refused, // a BPF feature this kernel lacks
+		PageCache: Refused, // no filemap:mm_filemap_get_pages tracepoint
 	})},
 	// Debian bookworm: no fuse tracepoints; fentry, fuse.ko has BTF.
 	"6.1": {Tracepoints: NoTracepoints, Support: with(Works, map[Feature]Support{
 		TpBTF: Refused, Tracepoint: Refused,
 		Calls:     Refused, // joins calls to requests at the fuse tracepoints
-		PageCache: Refused, // a BPF feature this kernel lacks
+		PageCache: Refused, // no filemap:mm_filemap_get_pages tracepoint
 	})},
 	// Debian trixie (fuse built in) and bookworm-backports (fuse.ko):
 	// tp_btf keys each request by its address, which the classic
