@@ -19,9 +19,11 @@
 
 /* The send: the request is queued for the daemon, under the input queue's
  * lock, before a daemon can read it (so its end never precedes it):
- * queue_request_and_unlock(fiq, req) on 5.10 to 6.9 (its id set, its
- * length not yet), fuse_dev_queue_req(fiq, req) from 6.10 (its length
- * set, its id set only from 6.18: key_by_address before). */
+ * queue_request_and_unlock(fiq, req) on 5.10 to 6.9 (its id set by the
+ * caller, its length not yet), fuse_dev_queue_req(fiq, req) from 6.10 (its
+ * length set, its id not: the function sets it). Whether a version's entry
+ * has the id does not matter: the loader keys every request by its address
+ * (key_by_address), which is also what the stage programs find it by. */
 #define FUNCS_SEND_FN "queue_request_and_unlock"
 /* The end, every version: fuse_request_end(req). */
 #define FUNCS_END_FN "fuse_request_end"
@@ -67,35 +69,30 @@ static __always_inline __u32 func_in_len(struct fuse_req *req, const int probed)
 	return len;
 }
 
-/* The send, as SEND_BTF's (fusereq.bpf.c). */
+/* The send, as SEND_BTF's under key_by_address (fusereq.bpf.c). */
 static __always_inline int func_send(struct fuse_req *req, const int probed, const int slow, const int stages)
 {
 	__u32 tag = req_tag(req);
-	__u32 conn = func_req_conn(req, probed);
-	__u32 opcode = REQ_READ(probed, req, in.h.opcode);
 	__u32 len = REQ_READ(probed, req, in.h.len);
-	__u32 pid = REQ_READ(probed, req, in.h.pid);
 	if (!len)
 		len = func_in_len(req, probed);
-	if (key_by_address)
-		return on_send(conn, tag, opcode, len, tag, pid, slow, stages);
-	return on_send(conn, REQ_READ(probed, req, in.h.unique), opcode, len, stages ? 0 : tag, pid, slow, stages);
+	return on_send(func_req_conn(req, probed), tag, REQ_READ(probed, req, in.h.opcode), len, tag,
+		       REQ_READ(probed, req, in.h.pid), slow, stages);
 }
 
-/* The end, as END_BTF's (the kprobe's). */
+static __always_inline void stamp_reply(struct fuse_req *req, const int probed);
+
+/* The end, as END_BTF's under key_by_address; under --stages, after the
+ * reply's start is stamped. */
 static __always_inline int func_end(struct fuse_req *req, const int probed, const int slow, const int stages,
 				    const int files)
 {
+	if (stages)
+		stamp_reply(req, probed);
 	__u64 node = (slow || files) ? REQ_READ(probed, req, in.h.nodeid) : 0;
-	__u32 reply_len = REQ_READ(probed, req, out.h.len);
-	__s32 err = REQ_READ(probed, req, out.h.error);
-	__u64 unique = REQ_READ(probed, req, in.h.unique);
-	if (key_by_address) {
-		__u32 tag = req_tag(req);
-		return on_end(0, tag, reply_len, err, tag, node, unique, slow, stages, files);
-	}
-	return on_end(stages ? func_req_conn(req, probed) : 0, unique, reply_len, err, stages ? 0 : req_tag(req), node,
-		      unique, slow, stages, files);
+	__u32 tag = req_tag(req);
+	return on_end(0, tag, REQ_READ(probed, req, out.h.len), REQ_READ(probed, req, out.h.error), tag, node,
+		      REQ_READ(probed, req, in.h.unique), slow, stages, files);
 }
 
 /* x86-64's argument registers, as the kprobes read them. */
@@ -118,16 +115,24 @@ FUNC_SEND(fuse_send_slow, 1, 0)
 FUNC_SEND(fuse_send_stages, 0, 1)
 FUNC_SEND(fuse_send_slow_stages, 1, 1)
 
-/* The end needs no fentry program of its own: fuse_request_end(req) hands
- * its program the request as the tp_btf/fuse_request_end programs are
- * handed it (ctx[0]), so the loader attaches those (END_BTF's, and
- * names.bpf.h's fuse_names) at the function's entry instead. The kprobe
- * programs read it from a register. */
+/* Without --stages the end needs no fentry program of its own:
+ * fuse_request_end(req) hands its program the request as the
+ * tp_btf/fuse_request_end programs are handed it (ctx[0]), so the loader
+ * attaches those (END_BTF's, and names.bpf.h's fuse_names) at the
+ * function's entry instead. With --stages the end first stamps the reply's
+ * start (stamp_reply, below): fentry programs of its own. The kprobe
+ * programs read the request from a register. */
 #define FUNC_END(name, slow, stages, files)                                                                     \
 	SEC("kprobe/" FUNCS_END_FN)                                                                             \
 	int name##_kprobe(struct pt_regs *ctx)                                                                  \
 	{                                                                                                       \
 		return func_end((struct fuse_req *)KPROBE_ARG1(ctx), 1, slow, stages, files);                   \
+	}
+#define FUNC_END_FENTRY(name, slow, stages, files)                                                              \
+	SEC("fentry/" FUNCS_END_FN)                                                                             \
+	int BPF_PROG(name##_fentry, struct fuse_req *req)                                                       \
+	{                                                                                                       \
+		return func_end(req, 0, slow, stages, files);                                                   \
 	}
 FUNC_END(fuse_end, 0, 0, 0)
 FUNC_END(fuse_end_slow, 1, 0, 0)
@@ -137,6 +142,10 @@ FUNC_END(fuse_end_files, 0, 0, 1)
 FUNC_END(fuse_end_slow_files, 1, 0, 1)
 FUNC_END(fuse_end_stages_files, 0, 1, 1)
 FUNC_END(fuse_end_slow_stages_files, 1, 1, 1)
+FUNC_END_FENTRY(fuse_end_stages, 0, 1, 0)
+FUNC_END_FENTRY(fuse_end_slow_stages, 1, 1, 0)
+FUNC_END_FENTRY(fuse_end_stages_files, 0, 1, 1)
+FUNC_END_FENTRY(fuse_end_slow_stages_files, 1, 1, 1)
 
 /* File names (names.bpf.h) for the kprobes: learn_name's reads, probed. */
 static __always_inline void learn_name_probed(struct fuse_req *req, __u32 conn, __u32 opcode)
@@ -207,26 +216,29 @@ int fuse_names_kprobe(struct pt_regs *ctx)
  * its connection and no header to read back from the daemon's memory:
  *   fuse_copy_args, copying to the daemon (cs->write): the request's
  *     header is copied and its arguments follow: it is taken (the read's
- *     exit, on the system-call side). Called once per request read;
+ *     exit, on the system-call side). It runs once per request read, and
+ *     once more per reply with arguments, which returns at once;
  *   fuse_dev_do_write's entry: a reply begins (the write's entry on the
- *     system-call side), remembered by thread with its cs until
- *   fuse_copy_finish, copying from the daemon (!cs->write) with cs->req
- *     set: the reply names its request, whose reply is stamped as begun
- *     when the write began. Its cs must be the one the write began with,
- *     and the thread's entry is cleared at the first such call, so the
- *     later calls (fuse_copy_fill calls it for every page) return after
- *     one lookup. A write that ended no request (a notification) leaves
- *     its entry, which the next write replaces.
- * fuse_copy_finish runs for every page copied either way: not a place to
- * do per-request work unguarded (the first version stamped taken there,
- * which cost twice the send and end together under emulation).
- * The stamps go where the system-call side puts them (stages.bpf.h): the
- * slot of (connection, id), or under key_by_address the stamps' table,
- * so that they pair with any send and end, tp_btf's included. */
+ *     system-call side), remembered by thread with the write's cs;
+ *   the end (func_end, on fuse_request_end, which the write calls once it
+ *     has copied the reply): the thread's write names this request
+ *     (cs->req), so the reply's start is stamped with the time it began.
+ *     A write that ended no request (a notification) leaves its entry,
+ *     whose cs no later end matches unless that end runs inside a write on
+ *     the same stack again, and then the entry is that write's.
+ * Three programs a request beyond the send and end, two of them small:
+ * stamping at fuse_copy_finish instead, which runs for every page copied
+ * either way, cost 6.4x the plain trace's programs per request in the 6.12
+ * guest (see docs/performance.md).
+ * The stamps go in the request's in-flight slot, found by its address as
+ * the send claimed it: the loader keys requests by address
+ * (key_by_address) and has the end take the stamps from the slot
+ * (stamps_in_slot). No connection is read and no hash touched. */
 struct reply_start {
 	__u32 tid;
-	__u32 cs; /* the low bits of the write's fuse_copy_state */
+	__u32 pad;
 	__u64 ns;
+	__u64 cs; /* the write's fuse_copy_state: its req names the request */
 };
 
 struct {
@@ -244,6 +256,14 @@ static __always_inline __u32 addr_low(void *p)
 	return low;
 }
 
+/* A kernel address as a number, to keep in a map (CAP_PERFMON). */
+static __always_inline __u64 addr_of(void *p)
+{
+	__u64 a;
+	asm volatile("%[a] = %[p]" : [a] "=r"(a) : [p] "r"(p));
+	return a;
+}
+
 static __always_inline int on_write_start(void *cs)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -251,7 +271,7 @@ static __always_inline int on_write_start(void *cs)
 	struct reply_start *r = bpf_map_lookup_elem(&reply_starts, &idx);
 	if (r) {
 		r->tid = tid;
-		r->cs = addr_low(cs);
+		r->cs = addr_of(cs);
 		r->ns = bpf_ktime_get_ns();
 	}
 	return 0;
@@ -280,31 +300,30 @@ static __always_inline void count_passthrough_req(struct fuse_req *req, __u32 co
 		__sync_fetch_and_add(n, 1);
 }
 
-/* cs->write: the copy goes to the daemon (an int before 6.17, a bit
- * after). */
-static __always_inline int to_daemon(struct fuse_copy_state *cs, const int probed)
+/* The request's slot, by its address (key_by_address, stamps_in_slot). */
+static __always_inline struct inflight_slot *stamps_of(struct fuse_req *req)
 {
-	return probed ? BPF_CORE_READ_BITFIELD_PROBED(cs, write) : BPF_CORE_READ_BITFIELD(cs, write);
-}
-
-/* The request's stamps: its slot, or its entry in the stamps' table. */
-static __always_inline struct inflight_slot *stamps_of(struct fuse_req *req, __u32 conn, int create, const int probed)
-{
-	__u64 unique = REQ_READ(probed, req, in.h.unique);
-	__u32 opcode = REQ_READ(probed, req, in.h.opcode);
-	struct inflight_slot *s = key_by_address ? find_stamps(conn, unique, opcode, create) : find_slot(conn, unique);
-	return s && s->opcode == opcode ? s : 0;
+	__u32 tag = req_tag(req);
+#pragma unroll
+	for (__u32 probe = 0; probe < 2; probe++) {
+		__u32 idx = slot_index(0, tag, tag, probe);
+		struct inflight_slot *s = bpf_map_lookup_elem(&inflight, &idx);
+		if (s && s->unique == tag && s->req_tag == tag && s->start_ns)
+			return s;
+	}
+	return 0;
 }
 
 static __always_inline int on_args_copied(struct fuse_copy_state *cs, const int probed)
 {
-	if (!to_daemon(cs, probed))
+	int to_daemon = probed ? BPF_CORE_READ_BITFIELD_PROBED(cs, write) : BPF_CORE_READ_BITFIELD(cs, write);
+	if (!to_daemon)
 		return 0;
 	struct fuse_req *req = REQ_READ(probed, cs, req);
 	if (!req)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct inflight_slot *s = stamps_of(req, func_req_conn(req, probed), 1, probed);
+	struct inflight_slot *s = stamps_of(req);
 	if (s && !s->taken_ns) {
 		s->node = REQ_READ(probed, req, in.h.nodeid);
 		s->taken_ns = now;
@@ -312,30 +331,29 @@ static __always_inline int on_args_copied(struct fuse_copy_state *cs, const int 
 	return 0;
 }
 
-static __always_inline int on_copy_finished(struct fuse_copy_state *cs, const int probed)
+/* At the end, inside the daemon's write of its reply: the reply began when
+ * the write did. */
+static __always_inline void stamp_reply(struct fuse_req *req, const int probed)
 {
-	if (to_daemon(cs, probed))
-		return 0;
-	struct fuse_req *req = REQ_READ(probed, cs, req);
-	if (!req)
-		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u32 idx = tid & (DAEMON_THREADS - 1);
 	struct reply_start *r = bpf_map_lookup_elem(&reply_starts, &idx);
-	if (!r || r->tid != tid || r->cs != addr_low(cs))
-		return 0;
+	if (!r || r->tid != tid || !r->cs)
+		return;
+	__u64 written = 0;
+	if (bpf_probe_read_kernel(&written, sizeof(written), (void *)(r->cs + bpf_core_field_offset(struct fuse_copy_state, req))) ||
+	    (__u32)written != addr_low(req))
+		return;
 	__u64 ts = r->ns;
 	r->cs = 0;
-	__u32 conn = func_req_conn(req, probed);
-	struct inflight_slot *s = stamps_of(req, conn, 0, probed);
+	struct inflight_slot *s = stamps_of(req);
 	if (!s)
-		return 0;
+		return;
 	if (!s->replied_ns)
 		s->replied_ns = ts;
 	__u32 opcode = s->opcode;
 	if ((opcode == FUSE_OPEN || opcode == FUSE_CREATE) && REQ_READ(probed, req, out.h.error) == 0)
-		count_passthrough_req(req, conn, opcode, probed);
-	return 0;
+		count_passthrough_req(req, s->conn, opcode, probed);
 }
 
 SEC("fentry/fuse_copy_args")
@@ -360,16 +378,4 @@ SEC("kprobe/fuse_dev_do_write")
 int stage_write_kprobe(struct pt_regs *ctx)
 {
 	return on_write_start((void *)KPROBE_ARG2(ctx));
-}
-
-SEC("fentry/fuse_copy_finish")
-int BPF_PROG(stage_copied_fentry, struct fuse_copy_state *cs)
-{
-	return on_copy_finished(cs, 0);
-}
-
-SEC("kprobe/fuse_copy_finish")
-int stage_copied_kprobe(struct pt_regs *ctx)
-{
-	return on_copy_finished((struct fuse_copy_state *)KPROBE_ARG1(ctx), 1);
 }

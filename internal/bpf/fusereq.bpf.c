@@ -414,6 +414,11 @@ static __always_inline void send_slow(__u32 idx, __u32 pid, __u32 conn, __u32 op
 
 static __always_inline void count_node(__u32 conn, __u64 node, __u64 delta, __s32 err);
 
+/* --stages from the kernel's side of /dev/fuse (funcs.bpf.h): its
+ * programs know the request's address, so they stamp the slot itself,
+ * keyed by address too, and no table of stamps is needed. */
+volatile const __u8 stamps_in_slot = 0;
+
 /* unique is what the slot was claimed with (the request's id, or its tag
  * under key_by_address); id is the request's id, which its stamps are
  * found by. */
@@ -445,7 +450,7 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	__u32 req_len = slot->req_len;
 	__u32 pid = slow ? slot->pid : 0;
 	__u64 taken = 0, replied = 0;
-	if (stages && key_by_address)
+	if (stages && key_by_address && !stamps_in_slot)
 		take_stamps(conn, id, &taken, &replied);
 	else if (stages) {
 		taken = slot->taken_ns;

@@ -177,8 +177,9 @@ type FuseReqPcRead struct {
 type FuseReqReplyStart struct {
 	_   structs.HostLayout
 	Tid uint32
-	Cs  uint32
+	Pad uint32
 	Ns  uint64
+	Cs  uint64
 }
 
 type FuseReqSlowComm struct {
@@ -289,9 +290,13 @@ const (
 	FuseReqProgFuseEndSlowFilesKprobe       = "fuse_end_slow_files_kprobe"
 	FuseReqProgFuseEndSlowKprobe            = "fuse_end_slow_kprobe"
 	FuseReqProgFuseEndSlowStages            = "fuse_end_slow_stages"
+	FuseReqProgFuseEndSlowStagesFentry      = "fuse_end_slow_stages_fentry"
+	FuseReqProgFuseEndSlowStagesFilesFentry = "fuse_end_slow_stages_files_fentry"
 	FuseReqProgFuseEndSlowStagesFilesKprobe = "fuse_end_slow_stages_files_kprobe"
 	FuseReqProgFuseEndSlowStagesKprobe      = "fuse_end_slow_stages_kprobe"
 	FuseReqProgFuseEndStages                = "fuse_end_stages"
+	FuseReqProgFuseEndStagesFentry          = "fuse_end_stages_fentry"
+	FuseReqProgFuseEndStagesFilesFentry     = "fuse_end_stages_files_fentry"
 	FuseReqProgFuseEndStagesFilesKprobe     = "fuse_end_stages_files_kprobe"
 	FuseReqProgFuseEndStagesKprobe          = "fuse_end_stages_kprobe"
 	FuseReqProgFuseNames                    = "fuse_names"
@@ -317,8 +322,6 @@ const (
 	FuseReqProgPcDelete                     = "pc_delete"
 	FuseReqProgPcGetPages                   = "pc_get_pages"
 	FuseReqProgPcSyncRa                     = "pc_sync_ra"
-	FuseReqProgStageCopiedFentry            = "stage_copied_fentry"
-	FuseReqProgStageCopiedKprobe            = "stage_copied_kprobe"
 	FuseReqProgStageEnterSplice             = "stage_enter_splice"
 	FuseReqProgStageEnterVmsplice           = "stage_enter_vmsplice"
 	FuseReqProgStageEnterWrite              = "stage_enter_write"
@@ -346,6 +349,7 @@ const (
 	FuseReqVarSlowerNs                      = "slower_ns"
 	FuseReqVarStageNames                    = "stage_names"
 	FuseReqVarStagesEmpty                   = "stages_empty"
+	FuseReqVarStampsInSlot                  = "stamps_in_slot"
 	FuseReqVarUnusedDropReason              = "unused_drop_reason"
 	FuseReqVarUnusedFileCall                = "unused_file_call"
 	FuseReqVarUnusedNodeName                = "unused_node_name"
@@ -414,9 +418,13 @@ type FuseReqProgramSpecs struct {
 	FuseEndSlowFilesKprobe       *ebpf.ProgramSpec `ebpf:"fuse_end_slow_files_kprobe"`
 	FuseEndSlowKprobe            *ebpf.ProgramSpec `ebpf:"fuse_end_slow_kprobe"`
 	FuseEndSlowStages            *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages"`
+	FuseEndSlowStagesFentry      *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_fentry"`
+	FuseEndSlowStagesFilesFentry *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_files_fentry"`
 	FuseEndSlowStagesFilesKprobe *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_files_kprobe"`
 	FuseEndSlowStagesKprobe      *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_kprobe"`
 	FuseEndStages                *ebpf.ProgramSpec `ebpf:"fuse_end_stages"`
+	FuseEndStagesFentry          *ebpf.ProgramSpec `ebpf:"fuse_end_stages_fentry"`
+	FuseEndStagesFilesFentry     *ebpf.ProgramSpec `ebpf:"fuse_end_stages_files_fentry"`
 	FuseEndStagesFilesKprobe     *ebpf.ProgramSpec `ebpf:"fuse_end_stages_files_kprobe"`
 	FuseEndStagesKprobe          *ebpf.ProgramSpec `ebpf:"fuse_end_stages_kprobe"`
 	FuseNames                    *ebpf.ProgramSpec `ebpf:"fuse_names"`
@@ -442,8 +450,6 @@ type FuseReqProgramSpecs struct {
 	PcDelete                     *ebpf.ProgramSpec `ebpf:"pc_delete"`
 	PcGetPages                   *ebpf.ProgramSpec `ebpf:"pc_get_pages"`
 	PcSyncRa                     *ebpf.ProgramSpec `ebpf:"pc_sync_ra"`
-	StageCopiedFentry            *ebpf.ProgramSpec `ebpf:"stage_copied_fentry"`
-	StageCopiedKprobe            *ebpf.ProgramSpec `ebpf:"stage_copied_kprobe"`
 	StageEnterSplice             *ebpf.ProgramSpec `ebpf:"stage_enter_splice"`
 	StageEnterVmsplice           *ebpf.ProgramSpec `ebpf:"stage_enter_vmsplice"`
 	StageEnterWrite              *ebpf.ProgramSpec `ebpf:"stage_enter_write"`
@@ -515,6 +521,7 @@ type FuseReqVariableSpecs struct {
 	SlowerNs         *ebpf.VariableSpec `ebpf:"slower_ns"`
 	StageNames       *ebpf.VariableSpec `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.VariableSpec `ebpf:"stages_empty"`
+	StampsInSlot     *ebpf.VariableSpec `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.VariableSpec `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.VariableSpec `ebpf:"unused_file_call"`
 	UnusedNodeName   *ebpf.VariableSpec `ebpf:"unused_node_name"`
@@ -629,6 +636,7 @@ type FuseReqVariables struct {
 	SlowerNs         *ebpf.Variable `ebpf:"slower_ns"`
 	StageNames       *ebpf.Variable `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.Variable `ebpf:"stages_empty"`
+	StampsInSlot     *ebpf.Variable `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.Variable `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.Variable `ebpf:"unused_file_call"`
 	UnusedNodeName   *ebpf.Variable `ebpf:"unused_node_name"`
@@ -659,9 +667,13 @@ type FuseReqPrograms struct {
 	FuseEndSlowFilesKprobe       *ebpf.Program `ebpf:"fuse_end_slow_files_kprobe"`
 	FuseEndSlowKprobe            *ebpf.Program `ebpf:"fuse_end_slow_kprobe"`
 	FuseEndSlowStages            *ebpf.Program `ebpf:"fuse_end_slow_stages"`
+	FuseEndSlowStagesFentry      *ebpf.Program `ebpf:"fuse_end_slow_stages_fentry"`
+	FuseEndSlowStagesFilesFentry *ebpf.Program `ebpf:"fuse_end_slow_stages_files_fentry"`
 	FuseEndSlowStagesFilesKprobe *ebpf.Program `ebpf:"fuse_end_slow_stages_files_kprobe"`
 	FuseEndSlowStagesKprobe      *ebpf.Program `ebpf:"fuse_end_slow_stages_kprobe"`
 	FuseEndStages                *ebpf.Program `ebpf:"fuse_end_stages"`
+	FuseEndStagesFentry          *ebpf.Program `ebpf:"fuse_end_stages_fentry"`
+	FuseEndStagesFilesFentry     *ebpf.Program `ebpf:"fuse_end_stages_files_fentry"`
 	FuseEndStagesFilesKprobe     *ebpf.Program `ebpf:"fuse_end_stages_files_kprobe"`
 	FuseEndStagesKprobe          *ebpf.Program `ebpf:"fuse_end_stages_kprobe"`
 	FuseNames                    *ebpf.Program `ebpf:"fuse_names"`
@@ -687,8 +699,6 @@ type FuseReqPrograms struct {
 	PcDelete                     *ebpf.Program `ebpf:"pc_delete"`
 	PcGetPages                   *ebpf.Program `ebpf:"pc_get_pages"`
 	PcSyncRa                     *ebpf.Program `ebpf:"pc_sync_ra"`
-	StageCopiedFentry            *ebpf.Program `ebpf:"stage_copied_fentry"`
-	StageCopiedKprobe            *ebpf.Program `ebpf:"stage_copied_kprobe"`
 	StageEnterSplice             *ebpf.Program `ebpf:"stage_enter_splice"`
 	StageEnterVmsplice           *ebpf.Program `ebpf:"stage_enter_vmsplice"`
 	StageEnterWrite              *ebpf.Program `ebpf:"stage_enter_write"`
@@ -727,9 +737,13 @@ func (p *FuseReqPrograms) Close() error {
 		p.FuseEndSlowFilesKprobe,
 		p.FuseEndSlowKprobe,
 		p.FuseEndSlowStages,
+		p.FuseEndSlowStagesFentry,
+		p.FuseEndSlowStagesFilesFentry,
 		p.FuseEndSlowStagesFilesKprobe,
 		p.FuseEndSlowStagesKprobe,
 		p.FuseEndStages,
+		p.FuseEndStagesFentry,
+		p.FuseEndStagesFilesFentry,
 		p.FuseEndStagesFilesKprobe,
 		p.FuseEndStagesKprobe,
 		p.FuseNames,
@@ -755,8 +769,6 @@ func (p *FuseReqPrograms) Close() error {
 		p.PcDelete,
 		p.PcGetPages,
 		p.PcSyncRa,
-		p.StageCopiedFentry,
-		p.StageCopiedKprobe,
 		p.StageEnterSplice,
 		p.StageEnterVmsplice,
 		p.StageEnterWrite,

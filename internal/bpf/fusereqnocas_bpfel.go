@@ -143,8 +143,9 @@ type FuseReqNoCASPcRead struct {
 type FuseReqNoCASReplyStart struct {
 	_   structs.HostLayout
 	Tid uint32
-	Cs  uint32
+	Pad uint32
 	Ns  uint64
+	Cs  uint64
 }
 
 type FuseReqNoCASSlowComm struct {
@@ -238,9 +239,13 @@ const (
 	FuseReqNoCASProgFuseEndSlowFilesKprobe       = "fuse_end_slow_files_kprobe"
 	FuseReqNoCASProgFuseEndSlowKprobe            = "fuse_end_slow_kprobe"
 	FuseReqNoCASProgFuseEndSlowStages            = "fuse_end_slow_stages"
+	FuseReqNoCASProgFuseEndSlowStagesFentry      = "fuse_end_slow_stages_fentry"
+	FuseReqNoCASProgFuseEndSlowStagesFilesFentry = "fuse_end_slow_stages_files_fentry"
 	FuseReqNoCASProgFuseEndSlowStagesFilesKprobe = "fuse_end_slow_stages_files_kprobe"
 	FuseReqNoCASProgFuseEndSlowStagesKprobe      = "fuse_end_slow_stages_kprobe"
 	FuseReqNoCASProgFuseEndStages                = "fuse_end_stages"
+	FuseReqNoCASProgFuseEndStagesFentry          = "fuse_end_stages_fentry"
+	FuseReqNoCASProgFuseEndStagesFilesFentry     = "fuse_end_stages_files_fentry"
 	FuseReqNoCASProgFuseEndStagesFilesKprobe     = "fuse_end_stages_files_kprobe"
 	FuseReqNoCASProgFuseEndStagesKprobe          = "fuse_end_stages_kprobe"
 	FuseReqNoCASProgFuseNames                    = "fuse_names"
@@ -266,8 +271,6 @@ const (
 	FuseReqNoCASProgPcDelete                     = "pc_delete"
 	FuseReqNoCASProgPcGetPages                   = "pc_get_pages"
 	FuseReqNoCASProgPcSyncRa                     = "pc_sync_ra"
-	FuseReqNoCASProgStageCopiedFentry            = "stage_copied_fentry"
-	FuseReqNoCASProgStageCopiedKprobe            = "stage_copied_kprobe"
 	FuseReqNoCASProgStageEnterSplice             = "stage_enter_splice"
 	FuseReqNoCASProgStageEnterVmsplice           = "stage_enter_vmsplice"
 	FuseReqNoCASProgStageEnterWrite              = "stage_enter_write"
@@ -295,6 +298,7 @@ const (
 	FuseReqNoCASVarSlowerNs                      = "slower_ns"
 	FuseReqNoCASVarStageNames                    = "stage_names"
 	FuseReqNoCASVarStagesEmpty                   = "stages_empty"
+	FuseReqNoCASVarStampsInSlot                  = "stamps_in_slot"
 	FuseReqNoCASVarUnusedDropReason              = "unused_drop_reason"
 	FuseReqNoCASVarUnusedFileCall                = "unused_file_call"
 	FuseReqNoCASVarUnusedNodeName                = "unused_node_name"
@@ -363,9 +367,13 @@ type FuseReqNoCASProgramSpecs struct {
 	FuseEndSlowFilesKprobe       *ebpf.ProgramSpec `ebpf:"fuse_end_slow_files_kprobe"`
 	FuseEndSlowKprobe            *ebpf.ProgramSpec `ebpf:"fuse_end_slow_kprobe"`
 	FuseEndSlowStages            *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages"`
+	FuseEndSlowStagesFentry      *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_fentry"`
+	FuseEndSlowStagesFilesFentry *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_files_fentry"`
 	FuseEndSlowStagesFilesKprobe *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_files_kprobe"`
 	FuseEndSlowStagesKprobe      *ebpf.ProgramSpec `ebpf:"fuse_end_slow_stages_kprobe"`
 	FuseEndStages                *ebpf.ProgramSpec `ebpf:"fuse_end_stages"`
+	FuseEndStagesFentry          *ebpf.ProgramSpec `ebpf:"fuse_end_stages_fentry"`
+	FuseEndStagesFilesFentry     *ebpf.ProgramSpec `ebpf:"fuse_end_stages_files_fentry"`
 	FuseEndStagesFilesKprobe     *ebpf.ProgramSpec `ebpf:"fuse_end_stages_files_kprobe"`
 	FuseEndStagesKprobe          *ebpf.ProgramSpec `ebpf:"fuse_end_stages_kprobe"`
 	FuseNames                    *ebpf.ProgramSpec `ebpf:"fuse_names"`
@@ -391,8 +399,6 @@ type FuseReqNoCASProgramSpecs struct {
 	PcDelete                     *ebpf.ProgramSpec `ebpf:"pc_delete"`
 	PcGetPages                   *ebpf.ProgramSpec `ebpf:"pc_get_pages"`
 	PcSyncRa                     *ebpf.ProgramSpec `ebpf:"pc_sync_ra"`
-	StageCopiedFentry            *ebpf.ProgramSpec `ebpf:"stage_copied_fentry"`
-	StageCopiedKprobe            *ebpf.ProgramSpec `ebpf:"stage_copied_kprobe"`
 	StageEnterSplice             *ebpf.ProgramSpec `ebpf:"stage_enter_splice"`
 	StageEnterVmsplice           *ebpf.ProgramSpec `ebpf:"stage_enter_vmsplice"`
 	StageEnterWrite              *ebpf.ProgramSpec `ebpf:"stage_enter_write"`
@@ -464,6 +470,7 @@ type FuseReqNoCASVariableSpecs struct {
 	SlowerNs         *ebpf.VariableSpec `ebpf:"slower_ns"`
 	StageNames       *ebpf.VariableSpec `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.VariableSpec `ebpf:"stages_empty"`
+	StampsInSlot     *ebpf.VariableSpec `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.VariableSpec `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.VariableSpec `ebpf:"unused_file_call"`
 	UnusedNodeName   *ebpf.VariableSpec `ebpf:"unused_node_name"`
@@ -578,6 +585,7 @@ type FuseReqNoCASVariables struct {
 	SlowerNs         *ebpf.Variable `ebpf:"slower_ns"`
 	StageNames       *ebpf.Variable `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.Variable `ebpf:"stages_empty"`
+	StampsInSlot     *ebpf.Variable `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.Variable `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.Variable `ebpf:"unused_file_call"`
 	UnusedNodeName   *ebpf.Variable `ebpf:"unused_node_name"`
@@ -608,9 +616,13 @@ type FuseReqNoCASPrograms struct {
 	FuseEndSlowFilesKprobe       *ebpf.Program `ebpf:"fuse_end_slow_files_kprobe"`
 	FuseEndSlowKprobe            *ebpf.Program `ebpf:"fuse_end_slow_kprobe"`
 	FuseEndSlowStages            *ebpf.Program `ebpf:"fuse_end_slow_stages"`
+	FuseEndSlowStagesFentry      *ebpf.Program `ebpf:"fuse_end_slow_stages_fentry"`
+	FuseEndSlowStagesFilesFentry *ebpf.Program `ebpf:"fuse_end_slow_stages_files_fentry"`
 	FuseEndSlowStagesFilesKprobe *ebpf.Program `ebpf:"fuse_end_slow_stages_files_kprobe"`
 	FuseEndSlowStagesKprobe      *ebpf.Program `ebpf:"fuse_end_slow_stages_kprobe"`
 	FuseEndStages                *ebpf.Program `ebpf:"fuse_end_stages"`
+	FuseEndStagesFentry          *ebpf.Program `ebpf:"fuse_end_stages_fentry"`
+	FuseEndStagesFilesFentry     *ebpf.Program `ebpf:"fuse_end_stages_files_fentry"`
 	FuseEndStagesFilesKprobe     *ebpf.Program `ebpf:"fuse_end_stages_files_kprobe"`
 	FuseEndStagesKprobe          *ebpf.Program `ebpf:"fuse_end_stages_kprobe"`
 	FuseNames                    *ebpf.Program `ebpf:"fuse_names"`
@@ -636,8 +648,6 @@ type FuseReqNoCASPrograms struct {
 	PcDelete                     *ebpf.Program `ebpf:"pc_delete"`
 	PcGetPages                   *ebpf.Program `ebpf:"pc_get_pages"`
 	PcSyncRa                     *ebpf.Program `ebpf:"pc_sync_ra"`
-	StageCopiedFentry            *ebpf.Program `ebpf:"stage_copied_fentry"`
-	StageCopiedKprobe            *ebpf.Program `ebpf:"stage_copied_kprobe"`
 	StageEnterSplice             *ebpf.Program `ebpf:"stage_enter_splice"`
 	StageEnterVmsplice           *ebpf.Program `ebpf:"stage_enter_vmsplice"`
 	StageEnterWrite              *ebpf.Program `ebpf:"stage_enter_write"`
@@ -676,9 +686,13 @@ func (p *FuseReqNoCASPrograms) Close() error {
 		p.FuseEndSlowFilesKprobe,
 		p.FuseEndSlowKprobe,
 		p.FuseEndSlowStages,
+		p.FuseEndSlowStagesFentry,
+		p.FuseEndSlowStagesFilesFentry,
 		p.FuseEndSlowStagesFilesKprobe,
 		p.FuseEndSlowStagesKprobe,
 		p.FuseEndStages,
+		p.FuseEndStagesFentry,
+		p.FuseEndStagesFilesFentry,
 		p.FuseEndStagesFilesKprobe,
 		p.FuseEndStagesKprobe,
 		p.FuseNames,
@@ -704,8 +718,6 @@ func (p *FuseReqNoCASPrograms) Close() error {
 		p.PcDelete,
 		p.PcGetPages,
 		p.PcSyncRa,
-		p.StageCopiedFentry,
-		p.StageCopiedKprobe,
 		p.StageEnterSplice,
 		p.StageEnterVmsplice,
 		p.StageEnterWrite,

@@ -37,48 +37,42 @@ const (
 	AttachKprobe = "kprobe"
 )
 
-// sendFunc is a kernel function that queues a request for the daemon, the
-// request its second argument.
-type sendFunc struct {
-	name string
-	// hasID: the request has its id at the function's entry.
-	hasID func(major, minor int) bool
-}
+// sendFuncs are the kernel functions that queue a request for the daemon,
+// the request their second argument, in the order they are looked for
+// (available_filter_functions and BTF: a static function may be inlined,
+// and names change):
+//   - queue_request_and_unlock, 5.10 to 6.9: under the input queue's lock,
+//     before the request is on its list; the callers set its id, the
+//     function its length (which the program sums itself);
+//   - fuse_dev_queue_req, 6.10 on: /dev/fuse's send_req, called through a
+//     pointer, so never inlined; its entry has the length, and the id
+//     only where the caller set it (a notification's reply): it sets the
+//     id itself, even where the tracepoint reports it (6.18 on; keyed by
+//     id, it counted no request in Debian's 7.3 guest).
+//
+// Where the id is set does not matter: the programs key every request by
+// its address (key_by_address), as the stage programs find it.
+var sendFuncs = []string{"queue_request_and_unlock", "fuse_dev_queue_req"}
 
-// sendFuncs in the order they are looked for (available_filter_functions
-// and BTF: a static function may be inlined, and names change).
-var sendFuncs = []sendFunc{
-	// 5.10 to 6.9: under the input queue's lock, before the request is on
-	// its list; the callers set its id (its length is summed here, and
-	// by the program).
-	{"queue_request_and_unlock", func(int, int) bool { return true }},
-	// 6.10 on: /dev/fuse's send_req, called through a pointer, so never
-	// inlined. It sets the id itself, in every version: its entry has
-	// none, even where the tracepoint reports it (6.18 on; in Debian's
-	// 7.3 guest, keyed by id, it counted no request).
-	{"fuse_dev_queue_req", func(int, int) bool { return false }},
-}
-
-// The request's end, and --stages' three functions on the kernel's side
-// of /dev/fuse, in every version fusescope knows.
+// The request's end, and --stages' two functions on the kernel's side of
+// /dev/fuse (the end stamps the reply's start), in every version fusescope
+// knows.
 const (
-	endFunc    = "fuse_request_end"
-	takenFunc  = "fuse_copy_args"    // copying a request to the daemon
-	writeFunc  = "fuse_dev_do_write" // a reply begins
-	copiedFunc = "fuse_copy_finish"  // the reply names its request
+	endFunc   = "fuse_request_end"
+	takenFunc = "fuse_copy_args"    // copying a request to the daemon
+	writeFunc = "fuse_dev_do_write" // a reply begins
 )
 
 // stageFuncs are --stages' functions, by the program's name in
 // funcs.bpf.h (stage_NAME_fentry, stage_NAME_kprobe).
-var stageFuncs = []struct{ prog, fn string }{{"taken", takenFunc}, {"write", writeFunc}, {"copied", copiedFunc}}
+var stageFuncs = []struct{ prog, fn string }{{"taken", takenFunc}, {"write", writeFunc}}
 
 // funcMech is the request programs on kernel functions: which mechanism,
 // which functions, and why.
 type funcMech struct {
-	attach    string // AttachFentry or AttachKprobe
-	forced    bool   // --attach asked for it
-	send      string // one of sendFuncs
-	sendHasID bool
+	attach string // AttachFentry or AttachKprobe
+	forced bool   // --attach asked for it
+	send   string // one of sendFuncs
 	// stages: the kernel's side of /dev/fuse can be traced (both
 	// functions), or why not.
 	stages error
@@ -106,11 +100,8 @@ type kernelFuncs struct {
 
 // wantedFuncs are the functions looked up in the kernel.
 func wantedFuncs() []string {
-	names := []string{endFunc, takenFunc, writeFunc, copiedFunc}
-	for _, f := range sendFuncs {
-		names = append(names, f.name)
-	}
-	return names
+	names := []string{endFunc, takenFunc, writeFunc}
+	return append(names, sendFuncs...)
 }
 
 // inventory reads what the kernel offers: its traceable functions, its
@@ -199,6 +190,11 @@ func requestEvents(opts Options, tracefs string) (*funcMech, Tracepoints, error)
 		}
 		fallthrough
 	default:
+		if haveTP && opts.Stages && !opts.Calls && opts.StageCost == StagesMeasured {
+			if m := stagesOnFentry(tracefs); m != nil {
+				return m, m.events(), nil
+			}
+		}
 		if haveTP || !hasFuse() {
 			tps, err := CheckTracepoints(tracefs, kernel.Release())
 			return nil, tps, err
@@ -212,6 +208,21 @@ func requestEvents(opts Options, tracefs string) (*funcMech, Tracepoints, error)
 		return nil, Tracepoints{}, fmt.Errorf("kernel %s: --calls needs the fuse tracepoints (Linux 6.12), and the trace is on %s here; leave out --calls and the rest of the trace works", kernel.Release(), m.attach)
 	}
 	return m, m.events(), nil
+}
+
+// stagesOnFentry is the mechanism for --stages on a kernel with the
+// tracepoints, where fentry reaches the kernel's side of /dev/fuse: the
+// split there costs half the system-call side's per request in the 6.12
+// guest, and needs the end and send fentry gives (docs/performance.md).
+// nil where fentry cannot: the tracepoints and the system-call side then.
+func stagesOnFentry(tracefs string) *funcMech {
+	m, err := inventory(tracefs).plan(AttachAuto)
+	if err != nil || m.attach != AttachFentry || m.stages != nil || m.probeFentry() != nil {
+		return nil
+	}
+	m.forced = true // no kprobe fallback: the tracepoints are cheaper
+	m.why = "--stages times the kernel's side of /dev/fuse, which fentry reaches: half the cost of the daemons' system calls"
+	return m
 }
 
 // hasFuse says whether fuse is in the kernel (built in, or its module
@@ -235,16 +246,14 @@ func (k kernelFuncs) plan(attach string) (*funcMech, error) {
 	if k.ftrace != nil {
 		return nil, refuse(fmt.Sprintf("cannot trace its functions (%v)", k.ftrace))
 	}
-	var names []string
 	for _, f := range sendFuncs {
-		names = append(names, f.name)
-		if m.send == "" && k.traceable[f.name] {
-			m.send, m.sendHasID = f.name, f.hasID(k.major, k.minor)
+		if m.send == "" && k.traceable[f] {
+			m.send = f
 		}
 	}
 	switch {
 	case m.send == "":
-		return nil, refuse(fmt.Sprintf("can trace none of the functions that queue a request (%s: inlined, or renamed)", strings.Join(names, ", ")))
+		return nil, refuse(fmt.Sprintf("can trace none of the functions that queue a request (%s: inlined, or renamed)", strings.Join(sendFuncs, ", ")))
 	case !k.traceable[endFunc]:
 		return nil, refuse(fmt.Sprintf("cannot trace %s (inlined, or renamed)", endFunc))
 	}
@@ -275,8 +284,11 @@ func (k kernelFuncs) plan(attach string) (*funcMech, error) {
 }
 
 // events is what the mechanism gives the rest of the tracer in place of
-// the tracepoints' facts.
-func (m *funcMech) events() Tracepoints { return Tracepoints{SendHasID: m.sendHasID} }
+// the tracepoints' facts. The programs key requests by address and the
+// stage programs stamp their slots (loadRequests), so nothing needs the
+// id at the send, which SendHasID guards elsewhere (the note on 6.12 to
+// 6.17's tracepoints, the table of stamps by id).
+func (m *funcMech) events() Tracepoints { return Tracepoints{SendHasID: true} }
 
 // loadSpec reads the object to load: the one without compare-and-swap on
 // a kernel without it.
@@ -309,6 +321,11 @@ type funcObjects struct {
 // of the ones the options need (_slow, _stages, _files). Auto falls back
 // from fentry to kprobes where fentry does not attach.
 func (m *funcMech) loadRequests(t *Tracer, spec *ebpf.CollectionSpec, consts map[string]any, twin string, files bool) error {
+	// Found by address, stamped in their slots (funcs.bpf.h).
+	consts["key_by_address"] = uint8(1)
+	if strings.Contains(twin, "_stages") {
+		consts["stamps_in_slot"] = uint8(1)
+	}
 	if m.attach == AttachKprobe {
 		if err := m.needTypes(); err != nil {
 			return err
@@ -345,11 +362,14 @@ func (m *funcMech) loadPair(t *Tracer, spec *ebpf.CollectionSpec, consts map[str
 	send.AttachTo = m.send
 	var endProg *ebpf.ProgramSpec
 	if m.attach == AttachFentry {
-		// tp_btf/fuse_request_end's programs, at the function's entry.
-		endProg = s.Programs["fuse_end_btf"+strings.TrimPrefix(end, "fuse_end")].Copy()
-		endProg.AttachType, endProg.AttachTo = ebpf.AttachTraceFEntry, endFunc
 		if err := m.probeFentry(); err != nil {
 			return err
+		}
+		// tp_btf/fuse_request_end's programs, at the function's entry,
+		// but under --stages, which stamps the reply first.
+		if endProg = s.Programs[end+"_fentry"]; endProg == nil {
+			endProg = s.Programs["fuse_end_btf"+strings.TrimPrefix(end, "fuse_end")].Copy()
+			endProg.AttachType, endProg.AttachTo = ebpf.AttachTraceFEntry, endFunc
 		}
 	} else {
 		endProg = s.Programs[end+"_kprobe"].Copy()

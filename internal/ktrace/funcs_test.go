@@ -25,41 +25,44 @@ func testKernel(release string, traceable, inBTF []string) kernelFuncs {
 }
 
 var (
-	all510  = []string{"queue_request_and_unlock", "fuse_request_end", "fuse_copy_args", "fuse_dev_do_write", "fuse_copy_finish"}
-	all612  = []string{"fuse_dev_queue_req", "fuse_request_end", "fuse_copy_args", "fuse_dev_do_write", "fuse_copy_finish"}
+	all510  = []string{"queue_request_and_unlock", "fuse_request_end", "fuse_copy_args", "fuse_dev_do_write"}
+	all612  = []string{"fuse_dev_queue_req", "fuse_request_end", "fuse_copy_args", "fuse_dev_do_write"}
 	noFuncs []string
 )
 
 // The mechanism and functions each kernel gets, as the guests showed them
 // (test/guest): Debian's 6.1 fentry, its 5.10 (fuse without BTF) kprobes;
-// the send function and whether it has the request's id by version.
+// the send function by version.
 func TestFuncsPlan(t *testing.T) {
-	noKprobes := func(k kernelFuncs) kernelFuncs { k.kprobes = errors.New("no kprobes: built without CONFIG_KPROBES"); return k }
+	noKprobes := func(k kernelFuncs) kernelFuncs {
+		k.kprobes = errors.New("no kprobes: built without CONFIG_KPROBES")
+		return k
+	}
 	noBTF := func(k kernelFuncs) kernelFuncs { k.fentry = errors.New("no kernel BTF"); return k }
 	for _, c := range []struct {
-		name         string
-		k            kernelFuncs
-		attach       string
-		mech, send   string
-		hasID, stage bool
+		name       string
+		k          kernelFuncs
+		attach     string
+		mech, send string
+		stage      bool
 	}{
-		{"6.1 auto", testKernel("6.1.0-50-amd64", all510, all510), AttachAuto, AttachFentry, "queue_request_and_unlock", true, true},
-		{"6.1 kprobe", testKernel("6.1.0-50-amd64", all510, all510), AttachKprobe, AttachKprobe, "queue_request_and_unlock", true, true},
-		{"5.10 fuse without BTF", testKernel("5.10.0-32-amd64", all510, noFuncs), AttachAuto, AttachKprobe, "queue_request_and_unlock", true, true},
-		{"5.10 no vmlinux BTF", noBTF(testKernel("5.10.0-32-amd64", all510, noFuncs)), "", AttachKprobe, "queue_request_and_unlock", true, true},
-		{"6.12 fentry", testKernel("6.12.117+deb13-amd64", all612, all612), AttachFentry, AttachFentry, "fuse_dev_queue_req", false, true},
-		{"7.3 fentry", testKernel("7.3.4+deb13-amd64", all612, all612), AttachFentry, AttachFentry, "fuse_dev_queue_req", false, true},
-		{"6.1 fentry no kprobes", noKprobes(testKernel("6.1.0-50-amd64", all510, all510)), AttachAuto, AttachFentry, "queue_request_and_unlock", true, true},
-		{"no stage functions", testKernel("6.1.0-50-amd64", all510[:2], all510), AttachAuto, AttachFentry, "queue_request_and_unlock", true, false},
-		{"both send functions: the older first", testKernel("6.9.0", append(all510, "fuse_dev_queue_req"), all510), AttachAuto, AttachFentry, "queue_request_and_unlock", true, true},
+		{"6.1 auto", testKernel("6.1.0-50-amd64", all510, all510), AttachAuto, AttachFentry, "queue_request_and_unlock", true},
+		{"6.1 kprobe", testKernel("6.1.0-50-amd64", all510, all510), AttachKprobe, AttachKprobe, "queue_request_and_unlock", true},
+		{"5.10 fuse without BTF", testKernel("5.10.0-32-amd64", all510, noFuncs), AttachAuto, AttachKprobe, "queue_request_and_unlock", true},
+		{"5.10 no vmlinux BTF", noBTF(testKernel("5.10.0-32-amd64", all510, noFuncs)), "", AttachKprobe, "queue_request_and_unlock", true},
+		{"6.12 fentry", testKernel("6.12.117+deb13-amd64", all612, all612), AttachFentry, AttachFentry, "fuse_dev_queue_req", true},
+		{"7.3 fentry", testKernel("7.3.4+deb13-amd64", all612, all612), AttachFentry, AttachFentry, "fuse_dev_queue_req", true},
+		{"6.1 fentry no kprobes", noKprobes(testKernel("6.1.0-50-amd64", all510, all510)), AttachAuto, AttachFentry, "queue_request_and_unlock", true},
+		{"no stage functions", testKernel("6.1.0-50-amd64", all510[:2], all510), AttachAuto, AttachFentry, "queue_request_and_unlock", false},
+		{"both send functions: the older first", testKernel("6.9.0", append(all510, "fuse_dev_queue_req"), all510), AttachAuto, AttachFentry, "queue_request_and_unlock", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m, err := c.k.plan(c.attach)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.attach != c.mech || m.send != c.send || m.sendHasID != c.hasID || (m.stages == nil) != c.stage {
-				t.Errorf("got %s on %s (id at send %v, stages %v), want %s on %s (%v, %v)", m.attach, m.send, m.sendHasID, m.stages, c.mech, c.send, c.hasID, c.stage)
+			if m.attach != c.mech || m.send != c.send || (m.stages == nil) != c.stage {
+				t.Errorf("got %s on %s (stages %v), want %s on %s (stages %v)", m.attach, m.send, m.stages, c.mech, c.send, c.stage)
 			}
 			if m.why == "" || strings.Contains(m.note(), "\n") {
 				t.Errorf("note %q: want one line saying why", m.note())
