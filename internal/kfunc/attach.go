@@ -39,17 +39,20 @@ func withIndex(p *ebpf.ProgramSpec, i int) (*ebpf.ProgramSpec, error) {
 }
 
 // probe is one program to load for one function and how to attach it.
+// The probes of one group (a timed function's entry and return) stand or
+// fall together: an entry without its return would fill the table of
+// calls in progress.
 type probe struct {
 	spec   *ebpf.ProgramSpec
 	sym    Symbol
+	group  int
 	attach func(*ebpf.Program) (link.Link, error)
 }
 
 // loadAndAttach loads each probe's program against the shared maps (the
 // verifier runs on every CPU) and attaches it. A function the kernel
-// will not probe is noted in NotAttached, not fatal; the first error of
-// another kind is returned.
-func (s *Source) loadAndAttach(probes []probe, cache *btf.Cache) error {
+// will not probe is noted in NotAttached, and the run goes on without it.
+func (s *Source) loadAndAttach(probes []probe, cache *btf.Cache) {
 	type result struct {
 		prog *ebpf.Program
 		l    link.Link
@@ -84,16 +87,25 @@ func (s *Source) loadAndAttach(probes []probe, cache *btf.Cache) error {
 	}
 	close(work)
 	wg.Wait()
+	failed := map[int]bool{}
 	for i, r := range res {
 		if r.err != nil {
 			s.notAttached(probes[i].sym, r.err)
-			continue
+			failed[probes[i].group] = true
 		}
-		s.progs = append(s.progs, r.prog)
-		s.links = append(s.links, r.l)
-		s.attached(probes[i].sym)
 	}
-	return nil
+	for i, r := range res {
+		switch {
+		case r.err != nil:
+		case failed[probes[i].group]:
+			r.l.Close()
+			r.prog.Close()
+		default:
+			s.progs = append(s.progs, r.prog)
+			s.links = append(s.links, r.l)
+			s.attached(probes[i].sym)
+		}
+	}
 }
 
 // attached notes a function probed.
@@ -143,33 +155,32 @@ func probeError(err error) string {
 func (s *Source) attachFentry(spec *ebpf.CollectionSpec, cache *btf.Cache) error {
 	s.fn.Mechanism = profile.MechanismFentry
 	var probes []probe
-	add := func(name string, i int, sym Symbol, attachType ebpf.AttachType) error {
+	add := func(name string, i int, sym Symbol, attachType ebpf.AttachType, group int) error {
 		p, err := withIndex(spec.Programs[name], i)
 		if err != nil {
 			return err
 		}
 		p.AttachTo, p.AttachType = sym.Name, attachType
-		probes = append(probes, probe{spec: p, sym: sym, attach: func(prog *ebpf.Program) (link.Link, error) {
+		probes = append(probes, probe{spec: p, sym: sym, group: group, attach: func(prog *ebpf.Program) (link.Link, error) {
 			return link.AttachTracing(link.TracingOptions{Program: prog})
 		}})
 		return nil
 	}
 	for i, sym := range s.counted {
-		if err := add("kfunc_count_fentry", i, sym, ebpf.AttachTraceFEntry); err != nil {
+		if err := add("kfunc_count_fentry", i, sym, ebpf.AttachTraceFEntry, len(probes)); err != nil {
 			return err
 		}
 	}
 	for j, sym := range s.timed {
-		if err := add("kfunc_enter_fentry", j, sym, ebpf.AttachTraceFEntry); err != nil {
+		group := len(probes)
+		if err := add("kfunc_enter_fentry", j, sym, ebpf.AttachTraceFEntry, group); err != nil {
 			return err
 		}
-		if err := add("kfunc_exit_fexit", j, sym, ebpf.AttachTraceFExit); err != nil {
+		if err := add("kfunc_exit_fexit", j, sym, ebpf.AttachTraceFExit, group); err != nil {
 			return err
 		}
 	}
-	if err := s.loadAndAttach(probes, cache); err != nil {
-		return err
-	}
+	s.loadAndAttach(probes, cache)
 	if s.fn.Attached == 0 && len(s.fn.NotAttached) > 0 {
 		return errors.New(s.fn.NotAttached[0].Error)
 	}
@@ -203,6 +214,7 @@ func (s *Source) attachKprobes(spec *ebpf.CollectionSpec, cache *btf.Cache) erro
 	}
 	var probes []probe
 	for j, sym := range s.timed {
+		group := len(probes)
 		for _, p := range []struct {
 			name string
 			ret  bool
@@ -212,7 +224,7 @@ func (s *Source) attachKprobes(spec *ebpf.CollectionSpec, cache *btf.Cache) erro
 				return err
 			}
 			name, ret := sym.Name, p.ret
-			probes = append(probes, probe{spec: ps, sym: sym, attach: func(prog *ebpf.Program) (link.Link, error) {
+			probes = append(probes, probe{spec: ps, sym: sym, group: group, attach: func(prog *ebpf.Program) (link.Link, error) {
 				if ret {
 					return link.Kretprobe(name, prog, nil)
 				}
@@ -220,7 +232,8 @@ func (s *Source) attachKprobes(spec *ebpf.CollectionSpec, cache *btf.Cache) erro
 			}})
 		}
 	}
-	return s.loadAndAttach(probes, cache)
+	s.loadAndAttach(probes, cache)
+	return nil
 }
 
 // attachCounter attaches the kprobe counter to every counted function:

@@ -112,7 +112,6 @@ func Open(cfg Config) (_ *Source, err error) {
 	}()
 	cache := btf.NewCache()
 	useFentry, why, err := s.choose(mech, avail, availErr, cache)
-
 	if err != nil {
 		return nil, err
 	}
