@@ -43,6 +43,11 @@ func (c *command) terminate(why string, log func(string)) *Exit {
 			tree[n:].signal(unix.SIGTERM)
 		}
 	}
+	// SIGKILL cannot be ignored, but a process takes a moment to die on a
+	// loaded machine: nothing of the command's may outlive the run.
+	for killBy := deadline.Add(TerminateGrace); tree.alive() && time.Now().Before(killBy); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	<-c.done
 	e := c.ended()
 	if log != nil {
