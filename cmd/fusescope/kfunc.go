@@ -32,8 +32,8 @@ func newKfuncCmd() *cobra.Command {
 		Use:   "kfunc [flags] PATTERN [interval [count]] | --latency F1,F2,... [interval [count]] [-- CMD ARGS...]",
 		Short: "Count and time calls of kernel functions (fuse_*), as bcc's funccount and funclatency do",
 		Long: `Count every call of the kernel functions whose names match PATTERN, a glob
-(* any run of characters, ? one, [...] one of a class), as bcc's funccount
-does: FUNC and COUNT, fewest calls first. --latency F1,F2,... times each
+(* any run of characters, ? one, [...] one of a class, [!...] one outside
+it), as bcc's funccount does: FUNC and COUNT, fewest calls first. --latency F1,F2,... times each
 call of the functions named (or globbed) from entry to return, a log2
 histogram each, as libbpf-tools' funclatency prints one, with its average,
 total and count. Give both to count one set and time another.

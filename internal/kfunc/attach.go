@@ -47,6 +47,8 @@ type probe struct {
 	sym    Symbol
 	group  int
 	attach func(*ebpf.Program) (link.Link, error)
+	// kept is called with the program once it is attached for good.
+	kept func(*ebpf.Program)
 }
 
 // loadAndAttach loads each probe's program against the shared maps (the
@@ -104,6 +106,9 @@ func (s *Source) loadAndAttach(probes []probe, cache *btf.Cache) {
 			s.progs = append(s.progs, r.prog)
 			s.links = append(s.links, r.l)
 			s.attached(probes[i].sym)
+			if probes[i].kept != nil {
+				probes[i].kept(r.prog)
+			}
 		}
 	}
 }
@@ -155,28 +160,30 @@ func probeError(err error) string {
 func (s *Source) attachFentry(spec *ebpf.CollectionSpec, cache *btf.Cache) error {
 	s.fn.Mechanism = profile.MechanismFentry
 	var probes []probe
-	add := func(name string, i int, sym Symbol, attachType ebpf.AttachType, group int) error {
+	s.countProgs = map[int]*ebpf.Program{}
+	add := func(name string, i int, sym Symbol, attachType ebpf.AttachType, group int, kept func(*ebpf.Program)) error {
 		p, err := withIndex(spec.Programs[name], i)
 		if err != nil {
 			return err
 		}
 		p.AttachTo, p.AttachType = sym.Name, attachType
-		probes = append(probes, probe{spec: p, sym: sym, group: group, attach: func(prog *ebpf.Program) (link.Link, error) {
+		probes = append(probes, probe{spec: p, sym: sym, group: group, kept: kept, attach: func(prog *ebpf.Program) (link.Link, error) {
 			return link.AttachTracing(link.TracingOptions{Program: prog})
 		}})
 		return nil
 	}
 	for i, sym := range s.counted {
-		if err := add("kfunc_count_fentry", i, sym, ebpf.AttachTraceFEntry, len(probes)); err != nil {
+		if err := add("kfunc_count_fentry", i, sym, ebpf.AttachTraceFEntry, len(probes), func(p *ebpf.Program) { s.countProgs[i] = p }); err != nil {
 			return err
 		}
 	}
+	timed := func(p *ebpf.Program) { s.timedProgs = append(s.timedProgs, p) }
 	for j, sym := range s.timed {
 		group := len(probes)
-		if err := add("kfunc_enter_fentry", j, sym, ebpf.AttachTraceFEntry, group); err != nil {
+		if err := add("kfunc_enter_fentry", j, sym, ebpf.AttachTraceFEntry, group, timed); err != nil {
 			return err
 		}
-		if err := add("kfunc_exit_fexit", j, sym, ebpf.AttachTraceFExit, group); err != nil {
+		if err := add("kfunc_exit_fexit", j, sym, ebpf.AttachTraceFExit, group, timed); err != nil {
 			return err
 		}
 	}
@@ -317,6 +324,6 @@ func (s *Source) closeProbes() {
 	for _, p := range s.progs {
 		p.Close()
 	}
-	s.links, s.progs, s.ips, s.probed = nil, nil, nil, nil
+	s.links, s.progs, s.ips, s.probed, s.countProgs, s.timedProgs = nil, nil, nil, nil, nil, nil
 	s.fn.NotAttached, s.fn.Attached = nil, 0
 }

@@ -69,8 +69,12 @@ type Source struct {
 	mapSpecs map[string]*ebpf.MapSpec
 	progs    []*ebpf.Program
 	probed   map[Symbol]bool // functions with a probe attached
-	links    []link.Link
-	ips      *addrIndex // kprobe counts: the function at each probed address
+	// The fentry programs by function index, whose recursion misses are
+	// calls they did not see (counting), or did not time.
+	countProgs map[int]*ebpf.Program
+	timedProgs []*ebpf.Program
+	links      []link.Link
+	ips        *addrIndex // kprobe counts: the function at each probed address
 
 	start time.Time
 	prev  *profile.Record
@@ -443,6 +447,16 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 			}
 			calls[i] = sum(perCPU)
 		}
+		// A call during which a run of its program was preempted on the
+		// same CPU is not seen by the program: the kernel counts it.
+		for i, prog := range s.countProgs {
+			if skipped := recursionMisses(prog); skipped > 0 {
+				fn.Skipped += skipped
+				if s.cfg.PID == 0 {
+					calls[i] += skipped
+				}
+			}
+		}
 	}
 	at := map[Symbol]int{}
 	for i, sym := range s.counted {
@@ -473,12 +487,26 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 		return nil, fmt.Errorf("reading the missed calls: %w", err)
 	}
 	fn.Missed = sum(missed)
+	for _, prog := range s.timedProgs {
+		fn.Missed += recursionMisses(prog)
+	}
 	if fn.Functions == nil {
 		fn.Functions = []profile.FunctionCalls{}
 	}
 	fn.NotAttached = append([]profile.FunctionError(nil), s.fn.NotAttached...)
 	fn.Sort()
 	return &fn, nil
+}
+
+// recursionMisses is how many times the kernel did not run prog: a run
+// of it was in progress on that CPU (0 before Linux 5.12, which did not
+// count them).
+func recursionMisses(prog *ebpf.Program) uint64 {
+	st, err := prog.Stats()
+	if err != nil {
+		return 0
+	}
+	return st.RecursionMisses
 }
 
 func sum(perCPU []uint64) uint64 {

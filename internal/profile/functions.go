@@ -37,9 +37,16 @@ type KernelFunctions struct {
 	// NotAttached are the matching functions the kernel would not probe,
 	// with its reason.
 	NotAttached []FunctionError `json:"not_attached,omitempty"`
-	// Missed counts the timed calls that found the table of calls in
-	// progress full (10,240 at once): counted, not timed.
+	// Missed counts the timed calls not timed: the table of calls in
+	// progress was full (10,240 at once), or the kernel skipped the entry
+	// or return program (Skipped's reason).
 	Missed uint64 `json:"missed,omitempty"`
+	// Skipped counts the calls of counted functions for which the kernel
+	// did not run the fentry program, because a run of the same program
+	// was preempted on that CPU (the trampoline's recursion guard; the
+	// program's recursion_misses). They are in the counts, except under
+	// -p, where whose calls they were is not known.
+	Skipped uint64 `json:"skipped,omitempty"`
 	// Functions are the functions called in the record's window, each
 	// once; in the order of Sort.
 	Functions []FunctionCalls `json:"functions"`
@@ -85,6 +92,7 @@ func (k *KernelFunctions) Sort() {
 func (k *KernelFunctions) Sub(earlier *KernelFunctions) (*KernelFunctions, error) {
 	out := *k
 	out.Missed -= min(out.Missed, earlier.Missed)
+	out.Skipped -= min(out.Skipped, earlier.Skipped)
 	old := make(map[string]*FunctionCalls, len(earlier.Functions))
 	for i := range earlier.Functions {
 		old[earlier.Functions[i].Key()] = &earlier.Functions[i]

@@ -19,12 +19,12 @@ func histOf(vals ...uint64) *hist.Hist {
 // in between, with their counts' and histograms' differences, in
 // funccount's order.
 func TestKernelFunctionsSub(t *testing.T) {
-	earlier := &KernelFunctions{Mechanism: MechanismKprobe, Missed: 1, Functions: []FunctionCalls{
+	earlier := &KernelFunctions{Mechanism: MechanismKprobe, Missed: 1, Skipped: 5, Functions: []FunctionCalls{
 		{Name: "fuse_lookup", Module: "fuse", Count: 5, Latency: histOf(1000, 2000, 3000, 4000, 5000)},
 		{Name: "fuse_getattr", Module: "fuse", Count: 7},
 		{Name: "fuse_quiet", Module: "fuse", Count: 2},
 	}}
-	later := &KernelFunctions{Mechanism: MechanismKprobe, Missed: 4, Functions: []FunctionCalls{
+	later := &KernelFunctions{Mechanism: MechanismKprobe, Missed: 4, Skipped: 6, Functions: []FunctionCalls{
 		{Name: "fuse_lookup", Module: "fuse", Count: 7, Latency: histOf(1000, 2000, 3000, 4000, 5000, 9000, 70000)},
 		{Name: "fuse_getattr", Module: "fuse", Count: 10},
 		{Name: "fuse_quiet", Module: "fuse", Count: 2},
@@ -41,8 +41,8 @@ func TestKernelFunctionsSub(t *testing.T) {
 	if strings.Join(got, " ") != "fuse_new fuse_lookup fuse_getattr" {
 		t.Errorf("functions %v, want fuse_new fuse_lookup fuse_getattr (fewest first, fuse_quiet not called)", got)
 	}
-	if d.Missed != 3 {
-		t.Errorf("missed %d, want 3", d.Missed)
+	if d.Missed != 3 || d.Skipped != 1 {
+		t.Errorf("missed %d, skipped %d: want 3 and 1", d.Missed, d.Skipped)
 	}
 	lookup := d.Functions[1]
 	if lookup.Count != 2 || lookup.Latency.Count != 2 || lookup.Latency.Sum != 79000 || lookup.Latency.Max != 70000 {

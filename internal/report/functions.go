@@ -58,8 +58,15 @@ func WriteFunctionsText(w io.Writer, r *profile.Record, unit hist.Unit) error {
 	} else if len(fn.Functions) == 0 {
 		b.WriteString("No call of a timed function returned.\n")
 	}
+	if fn.Skipped > 0 {
+		if r.Meta.Filters.PID > 0 {
+			fmt.Fprintf(&b, "\n%d calls were not seen, and are not counted: the kernel skipped the program while a run of it was preempted on that CPU, so whose calls they were is not known.\n", fn.Skipped)
+		} else {
+			fmt.Fprintf(&b, "\n%d calls were counted without their program: the kernel skipped it while a run of it was preempted on that CPU.\n", fn.Skipped)
+		}
+	}
 	if fn.Missed > 0 {
-		fmt.Fprintf(&b, "\n%d calls were not timed: the table of calls in progress (10,240) was full.\n", fn.Missed)
+		fmt.Fprintf(&b, "\n%d calls were not timed: the table of calls in progress (10,240) was full, or the kernel skipped the program while a run of it was preempted.\n", fn.Missed)
 	}
 	_, err := io.WriteString(w, strings.TrimPrefix(b.String(), "\n"))
 	return err

@@ -122,3 +122,25 @@ func TestFunctionsRefusedByDiffAndHTML(t *testing.T) {
 		t.Errorf("report: %v (%d bytes written)", err, buf.Len())
 	}
 }
+
+// Calls the kernel did not run a program for are said: in the counts
+// without -p, not under it (whose they were is not known).
+func TestFunctionsSkippedNote(t *testing.T) {
+	r := functionsRecord()
+	r.Functions.Skipped, r.Functions.Missed = 3, 2
+	var buf bytes.Buffer
+	if err := WriteFunctionsText(&buf, r, hist.Usecs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "3 calls were counted without their program") || !strings.Contains(buf.String(), "2 calls were not timed") {
+		t.Errorf("no -p:\n%s", buf.String())
+	}
+	r.Meta.Filters.PID = 42
+	buf.Reset()
+	if err := WriteFunctionsText(&buf, r, hist.Usecs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "3 calls were not seen, and are not counted") {
+		t.Errorf("-p:\n%s", buf.String())
+	}
+}
