@@ -69,15 +69,42 @@ static __always_inline __u32 func_in_len(struct fuse_req *req, const int probed)
 	return len;
 }
 
+/* The request's headers, which the uapi lays out (include/uapi/linux/fuse.h):
+ * a kprobe reads each in one probed read, where a read a field made the
+ * kprobe programs cost 2.2x tp_btf's per request in the 6.12 guest. */
+static __always_inline void req_in_header(struct fuse_req *req, struct fuse_in_header *h, const int probed)
+{
+	if (!probed) {
+		h->len = req->in.h.len;
+		h->opcode = req->in.h.opcode;
+		h->unique = req->in.h.unique;
+		h->nodeid = req->in.h.nodeid;
+		h->pid = req->in.h.pid;
+	} else if (bpf_core_read(h, sizeof(*h), &req->in.h)) {
+		__builtin_memset(h, 0, sizeof(*h));
+	}
+}
+
+static __always_inline void req_out_header(struct fuse_req *req, struct fuse_out_header *h, const int probed)
+{
+	if (!probed) {
+		h->len = req->out.h.len;
+		h->error = req->out.h.error;
+	} else if (bpf_core_read(h, sizeof(*h), &req->out.h)) {
+		__builtin_memset(h, 0, sizeof(*h));
+	}
+}
+
 /* The send, as SEND_BTF's under key_by_address (fusereq.bpf.c). */
 static __always_inline int func_send(struct fuse_req *req, const int probed, const int slow, const int stages)
 {
 	__u32 tag = req_tag(req);
-	__u32 len = REQ_READ(probed, req, in.h.len);
+	struct fuse_in_header in;
+	req_in_header(req, &in, probed);
+	__u32 len = in.len;
 	if (!len)
 		len = func_in_len(req, probed);
-	return on_send(func_req_conn(req, probed), tag, REQ_READ(probed, req, in.h.opcode), len, tag,
-		       REQ_READ(probed, req, in.h.pid), slow, stages);
+	return on_send(func_req_conn(req, probed), tag, in.opcode, len, tag, in.pid, slow, stages);
 }
 
 static __always_inline void stamp_reply(struct fuse_req *req, const int probed);
@@ -89,10 +116,12 @@ static __always_inline int func_end(struct fuse_req *req, const int probed, cons
 {
 	if (stages)
 		stamp_reply(req, probed);
-	__u64 node = (slow || files) ? REQ_READ(probed, req, in.h.nodeid) : 0;
+	struct fuse_in_header in;
+	struct fuse_out_header out;
+	req_in_header(req, &in, probed);
+	req_out_header(req, &out, probed);
 	__u32 tag = req_tag(req);
-	return on_end(0, tag, REQ_READ(probed, req, out.h.len), REQ_READ(probed, req, out.h.error), tag, node,
-		      REQ_READ(probed, req, in.h.unique), slow, stages, files);
+	return on_end(0, tag, out.len, out.error, tag, (slow || files) ? in.nodeid : 0, in.unique, slow, stages, files);
 }
 
 /* x86-64's argument registers, as the kprobes read them. */
