@@ -24,7 +24,7 @@ import (
 // has those, each plain and with --stages (the system-call side on the
 // tracepoints, the kernel's side of /dev/fuse on fentry and kprobes).
 // Meant for the kernel matrix's guests, where all four coexist from 6.12
-// (test/kernels/bench.sh boots one with this binary): emulation inflates
+// (scripts/bench-guest.sh boots one with this binary): emulation inflates
 // absolute times, so the figures that count are ratios within a run.
 //
 // Per round, in random order: an untraced block and a block under each
@@ -34,7 +34,7 @@ import (
 // the programs alone, not what attaching them costs the kernel: a
 // trampoline, a kprobe's breakpoint or ftrace call), and the block's time
 // beyond the round's untraced block, per request (all of it). Under qemu
-// with -icount shift=0,sleep=off (test/kernels/bench.sh) a guest's clock
+// with -icount shift=0,sleep=off (scripts/bench-guest.sh) a guest's clock
 // counts the instructions it executes and skips its idle time, so both are
 // instruction counts, free of the host's load.
 func TestBenchMechanisms(t *testing.T) {
