@@ -8,14 +8,16 @@
  * ones.
  *
  * Each program comes twice: fentry (BTF pointers, read directly, as tp_btf
- * reads them) and kprobe (the arguments from the registers, every field
- * read through bpf_probe_read_kernel with CO-RE, for kernels whose fuse has
- * no BTF to attach fentry by: Debian's 5.10). A kprobe program's CO-RE
- * relocations need the fuse types all the same: the loader gives them from
- * the module's BTF, or, where the module has none, from BTF generated from
- * its debug information (ktrace/fusebtf). The section names the function
- * of the newest kernel each program was written against; the loader sets
- * the one the running kernel has (the send's differs by version). */
+ * reads them; the end and the names programs are tp_btf's own, attached at
+ * fuse_request_end's entry, but under --stages) and kprobe (the arguments
+ * from the registers, the fields read through bpf_probe_read_kernel with
+ * CO-RE, for kernels whose fuse has no BTF to attach fentry by: Debian's
+ * 5.10). A kprobe program's CO-RE relocations need the fuse types all the
+ * same: the loader gives them from the module's BTF, or, where the module
+ * has none, from BTF generated from its debug information
+ * (ktrace/fusebtf). The section names the function of the oldest kernel
+ * each program was written against; the loader sets the one the running
+ * kernel has (the send's differs by version). */
 
 /* The send: the request is queued for the daemon, under the input queue's
  * lock, before a daemon can read it (so its end never precedes it):

@@ -83,19 +83,16 @@ type funcMech struct {
 	types *btf.Spec
 	// why says which mechanism and why, in a few words (Probes).
 	why string
-	// fentryErr: why fentry was not used, where auto fell back.
-	fentryErr error
 }
 
 // kernelFuncs is what the running kernel offers the function mechanism.
 type kernelFuncs struct {
-	release      string
-	major, minor int
-	traceable    map[string]bool // available_filter_functions: present and not inlined
-	inBTF        map[string]bool // functions the kernel's BTF (fuse's included) describes
-	ftrace       error           // nil: available_filter_functions lists functions
-	kprobes      error           // nil: the kernel has kprobes
-	fentry       error           // nil: it has what fentry needs (the attach is the last word)
+	release   string
+	traceable map[string]bool // available_filter_functions: present and not inlined
+	inBTF     map[string]bool // functions the kernel's BTF (fuse's included) describes
+	ftrace    error           // nil: available_filter_functions lists functions
+	kprobes   error           // nil: the kernel has kprobes
+	fentry    error           // nil: it has what fentry needs (the attach is the last word)
 }
 
 // wantedFuncs are the functions looked up in the kernel.
@@ -108,7 +105,6 @@ func wantedFuncs() []string {
 // BTF, its kprobes.
 func inventory(tracefs string) kernelFuncs {
 	k := kernelFuncs{release: kernel.Release(), traceable: map[string]bool{}, inBTF: map[string]bool{}}
-	k.major, k.minor, _ = ParseRelease(k.release)
 	wanted := map[string]bool{}
 	for _, n := range wantedFuncs() {
 		wanted[n] = true
@@ -281,7 +277,6 @@ func (k kernelFuncs) plan(attach string) (*funcMech, error) {
 		m.attach, m.why = AttachFentry, "this kernel has no fuse tracepoints (Linux 6.12)"
 	case k.kprobes == nil:
 		m.attach, m.why = AttachKprobe, fmt.Sprintf("this kernel has no fuse tracepoints (Linux 6.12) and no fentry for them (%v)", k.fentry)
-		m.fentryErr = k.fentry
 	default:
 		return nil, refuse(fmt.Sprintf("neither fentry (%v) nor kprobes (%v)", k.fentry, k.kprobes))
 	}
@@ -338,7 +333,6 @@ func (m *funcMech) loadRequests(t *Tracer, spec *ebpf.CollectionSpec, consts map
 	}
 	err := m.loadPair(t, spec, consts, twin, files)
 	if err != nil && m.attach == AttachFentry && !m.forced {
-		m.fentryErr = err
 		m.attach = AttachKprobe
 		m.why = fmt.Sprintf("this kernel has no fuse tracepoints (Linux 6.12), and fentry did not load (%v)", err)
 		if err = m.needTypes(); err == nil {

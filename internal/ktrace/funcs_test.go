@@ -14,7 +14,6 @@ import (
 // kernel builds an inventory: the functions traceable, those in BTF.
 func testKernel(release string, traceable, inBTF []string) kernelFuncs {
 	k := kernelFuncs{release: release, traceable: map[string]bool{}, inBTF: map[string]bool{}}
-	k.major, k.minor, _ = ParseRelease(release)
 	for _, f := range traceable {
 		k.traceable[f] = true
 	}
