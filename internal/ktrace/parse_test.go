@@ -53,7 +53,6 @@ func TestParseRelease(t *testing.T) {
 	}
 }
 
-
 // fakeTracefs writes format files for the fuse events; drop names fields to
 // leave out of fuse_request_send.
 func fakeTracefs(t *testing.T, withEvents bool, drop string) string {
