@@ -380,14 +380,18 @@ func TestCalls(t *testing.T) {
 }
 
 // --page-cache: a file of P pages read twice with keep_cache: the first
-// read adds its P pages, the second finds them all.
+// read adds its P pages, the second finds them all. On the host another
+// package's test may drop the caches between the two (go test runs
+// packages side by side), so a second read that found them gone is read
+// again, up to three times: pages a read just added are seldom evicted
+// before the next.
 func TestPageCache(t *testing.T) {
 	machine(t)
 	const p = 16
 	l := mountLab(t, "--keep-cache")
 	pages(t, filepath.Join(l.src, "file"), p)
 	steps := []string{"read:" + filepath.Join(l.mnt, "file"), l.idle()}
-	for i, want := range []uint64{p, 0} {
+	for i, want := range []uint64{p, 0, 0, 0} {
 		rec := filepath.Join(t.TempDir(), "rec.json")
 		r := runFusescopeEnv(workload(steps...), "trace", "--page-cache", "--mount", l.mnt, "--no-hist", "-o", rec, "--", self(t))
 		o := check(t, PageCache, "--page-cache", r)
@@ -400,9 +404,17 @@ func TestPageCache(t *testing.T) {
 			o.Fatalf("read %d: page_cache %+v, want one mount", i+1, pc)
 		}
 		t.Logf("kernel %s: read %d: %+v", release, i+1, pc[0])
-		if pc[0].ReadPages != p || pc[0].Added != want {
-			o.Errorf("read %d: %d pages read, %d added; want %d read, %d added", i+1, pc[0].ReadPages, pc[0].Added, p, want)
+		if pc[0].ReadPages == p && pc[0].Added == want {
+			if i > 0 {
+				return // a read that found every page
+			}
+			continue
 		}
+		if i == 0 || i == 3 || pc[0].ReadPages != p {
+			o.Errorf("read %d: %d pages read, %d added; want %d read, %d added", i+1, pc[0].ReadPages, pc[0].Added, p, want)
+			return
+		}
+		t.Logf("read %d: the pages were evicted meanwhile; reading again", i+1)
 	}
 }
 
