@@ -197,31 +197,7 @@ static __always_inline void learn_name_probed(struct fuse_req *req, __u32 conn, 
 	__u64 *entry = BPF_CORE_READ(args, out_args[0].value);
 	if (!name || !entry)
 		return;
-	struct node_key k = { .conn = conn };
-	if (bpf_probe_read_kernel(&k.node, sizeof(k.node), entry) || !k.node)
-		return;
-	__u64 parent = BPF_CORE_READ(req, in.h.nodeid);
-	struct node_name *e = bpf_ringbuf_reserve(&node_names, sizeof(*e), 0);
-	if (!e)
-		return;
-	e->conn = conn;
-	e->node = k.node;
-	e->parent = parent;
-	if (len == 0 || len > sizeof(e->name) - 1)
-		len = sizeof(e->name) - 1;
-	if (bpf_probe_read_kernel(e->name, len & (sizeof(e->name) - 1), name)) {
-		bpf_ringbuf_discard(e, 0);
-		return;
-	}
-	e->name[len & (sizeof(e->name) - 1)] = 0;
-	__u64 sig = name_sig(e->name, parent);
-	__u64 *sent = bpf_map_lookup_elem(&names_sent, &k);
-	if (sent && *sent == sig) {
-		bpf_ringbuf_discard(e, 0);
-		return;
-	}
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	bpf_map_update_elem(&names_sent, &k, &sig, BPF_ANY);
+	send_name(conn, entry, BPF_CORE_READ(req, in.h.nodeid), name, len);
 }
 
 SEC("kprobe/" FUNCS_END_FN)

@@ -55,30 +55,15 @@ static __always_inline __u64 name_sig(const char *name, __u64 parent)
 	return h;
 }
 
-static __always_inline void learn_name(struct fuse_req *req, __u32 conn, __u32 opcode)
+/* Sends (conn, the node entry names, its parent) with the name's len bytes
+ * at name, unless the same pair was sent last for that node. Both ways of
+ * reading a request's arguments end here: learn_name's (BTF pointers)
+ * and funcs.bpf.h's learn_name_probed (probed reads). */
+static __always_inline void send_name(__u32 conn, const __u64 *entry, __u64 parent, const void *name, __u32 len)
 {
-	struct fuse_args *args = req->args;
-	if (!args)
-		return;
-	/* The name: LOOKUP's and SYMLINK's first argument that is not empty
-	 * (6.13+ put an empty one first); the others' second, after their
-	 * fixed struct. */
-	const void *name = 0;
-	__u32 len = 0;
-	if ((opcode == FUSE_LOOKUP_ || opcode == FUSE_SYMLINK_) && args->in_args[0].size) {
-		name = args->in_args[0].value;
-		len = args->in_args[0].size;
-	} else {
-		name = args->in_args[1].value;
-		len = args->in_args[1].size;
-	}
-	__u64 *entry = args->out_args[0].value; /* fuse_entry_out: nodeid first */
-	if (!name || !entry)
-		return;
 	struct node_key k = { .conn = conn };
 	if (bpf_probe_read_kernel(&k.node, sizeof(k.node), entry) || !k.node)
 		return;
-	__u64 parent = req->in.h.nodeid;
 	struct node_name *e = bpf_ringbuf_reserve(&node_names, sizeof(*e), 0);
 	if (!e)
 		return; /* the next lookup of it tries again */
@@ -106,6 +91,29 @@ static __always_inline void learn_name(struct fuse_req *req, __u32 conn, __u32 o
 	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	bpf_map_update_elem(&names_sent, &k, &sig, BPF_ANY);
+}
+
+static __always_inline void learn_name(struct fuse_req *req, __u32 conn, __u32 opcode)
+{
+	struct fuse_args *args = req->args;
+	if (!args)
+		return;
+	/* The name: LOOKUP's and SYMLINK's first argument that is not empty
+	 * (6.13+ put an empty one first); the others' second, after their
+	 * fixed struct. */
+	const void *name = 0;
+	__u32 len = 0;
+	if ((opcode == FUSE_LOOKUP_ || opcode == FUSE_SYMLINK_) && args->in_args[0].size) {
+		name = args->in_args[0].value;
+		len = args->in_args[0].size;
+	} else {
+		name = args->in_args[1].value;
+		len = args->in_args[1].size;
+	}
+	__u64 *entry = args->out_args[0].value; /* fuse_entry_out: nodeid first */
+	if (!name || !entry)
+		return;
+	send_name(conn, entry, req->in.h.nodeid, name, len);
 }
 
 SEC("tp_btf/fuse_request_end")
