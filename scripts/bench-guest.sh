@@ -10,6 +10,8 @@
 #   FUSE_KO  fuse.ko where fuse is a module ("-" where it is built in)
 #   ROUNDS   rounds of blocks (default 16); TEST the benchmark (default
 #            TestBenchMechanisms)
+#   FUSESCOPE_BENCH_ATTACH=tp_btf,fentry limits TestBenchMechanisms to
+#            those ways of attaching (default: all four)
 #
 # qemu runs with -icount shift=0,sleep=off: the guest's clock counts the
 # instructions it executes (1 ns each) and skips its idle time, so the
@@ -39,7 +41,7 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tracefs tracefs /sys/kernel/tracing; mount -t bpf bpf /sys/fs/bpf
 [ -f /fuse.ko ] && insmod /fuse.ko
 cd /tmp
-FUSESCOPE_BENCH=1 FUSESCOPE_BIN=/fusescope FUSESCOPE_BENCH_ROUNDS=$rounds /bench.test -test.run '^$test\$' -test.v -test.timeout 30m
+FUSESCOPE_BENCH=1 FUSESCOPE_BIN=/fusescope FUSESCOPE_BENCH_ROUNDS=$rounds FUSESCOPE_BENCH_ATTACH=${FUSESCOPE_BENCH_ATTACH:-} /bench.test -test.run '^$test\$' -test.v -test.timeout 30m
 poweroff -f
 EOF
 chmod +x "$dir/root/init"

@@ -141,7 +141,9 @@ struct stage_stats {
 	/* The last interval that staged a request here, and its extremes
 	 * (op_stats's epoch). */
 	__u32 epoch;
-	__u32 pad;
+	/* In the fast array (stage_fast), the connection a CPU's copy
+	 * belongs to. */
+	__u32 conn;
 	__u64 interval_min_ns[STAGES];
 	__u64 interval_max_ns[STAGES];
 };

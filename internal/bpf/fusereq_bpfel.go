@@ -214,7 +214,7 @@ type FuseReqStageStats struct {
 	MaxNs         [3]uint64
 	Slots         [3][64]uint64
 	Epoch         uint32
-	Pad           uint32
+	Conn          uint32
 	IntervalMinNs [3]uint64
 	IntervalMaxNs [3]uint64
 }
@@ -263,6 +263,8 @@ const (
 	FuseReqMapReplyStarts                   = "reply_starts"
 	FuseReqMapSlowLost                      = "slow_lost"
 	FuseReqMapSlowReqs                      = "slow_reqs"
+	FuseReqMapStageFast0                    = "stage_fast0"
+	FuseReqMapStageFast1                    = "stage_fast1"
 	FuseReqMapStageFine0                    = "stage_fine0"
 	FuseReqMapStageFine1                    = "stage_fine1"
 	FuseReqMapStageStamps                   = "stage_stamps"
@@ -349,6 +351,7 @@ const (
 	FuseReqVarSlowerNs                      = "slower_ns"
 	FuseReqVarStageNames                    = "stage_names"
 	FuseReqVarStagesEmpty                   = "stages_empty"
+	FuseReqVarStagesUncounted               = "stages_uncounted"
 	FuseReqVarStampsInSlot                  = "stamps_in_slot"
 	FuseReqVarUnusedDropReason              = "unused_drop_reason"
 	FuseReqVarUnusedFileCall                = "unused_file_call"
@@ -495,6 +498,8 @@ type FuseReqMapSpecs struct {
 	ReplyStarts      *ebpf.MapSpec `ebpf:"reply_starts"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
+	StageFast0       *ebpf.MapSpec `ebpf:"stage_fast0"`
+	StageFast1       *ebpf.MapSpec `ebpf:"stage_fast1"`
 	StageFine0       *ebpf.MapSpec `ebpf:"stage_fine0"`
 	StageFine1       *ebpf.MapSpec `ebpf:"stage_fine1"`
 	StageStamps      *ebpf.MapSpec `ebpf:"stage_stamps"`
@@ -521,6 +526,7 @@ type FuseReqVariableSpecs struct {
 	SlowerNs         *ebpf.VariableSpec `ebpf:"slower_ns"`
 	StageNames       *ebpf.VariableSpec `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.VariableSpec `ebpf:"stages_empty"`
+	StagesUncounted  *ebpf.VariableSpec `ebpf:"stages_uncounted"`
 	StampsInSlot     *ebpf.VariableSpec `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.VariableSpec `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.VariableSpec `ebpf:"unused_file_call"`
@@ -573,6 +579,8 @@ type FuseReqMaps struct {
 	ReplyStarts      *ebpf.Map `ebpf:"reply_starts"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
+	StageFast0       *ebpf.Map `ebpf:"stage_fast0"`
+	StageFast1       *ebpf.Map `ebpf:"stage_fast1"`
 	StageFine0       *ebpf.Map `ebpf:"stage_fine0"`
 	StageFine1       *ebpf.Map `ebpf:"stage_fine1"`
 	StageStamps      *ebpf.Map `ebpf:"stage_stamps"`
@@ -609,6 +617,8 @@ func (m *FuseReqMaps) Close() error {
 		m.ReplyStarts,
 		m.SlowLost,
 		m.SlowReqs,
+		m.StageFast0,
+		m.StageFast1,
 		m.StageFine0,
 		m.StageFine1,
 		m.StageStamps,
@@ -636,6 +646,7 @@ type FuseReqVariables struct {
 	SlowerNs         *ebpf.Variable `ebpf:"slower_ns"`
 	StageNames       *ebpf.Variable `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.Variable `ebpf:"stages_empty"`
+	StagesUncounted  *ebpf.Variable `ebpf:"stages_uncounted"`
 	StampsInSlot     *ebpf.Variable `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.Variable `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.Variable `ebpf:"unused_file_call"`

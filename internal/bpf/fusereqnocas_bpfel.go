@@ -163,7 +163,7 @@ type FuseReqNoCASStageStats struct {
 	MaxNs         [3]uint64
 	Slots         [3][64]uint64
 	Epoch         uint32
-	Pad           uint32
+	Conn          uint32
 	IntervalMinNs [3]uint64
 	IntervalMaxNs [3]uint64
 }
@@ -212,6 +212,8 @@ const (
 	FuseReqNoCASMapReplyStarts                   = "reply_starts"
 	FuseReqNoCASMapSlowLost                      = "slow_lost"
 	FuseReqNoCASMapSlowReqs                      = "slow_reqs"
+	FuseReqNoCASMapStageFast0                    = "stage_fast0"
+	FuseReqNoCASMapStageFast1                    = "stage_fast1"
 	FuseReqNoCASMapStageFine0                    = "stage_fine0"
 	FuseReqNoCASMapStageFine1                    = "stage_fine1"
 	FuseReqNoCASMapStageStamps                   = "stage_stamps"
@@ -298,6 +300,7 @@ const (
 	FuseReqNoCASVarSlowerNs                      = "slower_ns"
 	FuseReqNoCASVarStageNames                    = "stage_names"
 	FuseReqNoCASVarStagesEmpty                   = "stages_empty"
+	FuseReqNoCASVarStagesUncounted               = "stages_uncounted"
 	FuseReqNoCASVarStampsInSlot                  = "stamps_in_slot"
 	FuseReqNoCASVarUnusedDropReason              = "unused_drop_reason"
 	FuseReqNoCASVarUnusedFileCall                = "unused_file_call"
@@ -444,6 +447,8 @@ type FuseReqNoCASMapSpecs struct {
 	ReplyStarts      *ebpf.MapSpec `ebpf:"reply_starts"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
+	StageFast0       *ebpf.MapSpec `ebpf:"stage_fast0"`
+	StageFast1       *ebpf.MapSpec `ebpf:"stage_fast1"`
 	StageFine0       *ebpf.MapSpec `ebpf:"stage_fine0"`
 	StageFine1       *ebpf.MapSpec `ebpf:"stage_fine1"`
 	StageStamps      *ebpf.MapSpec `ebpf:"stage_stamps"`
@@ -470,6 +475,7 @@ type FuseReqNoCASVariableSpecs struct {
 	SlowerNs         *ebpf.VariableSpec `ebpf:"slower_ns"`
 	StageNames       *ebpf.VariableSpec `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.VariableSpec `ebpf:"stages_empty"`
+	StagesUncounted  *ebpf.VariableSpec `ebpf:"stages_uncounted"`
 	StampsInSlot     *ebpf.VariableSpec `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.VariableSpec `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.VariableSpec `ebpf:"unused_file_call"`
@@ -522,6 +528,8 @@ type FuseReqNoCASMaps struct {
 	ReplyStarts      *ebpf.Map `ebpf:"reply_starts"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
+	StageFast0       *ebpf.Map `ebpf:"stage_fast0"`
+	StageFast1       *ebpf.Map `ebpf:"stage_fast1"`
 	StageFine0       *ebpf.Map `ebpf:"stage_fine0"`
 	StageFine1       *ebpf.Map `ebpf:"stage_fine1"`
 	StageStamps      *ebpf.Map `ebpf:"stage_stamps"`
@@ -558,6 +566,8 @@ func (m *FuseReqNoCASMaps) Close() error {
 		m.ReplyStarts,
 		m.SlowLost,
 		m.SlowReqs,
+		m.StageFast0,
+		m.StageFast1,
 		m.StageFine0,
 		m.StageFine1,
 		m.StageStamps,
@@ -585,6 +595,7 @@ type FuseReqNoCASVariables struct {
 	SlowerNs         *ebpf.Variable `ebpf:"slower_ns"`
 	StageNames       *ebpf.Variable `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.Variable `ebpf:"stages_empty"`
+	StagesUncounted  *ebpf.Variable `ebpf:"stages_uncounted"`
 	StampsInSlot     *ebpf.Variable `ebpf:"stamps_in_slot"`
 	UnusedDropReason *ebpf.Variable `ebpf:"unused_drop_reason"`
 	UnusedFileCall   *ebpf.Variable `ebpf:"unused_file_call"`

@@ -65,6 +65,8 @@ type callPrograms struct {
 	Send  *ebpf.Program `ebpf:"app_send"`
 	End   *ebpf.Program `ebpf:"app_end"`
 	Fork  *ebpf.Program `ebpf:"app_fork"`
+	// The counters at the previous interval.
+	prev []profile.CallStats
 }
 
 func (p *callPrograms) all() []*ebpf.Program {
@@ -185,12 +187,24 @@ func (t *Tracer) SetApplicationMounts(mounts map[uint32]string) error {
 	return nil
 }
 
-// Calls returns the application's file calls on the traced mounts
-// (--calls), by system call, most time first.
-func (t *Tracer) Calls() ([]profile.CallStats, error) {
-	if t.calls == nil {
-		return nil, nil
+// read lists the application's file calls on the traced mounts, and an
+// interval's as what changed since the previous interval.
+func (p *callPrograms) read(t *Tracer, rd *recordRead) error {
+	calls, err := t.callStats()
+	if err != nil {
+		return err
 	}
+	rd.whole.Calls = calls
+	if rd.interval != nil {
+		rd.interval.Calls = profile.SubCalls(calls, p.prev)
+		p.prev = calls
+	}
+	return nil
+}
+
+// callStats are the application's file calls on the traced mounts
+// (--calls), by system call, most time first.
+func (t *Tracer) callStats() ([]profile.CallStats, error) {
 	out := []profile.CallStats{}
 	var nr uint32
 	var perCPU []bpf.FuseReqCallStats

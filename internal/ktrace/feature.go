@@ -5,14 +5,16 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // A feature is one optional part of the tracer: the stage split
 // (stages.go), file names and files (names.go), the page cache
 // (pagecache.go), the application's calls (calls.go). Each lives in its
-// own file with its kernel variants, behind the steps Start and Resume
-// take for every feature in turn; what it measures is read through the
-// Tracer's methods in the same file.
+// own file with its kernel variants, behind the steps Start, Resume and
+// the request source's records take for every feature in turn.
 type feature interface {
 	// configure readies the object for the options before anything
 	// loads: the feature's constants and map sizes, its maps shrunk to
@@ -28,6 +30,40 @@ type feature interface {
 	// programs are its programs loaded, by what they run on, for the
 	// kernel's accounting of their cost (ProgramStats).
 	programs() map[string]*ebpf.Program
+	// read adds what it measured to the records being made (recordRead),
+	// keeping what an interval's figures are taken from.
+	read(t *Tracer, rd *recordRead) error
+}
+
+// recordRead is what the features read into: the record of the run so
+// far and, at an interval, the interval's (nil for a snapshot, which
+// moves no interval on), with the session's mount labels. The opcodes'
+// figures are in both already: the stages' statistics with their totals,
+// from the same half of the tables (halves.go), so that an interval's
+// stages count the requests its totals do.
+type recordRead struct {
+	whole, interval *profile.Record
+	labels          *fuseconn.Book
+	conns           []uint32 // the traced connections; none: all
+	files           int      // --files: how many files to list
+}
+
+// records are rd's records: the whole run's, then the interval's.
+func (rd *recordRead) records() []*profile.Record {
+	if rd.interval == nil {
+		return []*profile.Record{rd.whole}
+	}
+	return []*profile.Record{rd.whole, rd.interval}
+}
+
+// readFeatures has each feature the options turned on read into rd.
+func (t *Tracer) readFeatures(rd *recordRead) error {
+	for _, f := range t.features {
+		if err := f.read(t, rd); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadPlan is the object and its settings while Start readies them.

@@ -158,15 +158,35 @@ func (t *Tracer) readHalf(half, epoch uint32) (*halfStats, error) {
 
 // readStages reads one half of the stage table and the stages' sub-buckets.
 func (t *Tracer) readStages(h *halfStats, half, epoch uint32) error {
-	err := eachKeyPerCPU(t.maps.StageTable, func(key bpf.FuseReqStatsKey, perCPU []bpf.FuseReqStageStats) {
+	add := func(conn, opcode uint32, c *bpf.FuseReqStageStats) {
+		if c.Staged == 0 && c.NotTaken == 0 && c.NotReplied == 0 {
+			return
+		}
+		k := profile.Key{Conn: conn, Opcode: opcode}
+		a := h.stages[k]
+		if a == nil {
+			a = &stageAccum{}
+			h.stages[k] = a
+		}
+		a.add(c, epoch)
+	}
+	// A (connection, opcode) is in the fast array on the CPUs where it
+	// holds its index, in the table on the others.
+	err := eachPerCPU(pick(half, t.maps.StageFast0, t.maps.StageFast1), func(idx uint32, perCPU []bpf.FuseReqStageStats) {
+		for c := range perCPU {
+			add(perCPU[c].Conn, idx%fastOps, &perCPU[c])
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("reading the stage statistics: %w", err)
+	}
+	err = eachKeyPerCPU(t.maps.StageTable, func(key bpf.FuseReqStatsKey, perCPU []bpf.FuseReqStageStats) {
 		if key.Half != half {
 			return
 		}
-		a := &stageAccum{}
 		for c := range perCPU {
-			a.add(&perCPU[c], epoch)
+			add(key.Conn, key.Opcode, &perCPU[c])
 		}
-		h.stages[profile.Key{Conn: key.Conn, Opcode: key.Opcode}] = a
 	})
 	if err != nil {
 		return fmt.Errorf("reading the stage statistics: %w", err)

@@ -3,12 +3,14 @@ package ktrace
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/profile"
 )
 
 // nameFeature learns node names (names.bpf.h) for --slower's lines and
@@ -20,6 +22,9 @@ type nameFeature struct {
 	funcs *funcMech // on fuse_request_end's entry, not its tracepoint (funcs.go)
 	prog  *ebpf.Program
 	names *ringbuf.Reader
+	known nodeNames // the names learnt so far
+	// --files in interval mode: the nodes' sums at the previous interval.
+	prev map[NodeKey]NodeStats
 }
 
 func (f *nameFeature) configure(p *loadPlan) (bool, error) {
@@ -106,15 +111,81 @@ func (f *nameFeature) programs() map[string]*ebpf.Program {
 // Names says whether the tracer learns node names.
 func (t *Tracer) Names() bool { return t.names != nil && t.names.names != nil }
 
-// ReadNames calls fn with each (connection, node) the kernel named since
-// the last call: its parent node and its name in that directory.
-func (t *Tracer) ReadNames(fn func(conn uint32, node, parent uint64, name string)) error {
+// drainNames learns the names the kernel sent since the last call: each
+// (connection, node)'s parent node and its name in that directory.
+func (t *Tracer) drainNames() error {
 	if !t.Names() {
 		return nil
 	}
+	known := t.names.known
 	return drain(t.names.names, "the file names", func(e *bpf.FuseReqNodeName) {
-		fn(e.Conn, e.Node, e.Parent, cString(e.Name[:]))
+		known.add(e.Conn, e.Node, e.Parent, cString(e.Name[:]))
 	})
+}
+
+// nodePath is a node's path in its mount, where its names are known.
+func (t *Tracer) nodePath(conn uint32, node uint64) (string, bool) {
+	if !t.Names() {
+		return "", false
+	}
+	return t.names.known.path(conn, node)
+}
+
+// read learns the names sent since the last read and, with --files,
+// lists the files with the most FUSE time, named where known; an
+// interval's, by what they did since the previous interval.
+func (f *nameFeature) read(t *Tracer, rd *recordRead) error {
+	if err := t.drainNames(); err != nil {
+		return err
+	}
+	if !f.files {
+		return nil
+	}
+	nodes, err := t.nodeStats()
+	if err != nil {
+		return err
+	}
+	rd.whole.Files = f.top(nodes, rd)
+	if rd.interval != nil {
+		rd.interval.Files = f.top(subNodes(nodes, f.prev), rd)
+		f.prev = nodes
+	}
+	return nil
+}
+
+// top lists the rd.files nodes with the most FUSE time, named where known.
+func (f *nameFeature) top(nodes map[NodeKey]NodeStats, rd *recordRead) []profile.FileStats {
+	out := make([]profile.FileStats, 0, len(nodes))
+	for k, n := range nodes {
+		if n.Count == 0 {
+			continue
+		}
+		fs := profile.FileStats{Conn: k.Conn, Node: k.Node, Mount: rd.labels.MountPoint(k.Conn),
+			Count: n.Count, Errors: n.Errors, Total: n.Sum, Max: n.Max}
+		fs.Path, _ = f.known.path(k.Conn, k.Node)
+		out = append(out, fs)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		if out[i].Conn != out[j].Conn {
+			return out[i].Conn < out[j].Conn
+		}
+		return out[i].Node < out[j].Node
+	})
+	return out[:min(len(out), rd.files)]
+}
+
+// subNodes is what the nodes did since prev: counts and sums subtract; the
+// maximum is the run's so far (a bound for the interval's).
+func subNodes(cur, prev map[NodeKey]NodeStats) map[NodeKey]NodeStats {
+	out := make(map[NodeKey]NodeStats, len(cur))
+	for k, c := range cur {
+		p := prev[k]
+		out[k] = NodeStats{Count: c.Count - p.Count, Errors: c.Errors - p.Errors, Sum: c.Sum - p.Sum, Max: c.Max}
+	}
+	return out
 }
 
 // cString is the string a C char array holds, up to its first NUL.
@@ -141,12 +212,9 @@ type NodeStats struct {
 	Sum, Max      time.Duration
 }
 
-// Nodes returns each node's requests, summed over CPUs (--files).
-func (t *Tracer) Nodes() (map[NodeKey]NodeStats, error) {
+// nodeStats are each node's requests, summed over CPUs (--files).
+func (t *Tracer) nodeStats() (map[NodeKey]NodeStats, error) {
 	out := map[NodeKey]NodeStats{}
-	if t.names == nil || !t.names.files {
-		return out, nil
-	}
 	var k bpf.FuseReqNodeKey
 	var perCPU []bpf.FuseReqNodeStats
 	it := t.maps.NodeTable.Iterate()

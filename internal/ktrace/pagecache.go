@@ -3,6 +3,7 @@ package ktrace
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -16,6 +17,8 @@ type pageCachePrograms struct {
 	filemapPrograms
 	// The readahead tracepoints' (Linux 6.18 on): nil before.
 	ra *readaheadPrograms
+	// The counters at the previous interval, by connection.
+	prev map[uint32]profile.PageCache
 }
 
 type filemapPrograms struct {
@@ -147,12 +150,48 @@ func (t *Tracer) SetCountedConns(conns []uint32) error {
 	return nil
 }
 
-// PageCache returns each counted connection's page-cache counters, summed
-// over CPUs; nil without --page-cache.
-func (t *Tracer) PageCache() ([]profile.PageCache, error) {
-	if t.pageCache == nil {
-		return nil, nil
+// read lists the counted page caches, labelled with their mounts: one
+// for every traced connection and every connection the run has requests
+// of, so that a mount whose reads never ask the cache (direct_io) shows,
+// with nothing read from it; an interval's, as what changed since the
+// previous interval.
+func (p *pageCachePrograms) read(t *Tracer, rd *recordRead) error {
+	pages, err := t.pageCounters()
+	if err != nil {
+		return err
 	}
+	have := map[uint32]bool{}
+	for _, pc := range pages {
+		have[pc.Conn] = true
+	}
+	want := append([]uint32(nil), rd.conns...)
+	for _, op := range rd.whole.Profile.Ops {
+		want = append(want, op.Conn)
+	}
+	for _, c := range want {
+		if !have[c] {
+			have[c] = true
+			pages = append(pages, profile.PageCache{Conn: c})
+		}
+	}
+	for i := range pages {
+		pages[i].Mount = rd.labels.MountPoint(pages[i].Conn)
+	}
+	sort.Slice(pages, func(i, j int) bool { return pages[i].Conn < pages[j].Conn })
+	rd.whole.PageCache = pages
+	if rd.interval != nil {
+		cur := map[uint32]profile.PageCache{}
+		for _, pc := range pages {
+			cur[pc.Conn] = pc
+			rd.interval.PageCache = append(rd.interval.PageCache, pc.Sub(p.prev[pc.Conn]))
+		}
+		p.prev = cur
+	}
+	return nil
+}
+
+// pageCounters are the page-cache counters of each counted connection.
+func (t *Tracer) pageCounters() ([]profile.PageCache, error) {
 	out := []profile.PageCache{} // counted, if empty
 	var conn uint32
 	var perCPU []bpf.FuseReqPageCacheStats

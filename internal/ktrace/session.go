@@ -68,15 +68,6 @@ type RequestSource struct {
 	slowInterval, slowRun slowList
 	slowLostSeen          uint64
 	lastHousekeeping      time.Time
-	// --stages: when each daemon process was first watched.
-	watched map[int]time.Time
-	// --slower, --files: the nodes' names; --files in interval mode: the
-	// nodes' sums at the previous interval.
-	names     nodeNames
-	prevNodes map[NodeKey]NodeStats
-	// --page-cache, --calls: the counters at the previous interval.
-	prevPages map[uint32]profile.PageCache
-	prevCalls []profile.CallStats
 	// ProgramCost: the kernel's accounting, on while this is open.
 	costStats io.Closer
 }
@@ -103,7 +94,7 @@ func OpenRequests(cfg RequestConfig) (*RequestSource, error) {
 	}
 	now := time.Now()
 	s := &RequestSource{cfg: cfg, t: t, conns: conns, labels: fuseconn.NewBook(conns, named),
-		start: now, prevTime: now, lastHousekeeping: now, watched: map[int]time.Time{}, names: nodeNames{}}
+		start: now, prevTime: now, lastHousekeeping: now}
 	if err := s.watchDaemons(); err != nil {
 		t.Close()
 		return nil, err
@@ -183,7 +174,6 @@ func (s *RequestSource) watchDaemons() error {
 		traced[c] = true
 	}
 	var pids []int
-	now := time.Now()
 	for _, h := range holders {
 		// Conn 0: a kernel that prints no fuse_connection in fdinfo
 		// (before 6.13), or an fd not yet mounted with. Watched all the
@@ -192,10 +182,7 @@ func (s *RequestSource) watchDaemons() error {
 		if h.Conn != 0 && len(traced) > 0 && !traced[h.Conn] {
 			continue
 		}
-		if _, ok := s.watched[h.PID]; !ok {
-			s.watched[h.PID] = now
-			pids = append(pids, h.PID)
-		}
+		pids = append(pids, h.PID) // WatchDaemons skips those it watches
 	}
 	return s.t.WatchDaemons(pids)
 }
@@ -231,7 +218,7 @@ func (s *RequestSource) PollEvery() time.Duration {
 // Poll reads the slow requests and, every second, looks for traced
 // mounts that went away: an *fuseconn.ErrMountGone ends the run.
 func (s *RequestSource) Poll() error {
-	if err := s.readNames(); err != nil {
+	if err := s.t.drainNames(); err != nil {
 		return err
 	}
 	if s.t.Slow() {
@@ -262,16 +249,14 @@ func (s *RequestSource) Snapshot() (*profile.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.withFiles(s.record(whole, s.start, time.Now(), &s.slowRun))
+	r := s.record(whole, s.start, time.Now(), &s.slowRun)
+	return r, s.readFeatures(r, nil)
 }
 
 // Finish reads the requests that ended before the stop and returns the
 // record of the whole run.
 func (s *RequestSource) Finish(*session.Exit) (*profile.Record, error) {
 	end := time.Now()
-	if err := s.readNames(); err != nil {
-		return nil, err
-	}
 	if s.t.Slow() {
 		if err := s.readSlow(); err != nil {
 			return nil, err
@@ -281,16 +266,14 @@ func (s *RequestSource) Finish(*session.Exit) (*profile.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.withFiles(s.record(whole, s.start, end, &s.slowRun))
+	r := s.record(whole, s.start, end, &s.slowRun)
+	return r, s.readFeatures(r, nil)
 }
 
 // Interval returns the interval since the previous one, with its exact
 // extremes and its slow requests, and the cumulative record at its end.
 func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, err error) {
 	now := time.Now()
-	if err := s.readNames(); err != nil {
-		return nil, nil, err
-	}
 	if final && s.t.Slow() {
 		// The requests that ended before the stop.
 		if err := s.readSlow(); err != nil {
@@ -336,35 +319,9 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 	interval = s.record(d, from, now, &s.slowInterval)
 	s.slowInterval = later
 	whole = s.record(cum, s.start, now, &s.slowRun)
-	if s.cfg.Files > 0 {
-		nodes, err := s.t.Nodes()
-		if err != nil {
-			return nil, nil, err
-		}
-		interval.Files = s.files(subNodes(nodes, s.prevNodes))
-		whole.Files = s.files(nodes)
-		s.prevNodes = nodes
-	}
-	pages, err := s.pageCaches(&cum)
-	if err != nil {
+	if err := s.readFeatures(whole, interval); err != nil {
 		return nil, nil, err
 	}
-	if pages != nil {
-		whole.PageCache = pages
-		cur := map[uint32]profile.PageCache{}
-		for _, pc := range pages {
-			cur[pc.Conn] = pc
-			interval.PageCache = append(interval.PageCache, pc.Sub(s.prevPages[pc.Conn]))
-		}
-		s.prevPages = cur
-	}
-	calls, err := s.t.Calls()
-	if err != nil {
-		return nil, nil, err
-	}
-	whole.Calls = calls
-	interval.Calls = profile.SubCalls(calls, s.prevCalls)
-	s.prevCalls = calls
 	return interval, whole, nil
 }
 
@@ -372,16 +329,6 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost, Hung: s.hung()}
 	mounts := s.labels.Mounts(p)
 	fuseconn.AddDaemons(mounts)
-	passthrough, _ := s.t.PassthroughOpens() // a count missing leaves the record without it
-	for i := range mounts {
-		mounts[i].PassthroughOpens = passthrough[mounts[i].Conn]
-		for j := range mounts[i].Daemons {
-			d := &mounts[i].Daemons[j]
-			if at, ok := s.watched[d.PID]; ok {
-				d.Watched = at
-			}
-		}
-	}
 	r.Meta = profile.Meta{
 		Tool: s.cfg.Tool, Source: Source, Kernel: kernel.Release(), Host: kernel.Hostname(),
 		Start: from, End: to, Command: s.cfg.Command, Mounts: mounts,
@@ -406,10 +353,14 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 }
 
 func (s *RequestSource) readSlow() error {
+	// The names first: those of the requests' nodes came before them.
+	if err := s.t.drainNames(); err != nil {
+		return err
+	}
 	err := s.t.ReadSlow(func(r profile.SlowRequest) {
 		r.Mount = s.labels.MountPoint(r.Conn)
 		if r.NodeID != 0 {
-			r.File, _ = s.names.path(r.Conn, r.NodeID)
+			r.File, _ = s.t.nodePath(r.Conn, r.NodeID)
 		}
 		if s.cfg.Slow != nil {
 			s.cfg.Slow(r)
@@ -505,92 +456,8 @@ func (s *RequestSource) hung() []profile.HungRequest {
 	return out
 }
 
-// withFiles gives a record of the run so far its files (--files) and page
-// caches (--page-cache).
-func (s *RequestSource) withFiles(r *profile.Record) (*profile.Record, error) {
-	if s.cfg.Files > 0 {
-		nodes, err := s.t.Nodes()
-		if err != nil {
-			return nil, err
-		}
-		r.Files = s.files(nodes)
-	}
-	pages, err := s.pageCaches(&r.Profile)
-	if err != nil {
-		return nil, err
-	}
-	r.PageCache = pages
-	if r.Calls, err = s.t.Calls(); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// pageCaches are the counted page caches, labelled with their mounts: one
-// for every traced connection and every connection p has requests of, so
-// that a mount whose reads never ask the cache (direct_io) shows, with
-// nothing read from it.
-func (s *RequestSource) pageCaches(p *profile.Profile) ([]profile.PageCache, error) {
-	pages, err := s.t.PageCache()
-	if err != nil || pages == nil {
-		return pages, err
-	}
-	have := map[uint32]bool{}
-	for _, pc := range pages {
-		have[pc.Conn] = true
-	}
-	want := append([]uint32(nil), s.conns...)
-	for _, op := range p.Ops {
-		want = append(want, op.Conn)
-	}
-	for _, c := range want {
-		if !have[c] {
-			have[c] = true
-			pages = append(pages, profile.PageCache{Conn: c})
-		}
-	}
-	for i := range pages {
-		pages[i].Mount = s.labels.MountPoint(pages[i].Conn)
-	}
-	sort.Slice(pages, func(i, j int) bool { return pages[i].Conn < pages[j].Conn })
-	return pages, nil
-}
-
-func (s *RequestSource) readNames() error {
-	return s.t.ReadNames(s.names.add)
-}
-
-// files lists the nodes with the most FUSE time, named where known.
-func (s *RequestSource) files(nodes map[NodeKey]NodeStats) []profile.FileStats {
-	out := make([]profile.FileStats, 0, len(nodes))
-	for k, n := range nodes {
-		if n.Count == 0 {
-			continue
-		}
-		f := profile.FileStats{Conn: k.Conn, Node: k.Node, Mount: s.labels.MountPoint(k.Conn),
-			Count: n.Count, Errors: n.Errors, Total: n.Sum, Max: n.Max}
-		f.Path, _ = s.names.path(k.Conn, k.Node)
-		out = append(out, f)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Total != out[j].Total {
-			return out[i].Total > out[j].Total
-		}
-		if out[i].Conn != out[j].Conn {
-			return out[i].Conn < out[j].Conn
-		}
-		return out[i].Node < out[j].Node
-	})
-	return out[:min(len(out), s.cfg.Files)]
-}
-
-// subNodes is what the nodes did since prev: counts and sums subtract; the
-// maximum is the run's so far (a bound for the interval's).
-func subNodes(cur, prev map[NodeKey]NodeStats) map[NodeKey]NodeStats {
-	out := make(map[NodeKey]NodeStats, len(cur))
-	for k, c := range cur {
-		p := prev[k]
-		out[k] = NodeStats{Count: c.Count - p.Count, Errors: c.Errors - p.Errors, Sum: c.Sum - p.Sum, Max: c.Max}
-	}
-	return out
+// readFeatures has the tracer's features read into the records: whole
+// and, at an interval, interval.
+func (s *RequestSource) readFeatures(whole, interval *profile.Record) error {
+	return s.t.readFeatures(&recordRead{whole: whole, interval: interval, labels: s.labels, conns: s.conns, files: s.cfg.Files})
 }

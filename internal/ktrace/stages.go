@@ -23,6 +23,10 @@ const (
 	// sys_enter and sys_exit tracepoints, which run one for every system
 	// call of every process.
 	StagesRawEmpty
+	// StagesUncounted attaches the stage programs, which take their
+	// stamps, and the end program splits each request but counts nothing:
+	// the floor under the stages' accounting.
+	StagesUncounted
 )
 
 // stagePrograms are the programs on the daemon's system calls (stages.bpf.h).
@@ -76,13 +80,15 @@ const stagePIDLimit = 65536 * 64
 // (or, for the benchmarks, the raw floor's), fuse_request_sent's where the
 // kernel has it, and the daemons watched.
 type stageFeature struct {
-	cost    StageCost
-	sent    bool // the kernel has fuse:fuse_request_sent (Linux 7.3)
-	progs   *stagePrograms
-	sentP   *sentProgram
-	floor   *rawFloorPrograms
-	kernel  *kernelStages // on the kernel's side of /dev/fuse (funcs.go)
-	daemons map[int]bool
+	cost   StageCost
+	sent   bool // the kernel has fuse:fuse_request_sent (Linux 7.3)
+	progs  *stagePrograms
+	sentP  *sentProgram
+	floor  *rawFloorPrograms
+	kernel *kernelStages // on the kernel's side of /dev/fuse (funcs.go)
+	// The daemons watched, and since when (the records say so, since a
+	// request a daemon took before it was watched has no stages).
+	daemons map[int]time.Time
 }
 
 func (f *stageFeature) configure(p *loadPlan) (bool, error) {
@@ -91,14 +97,17 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 		p.unused("stage_stamps")
 	}
 	if !p.opts.Stages {
-		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts")
+		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fast0", "stage_fast1", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts")
 		return false, nil
 	}
 	p.twin += "_stages"
 	if p.opts.StageCost == StagesEmpty {
 		p.consts["stages_empty"] = uint8(1)
 	}
-	f.cost, f.sent, f.daemons = p.opts.StageCost, p.tps.Sent, map[int]bool{}
+	if p.opts.StageCost == StagesUncounted {
+		p.consts["stages_uncounted"] = uint8(1)
+	}
+	f.cost, f.sent, f.daemons = p.opts.StageCost, p.tps.Sent, map[int]time.Time{}
 	return true, nil
 }
 
@@ -113,6 +122,7 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 	repl := map[string]*ebpf.Map{
 		"inflight": t.maps.Inflight, "drops": t.maps.Drops, "daemon_tgids": t.maps.DaemonTgids,
 		"daemon_threads": t.maps.DaemonThreads, "stage_table": t.maps.StageTable,
+		"stage_fast0": t.maps.StageFast0, "stage_fast1": t.maps.StageFast1,
 		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
 		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
 		"stage_stamps": t.maps.StageStamps, "pipe_headers": t.maps.PipeHeaders,
@@ -215,20 +225,21 @@ func (t *Tracer) WatchDaemons(pids []int) error {
 		return nil
 	}
 	words := map[uint32]uint64{}
+	now := time.Now()
 	for _, pid := range pids {
 		if pid <= 0 || pid >= stagePIDLimit {
 			return fmt.Errorf("process %d is beyond the %d process ids --stages can watch", pid, stagePIDLimit)
 		}
-		if f.daemons[pid] {
+		if _, ok := f.daemons[pid]; ok {
 			continue
 		}
-		f.daemons[pid] = true
+		f.daemons[pid] = now
 		words[uint32(pid/64)] = 0
 	}
 	for w := range words {
 		var bits uint64
 		for b := range uint32(64) {
-			if f.daemons[int(w*64+b)] {
+			if _, ok := f.daemons[int(w*64+b)]; ok {
 				bits |= 1 << b
 			}
 		}
@@ -278,14 +289,30 @@ func (t *Tracer) InFlight(min time.Duration) ([]InFlight, error) {
 	return out, nil
 }
 
-// PassthroughOpens counts, per connection, the opens its daemon answered with
-// FOPEN_PASSTHROUGH (--stages only): those files' reads and writes go to the
-// backing file in the kernel and are no FUSE requests.
-func (t *Tracer) PassthroughOpens() (map[uint32]uint64, error) {
-	out := map[uint32]uint64{}
-	if t.stages == nil {
-		return out, nil
+// read adds to each mount of the records the opens its daemon answered
+// with FOPEN_PASSTHROUGH and since when each of its daemons is watched.
+// The stages themselves are read with each opcode's totals (recordRead).
+func (f *stageFeature) read(t *Tracer, rd *recordRead) error {
+	passthrough, _ := t.passthroughOpens() // a count missing leaves the records without it
+	for _, r := range rd.records() {
+		for i := range r.Meta.Mounts {
+			m := &r.Meta.Mounts[i]
+			m.PassthroughOpens = passthrough[m.Conn]
+			for j := range m.Daemons {
+				if at, ok := f.daemons[m.Daemons[j].PID]; ok {
+					m.Daemons[j].Watched = at
+				}
+			}
+		}
 	}
+	return nil
+}
+
+// passthroughOpens counts, per connection, the opens its daemon answered
+// with FOPEN_PASSTHROUGH (--stages only): those files' reads and writes go
+// to the backing file in the kernel and are no FUSE requests.
+func (t *Tracer) passthroughOpens() (map[uint32]uint64, error) {
+	out := map[uint32]uint64{}
 	var conn uint32
 	var n uint64
 	it := t.maps.PassthroughOpens.Iterate()

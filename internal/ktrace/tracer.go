@@ -267,7 +267,7 @@ func Start(opts Options) (*Tracer, error) {
 		plan.unused("fine_fast0", "fine_fast1", "stage_fine0", "stage_fine1")
 	}
 	t := &Tracer{clock: kernel.NewClock(), coarse: opts.Coarse, byAddress: !tps.SendHasID,
-		stages: &stageFeature{}, names: &nameFeature{}, pageCache: &pageCachePrograms{}, calls: &callPrograms{}}
+		stages: &stageFeature{}, names: &nameFeature{known: nodeNames{}}, pageCache: &pageCachePrograms{}, calls: &callPrograms{}}
 	for _, f := range []feature{t.stages, t.names, t.pageCache, t.calls} {
 		on, err := f.configure(plan)
 		if err != nil {

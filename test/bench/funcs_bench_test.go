@@ -55,13 +55,21 @@ func TestBenchMechanisms(t *testing.T) {
 		byProg map[string]totals
 	}
 	var tracers []*tracer
-	for _, attach := range []string{ktrace.AttachBTF, ktrace.AttachTracepoint, ktrace.AttachFentry, ktrace.AttachKprobe} {
-		for _, staged := range []bool{false, true} {
-			name := attach
-			if staged {
-				name += " --stages"
-			}
-			tr, err := ktrace.Start(ktrace.Options{Attach: attach, Conns: []uint32{conn}, Stages: staged})
+	attaches := []string{ktrace.AttachBTF, ktrace.AttachTracepoint, ktrace.AttachFentry, ktrace.AttachKprobe}
+	if s := os.Getenv("FUSESCOPE_BENCH_ATTACH"); s != "" {
+		attaches = strings.Split(s, ",")
+	}
+	// Each way plain, with --stages, and with --stages' programs whose
+	// end counts nothing (the floor under the stages' accounting).
+	variants := []struct {
+		suffix string
+		staged bool
+		cost   ktrace.StageCost
+	}{{"", false, ktrace.StagesMeasured}, {" --stages", true, ktrace.StagesMeasured}, {" --stages uncounted", true, ktrace.StagesUncounted}}
+	for _, attach := range attaches {
+		for _, v := range variants {
+			name, staged := attach+v.suffix, v.staged
+			tr, err := ktrace.Start(ktrace.Options{Attach: attach, Conns: []uint32{conn}, Stages: staged, StageCost: v.cost})
 			if err != nil {
 				fmt.Printf("note: %s: %v\n", name, err)
 				continue
@@ -154,7 +162,7 @@ func TestBenchMechanisms(t *testing.T) {
 	}
 	fmt.Println("\nRequests split into stages (the rest lacked a stamp):")
 	for _, tc := range tracers {
-		if !tc.tr.Stages() {
+		if !tc.tr.Stages() || strings.Contains(tc.name, "uncounted") {
 			continue
 		}
 		p, err := tc.tr.Snapshot()

@@ -829,3 +829,64 @@ func TestStagesReaddirplusNames(t *testing.T) {
 		t.Errorf("%d of the %d files stat'ed after ls are named, want all (files %+v)", named, n, r.Files)
 	}
 }
+
+// TestStagesManyConnections traces five mounts at once, so that at least
+// two share an index of the stages' per-CPU fast array (the connection
+// modulo 4, stages.bpf.h) and one of them is counted in the table instead,
+// on the CPUs where the other holds the index: every request of every
+// mount is split, and each mount's counts are its daemon's own.
+func TestStagesManyConnections(t *testing.T) {
+	const mounts = 5
+	var mnts []string
+	var daemons []*countingFS
+	var conns []uint32
+	args := []string{"--stages"}
+	shared := map[uint32]int{}
+	for range mounts {
+		mnt, c := mountLab(t, 24, 1, 0)
+		mnts, daemons, conns = append(mnts, mnt), append(daemons, c), append(conns, connOf(t, mnt))
+		shared[conns[len(conns)-1]%4]++
+		args = append(args, "--mount", mnt)
+	}
+	if len(shared) == mounts {
+		t.Fatalf("connections %v: five cannot all differ modulo 4", conns)
+	}
+	rec := filepath.Join(t.TempDir(), "staged.json")
+	tr := startTrace(t, append(args, "-o", rec)...)
+	before := make([]map[fuseproto.Opcode]uint64, mounts)
+	for i, d := range daemons {
+		before[i] = d.snapshot()
+	}
+	for i, mnt := range mnts {
+		for j := range 4 * (i + 1) {
+			if _, err := os.Stat(filepath.Join(mnt, "files", fmt.Sprintf("f%03d", j))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range conns {
+		waitIdle(t, c)
+	}
+	tr.stop(t)
+	r := loadRecord(t, rec)
+	for i, c := range conns {
+		after := daemons[i].snapshot()
+		got := counts(r, c)
+		for _, op := range []fuseproto.Opcode{fuseproto.Lookup, fuseproto.Getattr} {
+			if want := after[op] - before[i][op]; got[op.String()] != want {
+				t.Errorf("mount %d (connection %d): %s traced %d, the daemon answered %d", i, c, op, got[op.String()], want)
+			}
+		}
+		if got[fuseproto.Getattr.String()] < uint64(4*(i+1)) {
+			t.Errorf("mount %d (connection %d): %d GETATTRs for %d stats", i, c, got[fuseproto.Getattr.String()], 4*(i+1))
+		}
+		for _, s := range r.Profile.Ops {
+			if s.Conn != c {
+				continue
+			}
+			if q := s.Stage(profile.StageQueue); q == nil || q.Count != s.Count {
+				t.Errorf("mount %d (connection %d) %s: %d requests, of which split %v (gaps %+v)", i, c, s.Op, s.Count, q, s.StageGaps)
+			}
+		}
+	}
+}
