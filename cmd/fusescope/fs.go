@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/exporter"
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -86,7 +88,7 @@ once, forced if busy, after the write-behind queues are written.
 			if err := base.Validate(); err != nil {
 				return err
 			}
-			return mountConfigured(args[0], args[1], base, background, labfs.DaemonOptions{Metrics: metrics})
+			return mountConfigured(args[0], args[1], base, background, metrics)
 		},
 	}
 	f := c.Flags()
@@ -127,9 +129,11 @@ once, forced if busy, after the write-behind queues are written.
 	return c
 }
 
-// mountConfigured mounts SRC at MNT once the flags are resolved; the tests
-// replace it to see the configuration the flags gave.
-var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool, opts labfs.DaemonOptions) error {
+// mountConfigured mounts SRC at MNT once the flags are resolved, with the
+// daemon's statistics served as Prometheus metrics on metrics (HOST:PORT;
+// "": not served); the tests replace it to see the configuration the flags
+// gave.
+var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool, metrics string) error {
 	if background {
 		// The same command again, detached, without --background.
 		var args []string
@@ -140,8 +144,31 @@ var mountConfigured = func(src, mnt string, cfg labfs.Config, background bool, o
 		}
 		return labfs.ServeInBackground(mnt, args, os.Stderr)
 	}
+	var opts labfs.DaemonOptions
+	if metrics != "" {
+		opts.Publisher = &metricsPublisher{addr: metrics}
+	}
 	return labfs.ServeWith(src, mnt, cfg, os.Stderr, opts)
 }
+
+// metricsPublisher serves the lab daemon's statistics as Prometheus
+// metrics (fs mount --metrics), with the exporter's names and
+// side="daemon".
+type metricsPublisher struct {
+	addr string
+	l    net.Listener
+}
+
+func (p *metricsPublisher) Open() (err error) {
+	p.l, err = exporter.Listen("--metrics", p.addr)
+	return err
+}
+
+func (p *metricsPublisher) Publish(ctx context.Context, record func() (*profile.Record, error)) {
+	exporter.Serve(ctx, p.l, exporter.Handler(exporter.New(record, "daemon")))
+}
+
+func (p *metricsPublisher) Close() error { return p.l.Close() }
 
 func newFSUmountCmd() *cobra.Command {
 	return &cobra.Command{

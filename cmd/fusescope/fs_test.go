@@ -16,7 +16,7 @@ func mountConfig(t *testing.T, args ...string) labfs.Config {
 	var got labfs.Config
 	saved := mountConfigured
 	defer func() { mountConfigured = saved }()
-	mountConfigured = func(_, _ string, cfg labfs.Config, _ bool, _ labfs.DaemonOptions) error {
+	mountConfigured = func(_, _ string, cfg labfs.Config, _ bool, _ string) error {
 		got = cfg
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fusescope/fusescope/internal/exporter"
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/profile"
 	"golang.org/x/sys/unix"
@@ -41,9 +39,21 @@ func Serve(src, mnt string, cfg Config, log io.Writer) error {
 // DaemonOptions are the daemon's own settings, apart from the file
 // system's configuration.
 type DaemonOptions struct {
-	// Metrics serves the daemon's statistics as Prometheus metrics on
-	// this HOST:PORT (the exporter's names, side="daemon"); "": none.
-	Metrics string
+	// Publisher, when set, hands the daemon's statistics on while it
+	// serves (cmd/ serves them as Prometheus metrics: fs mount --metrics).
+	Publisher Publisher
+}
+
+// A Publisher hands the daemon's statistics on while it serves.
+type Publisher interface {
+	// Open readies it before the mount: its error (a port in use) fails
+	// the mount, and a background daemon's parent reports it.
+	Open() error
+	// Publish runs once the file system is mounted until ctx ends,
+	// reading the statistics through record.
+	Publish(ctx context.Context, record func() (*profile.Record, error))
+	// Close releases what Open took.
+	Close() error
 }
 
 // ServeWith is Serve with the daemon's own settings.
@@ -59,25 +69,21 @@ func ServeWith(src, mnt string, cfg Config, log io.Writer, opts DaemonOptions) e
 		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	}
 	defer signal.Stop(sigs)
-	var metrics net.Listener
 	var err error
-	if opts.Metrics != "" {
+	if opts.Publisher != nil {
 		// Before the mount: a port in use fails the mount, not later.
-		metrics, err = exporter.Listen("--metrics", opts.Metrics)
+		if err = opts.Publisher.Open(); err == nil {
+			defer opts.Publisher.Close()
+		}
 	}
 	var fsys *FS
 	if err == nil {
 		fsys, err = Mount(src, mnt, cfg)
 	}
-	if metrics != nil {
-		if err != nil {
-			metrics.Close()
-		} else {
-			ctx, stop := context.WithCancel(context.Background())
-			defer stop()
-			col := exporter.New(func() (*profile.Record, error) { return fsys.Record(), nil }, "daemon")
-			go exporter.Serve(ctx, metrics, exporter.Handler(col))
-		}
+	if err == nil && opts.Publisher != nil {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go opts.Publisher.Publish(ctx, func() (*profile.Record, error) { return fsys.Record(), nil })
 	}
 	if ready != "" {
 		fd, _ := strconv.Atoi(ready)
