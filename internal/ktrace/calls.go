@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -79,7 +80,7 @@ func (p *callPrograms) configure(plan *loadPlan) (bool, error) {
 		return false, nil
 	}
 	if plan.opts.Attach == AttachTracepoint {
-		return false, fmt.Errorf("--calls needs the raw tracepoints with BTF: leave out --attach tracepoint")
+		return false, option.Errorf("{calls} needs the raw tracepoints with BTF: leave out {attach} tracepoint")
 	}
 	plan.consts["call_kind"] = callKinds()
 	if plan.opts.Comm != "" {
@@ -90,7 +91,7 @@ func (p *callPrograms) configure(plan *loadPlan) (bool, error) {
 
 func (p *callPrograms) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 	if t.attach != AttachBTF {
-		return fmt.Errorf("--calls needs the raw tracepoints with BTF, which did not load: %v", t.fallback)
+		return option.Errorf("{calls} needs the raw tracepoints with BTF, which did not load: %v", t.fallback)
 	}
 	repl := map[string]*ebpf.Map{
 		"filter_conns": t.maps.FilterConns, "pc_conns": t.maps.PcConns, "app_tgids": t.maps.AppTgids,
@@ -98,7 +99,7 @@ func (p *callPrograms) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 		"app_scratch": t.maps.AppScratch,
 	}
 	if err := spec.LoadAndAssign(p, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return kernelLacks(err, "--calls")
+		return kernelLacks(err, "{calls}")
 	}
 	return nil
 }
@@ -130,7 +131,7 @@ func (t *Tracer) WatchApplication(pids ...int) error {
 	}
 	for _, pid := range pids {
 		if pid <= 0 || pid >= stagePIDLimit {
-			return fmt.Errorf("process %d is beyond the %d process ids --calls can watch", pid, stagePIDLimit)
+			return option.Errorf("process %d is beyond the %d process ids {calls} can watch", pid, stagePIDLimit)
 		}
 		w := uint32(pid / 64)
 		var bits uint64

@@ -20,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/option"
 )
 
 // Before Linux 6.12 the kernel has no fuse tracepoints: the programs attach
@@ -182,7 +183,7 @@ func requestEvents(opts Options, tracefs string) (*funcMech, Tracepoints, error)
 	case AttachFentry, AttachKprobe:
 	case AttachBTF, AttachTracepoint:
 		if !haveTP && hasFuse() {
-			return nil, Tracepoints{}, fmt.Errorf("kernel %s has no fuse tracepoints (Linux 6.12) for --attach %s: leave out --attach, and fusescope traces the kernel's fuse functions instead", kernel.Release(), opts.Attach)
+			return nil, Tracepoints{}, option.Errorf("kernel %s has no fuse tracepoints (Linux 6.12) for {attach} %s: leave out {attach}, and fusescope traces the kernel's fuse functions instead", kernel.Release(), opts.Attach)
 		}
 		fallthrough
 	default:
@@ -202,7 +203,7 @@ func requestEvents(opts Options, tracefs string) (*funcMech, Tracepoints, error)
 		return nil, Tracepoints{}, err
 	}
 	if opts.Calls {
-		return nil, Tracepoints{}, fmt.Errorf("kernel %s: --calls needs the fuse tracepoints (Linux 6.12), and the trace is on %s here; leave out --calls and the rest of the trace works", kernel.Release(), m.attach)
+		return nil, Tracepoints{}, option.Errorf("kernel %s: {calls} needs the fuse tracepoints (Linux 6.12), and the trace is on %s here; leave out {calls} and the rest of the trace works", kernel.Release(), m.attach)
 	}
 	return m, m.events(), nil
 }
@@ -240,7 +241,7 @@ func (k kernelFuncs) plan(attach string) (*funcMech, error) {
 	m := &funcMech{forced: attach == AttachFentry || attach == AttachKprobe}
 	refuse := func(why string) error {
 		if m.forced {
-			return fmt.Errorf("kernel %s %s, which --attach %s needs: leave out --attach %s", k.release, why, attach, attach)
+			return option.Errorf("kernel %s %s, which {attach} %s needs: leave out {attach} %s", k.release, why, attach, attach)
 		}
 		return fmt.Errorf("kernel %s has no fuse tracepoints (Linux 6.12), and %s to trace its fuse functions instead: boot Linux 6.12 or later", k.release, why)
 	}
@@ -562,7 +563,7 @@ type kernelStages struct {
 // loadStages loads them over the request programs' maps.
 func (m *funcMech) loadStages(t *Tracer, spec *ebpf.CollectionSpec) (*kernelStages, error) {
 	if m.stages != nil {
-		return nil, fmt.Errorf("kernel %s cannot split requests into stages: %v; leave out --stages and the rest of the trace works", kernel.Release(), m.stages)
+		return nil, option.Errorf("kernel %s cannot split requests into stages: %v; leave out {stages} and the rest of the trace works", kernel.Release(), m.stages)
 	}
 	s := spec.Copy()
 	progs := map[string]*ebpf.ProgramSpec{}
@@ -577,7 +578,7 @@ func (m *funcMech) loadStages(t *Tracer, spec *ebpf.CollectionSpec) (*kernelStag
 		"passthrough_opens": t.maps.PassthroughOpens, "reply_starts": t.maps.ReplyStarts,
 	}))
 	if err != nil {
-		return nil, kernelLacks(err, "--stages ("+m.attach+" on the kernel's side of /dev/fuse)")
+		return nil, kernelLacks(err, "{stages} ("+m.attach+" on the kernel's side of /dev/fuse)")
 	}
 	defer coll.Close()
 	k := &kernelStages{m: m}
@@ -634,7 +635,7 @@ func (m *funcMech) loadNames(t *Tracer, spec *ebpf.CollectionSpec) (*ebpf.Progra
 	}
 	repl := map[string]*ebpf.Map{"filter_conns": t.maps.FilterConns, "names_sent": t.maps.NamesSent, "node_names": t.maps.NodeNames}
 	if err := s.LoadAndAssign(&o, m.options(repl)); err != nil {
-		return nil, kernelLacks(err, "the program that names files (--files, --slower)")
+		return nil, kernelLacks(err, "the program that names files ({files}, {slower})")
 	}
 	return o.Prog, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/option"
 )
 
 // load sets spec's constants and loads it into objs; what names the tracer
@@ -33,23 +34,36 @@ func loadError(err error, what string) error {
 
 // LoadError is a program the running kernel would not load, said in one
 // line: what it lacks, in fusescope's words, never the verifier's log
-// (Unwrap has it, for FUSESCOPE_DEBUG).
+// (Unwrap has it, for FUSESCOPE_DEBUG). What names settings as {key}s
+// (package option); a What that begins with one is that setting's
+// programs, and the line says the rest of the trace works without it.
 type LoadError struct {
 	Release, What, Lacks string
 	Err                  error
 }
 
-func (e *LoadError) Error() string {
-	msg := fmt.Sprintf("kernel %s cannot run %s: %s", e.Release, e.What, e.Lacks)
-	if flag, _, ok := strings.Cut(e.What, " "); ok || strings.HasPrefix(e.What, "--") {
-		if strings.HasPrefix(flag, "--") {
-			msg += "; leave out " + flag + " and the rest of the trace works"
-		}
+func (e *LoadError) sentence() *option.Error {
+	if key, ok := leadingKey(e.What); ok {
+		return option.Errorf("kernel %s cannot run %s: %s; leave out {%s} and the rest of the trace works", e.Release, e.What, e.Lacks, key)
 	}
-	return msg
+	return option.Errorf("kernel %s cannot run %s: %s", e.Release, e.What, e.Lacks)
 }
 
-func (e *LoadError) Unwrap() error { return e.Err }
+// leadingKey is the {key} what begins with.
+func leadingKey(what string) (string, bool) {
+	rest, ok := strings.CutPrefix(what, "{")
+	if !ok {
+		return "", false
+	}
+	key, _, ok := strings.Cut(rest, "}")
+	return key, ok
+}
+
+func (e *LoadError) Error() string { return e.sentence().Error() }
+
+// Unwrap has the kernel's error, and the sentence for front ends that
+// spell settings their own way (option.Reword).
+func (e *LoadError) Unwrap() []error { return []error{e.sentence(), e.Err} }
 
 // kernelLacks words a load failure of what (a feature and its programs).
 func kernelLacks(err error, what string) error {

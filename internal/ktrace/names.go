@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -32,7 +33,7 @@ func (f *nameFeature) configure(p *loadPlan) (bool, error) {
 	if !f.files {
 		p.unused("node_table")
 	} else if p.opts.Attach == AttachTracepoint {
-		return false, fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id): leave out --attach tracepoint")
+		return false, option.Errorf("{files} needs the raw tracepoints with BTF (the classic tracepoints carry no node id): leave out {attach} tracepoint")
 	}
 	p.files = f.files
 	if p.opts.Slower <= 0 && !f.files {
@@ -59,13 +60,13 @@ func (f *nameFeature) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 		}
 	} else if t.attach != AttachBTF {
 		if f.files {
-			return fmt.Errorf("--files needs the raw tracepoints with BTF (the classic tracepoints carry no node id), which did not load: %v", t.fallback)
+			return option.Errorf("{files} needs the raw tracepoints with BTF (the classic tracepoints carry no node id), which did not load: %v", t.fallback)
 		}
 		return nil
 	} else if err := spec.LoadAndAssign(&p, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"filter_conns": t.maps.FilterConns, "names_sent": t.maps.NamesSent, "node_names": t.maps.NodeNames,
 	}}); err != nil {
-		return kernelLacks(err, "the program that names files (--files, --slower)")
+		return kernelLacks(err, "the program that names files ({files}, {slower})")
 	}
 	r, err := ringbuf.NewReader(t.maps.NodeNames)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -60,7 +61,7 @@ func (p *pageCachePrograms) configure(plan *loadPlan) (bool, error) {
 	}
 	// The pages each read asks the cache for, which the hit ratio is of.
 	if !hasEvent(plan.tracefs, "filemap", "mm_filemap_get_pages") {
-		return false, fmt.Errorf("kernel %s has no filemap:mm_filemap_get_pages tracepoint, which --page-cache counts the pages each read asks the cache for from: leave out --page-cache and the rest of the trace works", kernel.Release())
+		return false, option.Errorf("kernel %s has no filemap:mm_filemap_get_pages tracepoint, which {page-cache} counts the pages each read asks the cache for from: leave out {page-cache} and the rest of the trace works", kernel.Release())
 	}
 	return true, nil
 }
@@ -72,13 +73,13 @@ func (p *pageCachePrograms) load(t *Tracer, spec *ebpf.CollectionSpec) error {
 		"pc_conns": t.maps.PcConns, "page_cache": t.maps.PageCache, "pc_reads": t.maps.PcReads,
 	}}
 	if err := spec.LoadAndAssign(&p.filemapPrograms, opts); err != nil {
-		return kernelLacks(err, "--page-cache")
+		return kernelLacks(err, "{page-cache}")
 	}
 	if tracefs, err := EnsureTracefs(); err == nil && hasEvent(tracefs, "readahead", "page_cache_sync_ra") {
 		var ra readaheadPrograms
 		if err := spec.LoadAndAssign(&ra, opts); err != nil {
 			p.filemapPrograms.close()
-			return kernelLacks(err, "--page-cache's read-ahead counts")
+			return kernelLacks(err, "{page-cache}'s read-ahead counts")
 		}
 		p.ra = &ra
 	}
@@ -95,7 +96,7 @@ func (p *pageCachePrograms) attach() ([]link.Link, error) {
 		l, err := link.Tracepoint(h.group, h.event, h.prog, nil)
 		if err != nil {
 			closeLinks(links)
-			return nil, fmt.Errorf("attaching to %s:%s (--page-cache): %w", h.group, h.event, err)
+			return nil, option.Errorf("attaching to %s:%s ({page-cache}): %w", h.group, h.event, err)
 		}
 		links = append(links, l)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -208,7 +209,7 @@ func TestErrnoSlots(t *testing.T) {
 // never the verifier's log, and says what still works.
 func TestLoadErrorIsOneLine(t *testing.T) {
 	ve := &ebpf.VerifierError{Log: []string{"0: R1=ctx()", "1: (85) call unknown#195896080", "invalid func unknown#195896080", "processed 2 insns"}}
-	err := kernelLacks(fmt.Errorf("field Sent: program stage_sent: load program: %w", ve), "--stages (the program on fuse:fuse_request_sent)")
+	err := kernelLacks(fmt.Errorf("field Sent: program stage_sent: load program: %w", ve), "{stages} (the program on fuse:fuse_request_sent)")
 	msg := err.Error()
 	for _, bad := range []string{"\n", "unknown#", "R1=", "processed", "program stage_sent"} {
 		if strings.Contains(msg, bad) {
@@ -222,5 +223,10 @@ func TestLoadErrorIsOneLine(t *testing.T) {
 	}
 	if !errors.As(err, &ve) {
 		t.Error("the verifier's error is not kept for FUSESCOPE_DEBUG")
+	}
+	// A bench file spells the setting as its YAML key.
+	yaml := option.Reword(err, func(key string) string { return key + ":" })
+	if !strings.Contains(yaml, "cannot run stages: (the program") || !strings.Contains(yaml, "leave out stages: and") || strings.Contains(yaml, "--") {
+		t.Errorf("in a bench file's words: %q", yaml)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
 )
@@ -167,7 +168,7 @@ func (s *RequestSource) watchDaemons() error {
 	}
 	holders, err := fuseconn.Holders()
 	if err != nil {
-		return fmt.Errorf("finding the daemons for --stages: %w", err)
+		return option.Errorf("finding the daemons for {stages}: %w", err)
 	}
 	traced := map[uint32]bool{}
 	for _, c := range s.conns {

@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/option"
 )
 
 // StageCost selects what --stages attaches; the benchmarks compare them.
@@ -138,13 +139,13 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 	}
 	var p stagePrograms
 	if err := spec.LoadAndAssign(&p, opts); err != nil {
-		return kernelLacks(err, "--stages (the programs on the daemons' system calls)")
+		return kernelLacks(err, "{stages} (the programs on the daemons' system calls)")
 	}
 	f.progs = &p
 	if f.sent {
 		var s sentProgram
 		if err := spec.LoadAndAssign(&s, opts); err != nil {
-			return kernelLacks(err, "--stages (the program on fuse:fuse_request_sent)")
+			return kernelLacks(err, "{stages} (the program on fuse:fuse_request_sent)")
 		}
 		f.sentP = &s
 	}
@@ -228,7 +229,7 @@ func (t *Tracer) WatchDaemons(pids []int) error {
 	now := time.Now()
 	for _, pid := range pids {
 		if pid <= 0 || pid >= stagePIDLimit {
-			return fmt.Errorf("process %d is beyond the %d process ids --stages can watch", pid, stagePIDLimit)
+			return option.Errorf("process %d is beyond the %d process ids {stages} can watch", pid, stagePIDLimit)
 		}
 		if _, ok := f.daemons[pid]; ok {
 			continue

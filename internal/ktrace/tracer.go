@@ -18,6 +18,7 @@ import (
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 )
 
@@ -144,7 +145,7 @@ func (t *Tracer) loadPrograms(spec *ebpf.CollectionSpec, consts map[string]any, 
 	case AttachBTF:
 		var o btfObjects
 		if err := load(spec, consts, &o, "FUSE tracer (tp_btf)"); err != nil {
-			return fmt.Errorf("%w: --attach tracepoint uses the classic tracepoints instead", err)
+			return option.Errorf("%w: {attach} tracepoint uses the classic tracepoints instead", err)
 		}
 		t.maps, t.send, t.end, t.epochVar = o.FuseReqMaps, o.Send, o.End, o.Epoch
 	case AttachTracepoint:
@@ -189,7 +190,7 @@ func Start(opts Options) (*Tracer, error) {
 	switch opts.Attach {
 	case "", AttachAuto, AttachBTF, AttachTracepoint, AttachFentry, AttachKprobe:
 	default:
-		return nil, fmt.Errorf("--attach %q: give %s, %s, %s, %s or %s", opts.Attach, AttachAuto, AttachBTF, AttachTracepoint, AttachFentry, AttachKprobe)
+		return nil, option.Errorf("{attach} %q: give %s, %s, %s, %s or %s", opts.Attach, AttachAuto, AttachBTF, AttachTracepoint, AttachFentry, AttachKprobe)
 	}
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
@@ -204,7 +205,7 @@ func Start(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	if !tps.SendHasID && opts.Attach == AttachTracepoint {
-		return nil, fmt.Errorf("kernel %s fires fuse:fuse_request_send before the request has its id (Linux 6.12 to 6.17), so the classic tracepoints cannot match a reply to its request: leave out --attach tracepoint (the raw tracepoints find a request by its address)", kernel.Release())
+		return nil, option.Errorf("kernel %s fires fuse:fuse_request_send before the request has its id (Linux 6.12 to 6.17), so the classic tracepoints cannot match a reply to its request: leave out {attach} tracepoint (the raw tracepoints find a request by its address)", kernel.Release())
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
@@ -226,7 +227,7 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	if opts.Comm != "" {
 		if len(opts.Comm) > 15 {
-			return nil, fmt.Errorf("--comm %q is longer than the kernel's 15-character command names: give its first 15 characters", opts.Comm)
+			return nil, option.Errorf("{comm} %q is longer than the kernel's 15-character command names: give its first 15 characters", opts.Comm)
 		}
 		var comm [16]byte
 		copy(comm[:], opts.Comm)
@@ -240,7 +241,7 @@ func Start(opts Options) (*Tracer, error) {
 		var mask uint64
 		for _, op := range opts.Ops {
 			if op >= 64 {
-				return nil, fmt.Errorf("--op %s cannot be filtered in the kernel: leave it out of --op", op)
+				return nil, option.Errorf("{op} %s cannot be filtered in the kernel: leave it out of {op}", op)
 			}
 			mask |= 1 << uint(op)
 		}
@@ -252,7 +253,7 @@ func Start(opts Options) (*Tracer, error) {
 	}
 	consts["reap_age_ns"] = uint64(reapAge.Nanoseconds())
 	if opts.Slower < 0 {
-		return nil, fmt.Errorf("--slower %v: give a positive duration, e.g. 10ms", opts.Slower)
+		return nil, option.Errorf("{slower} %v: give a positive duration, e.g. 10ms", opts.Slower)
 	}
 	// The programs compiled with --slower's or --stages' code stand in for
 	// those without it (no cost when they are off).

@@ -45,7 +45,7 @@ var layers = []struct {
 	within map[string]string // a package of this layer -> one of this layer it may import
 }{
 	{name: "data", pkgs: []string{"internal/hist", "internal/fuseproto", "internal/kernel", "internal/sysevent",
-		"internal/stats", "internal/bpf", "internal/bpf/vmlinuxgen", "internal/golden"}},
+		"internal/stats", "internal/bpf", "internal/bpf/vmlinuxgen", "internal/golden", "internal/option"}},
 	{name: "model", pkgs: []string{"internal/profile"}, may: []string{"data"}},
 	// FUSE connections and the run loop know the model, no source.
 	{name: "connections", pkgs: []string{"internal/fuseconn"}, may: []string{"data", "model"}},
