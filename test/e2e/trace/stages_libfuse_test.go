@@ -1,0 +1,305 @@
+package trace
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/e2e"
+	"github.com/fusescope/fusescope/test/proctest"
+)
+
+// libfuseExample is the path of one of libfuse's example daemons, which make
+// test builds from Debian's fuse3 source (scripts/libfuse-examples.sh).
+func libfuseExample(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", ".cache", "libfuse", "build", "example", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not built: run make test, which builds libfuse's examples (scripts/libfuse-examples.sh)", name)
+	}
+	return p
+}
+
+// mountDaemon runs a FUSE daemon's command line, waits for its mount and
+// unmounts it when the test ends.
+func mountDaemon(t *testing.T, mnt string, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", filepath.Base(name), args, err, out)
+	}
+	e2e.WaitFor(t, mnt+" mounted", func() bool { return e2e.Mounted(mnt) })
+	t.Cleanup(func() {
+		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+			t.Logf("fusermount3 -u %s: %v %s", mnt, err, out)
+		}
+	})
+}
+
+// stagesWorkload stats, reads and writes in mnt: metadata, data in both
+// directions, opens and releases.
+func stagesWorkload(t *testing.T, mnt string) {
+	t.Helper()
+	for i := range 20 {
+		p := filepath.Join(mnt, fmt.Sprintf("f%03d", i))
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "new"), make([]byte, 200_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "new")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stagesAgainstPlain runs the workload under the plain trace and --stages
+// side by side and returns both records.
+func stagesAgainstPlain(t *testing.T, mnt string) (plain, staged *profile.Record) {
+	t.Helper()
+	conn := e2e.ConnOf(t, mnt)
+	plainRec, stagedRec := filepath.Join(t.TempDir(), "plain.json"), filepath.Join(t.TempDir(), "staged.json")
+	p := e2e.StartTrace(t, "--mount", mnt, "-o", plainRec)
+	s := e2e.StartTrace(t, "--mount", mnt, "--stages", "-o", stagedRec)
+	stagesWorkload(t, mnt)
+	e2e.WaitIdle(t, conn)
+	p.Stop(t)
+	s.Stop(t)
+	return e2e.LoadRecord(t, plainRec), e2e.LoadRecord(t, stagedRec)
+}
+
+// checkAllStaged: the stage trace counted what the plain one did, and split
+// every request into its three stages, adding up to the total.
+func checkAllStaged(t *testing.T, plain, staged *profile.Record, conn uint32) {
+	t.Helper()
+	want := e2e.Counts(plain, conn)
+	var n uint64
+	for _, s := range staged.Profile.Ops {
+		if s.Conn != conn {
+			continue
+		}
+		n += s.Count
+		q, d, r := s.Stage(profile.StageQueue), s.Stage(profile.StageDaemon), s.Stage(profile.StageReply)
+		if s.Count != want[s.Op] || q == nil || q.Count != s.Count || d.Count != s.Count || r.Count != s.Count {
+			t.Errorf("%s: plain trace %d, --stages %d, split %v (gaps %+v)", s.Op, want[s.Op], s.Count, q != nil && q.Count == s.Count, s.StageGaps)
+			continue
+		}
+		if q.Sum+d.Sum+r.Sum != s.Latency.Sum {
+			t.Errorf("%s: stages add up to %d ns, the total is %d ns", s.Op, q.Sum+d.Sum+r.Sum, s.Latency.Sum)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no requests traced")
+	}
+}
+
+// libfuse 3.18's passthrough_hp and passthrough_ll, multi-threaded, with
+// and without splice, with clone_fd (an fd of /dev/fuse per thread): every
+// request the plain trace counts is split into stages. passthrough_hp's
+// FUSE passthrough serves reads and writes in the kernel: no READ or WRITE
+// reaches the daemon, and --stages counts the opens answered that way.
+func TestStagesLibfuseDaemons(t *testing.T) {
+	hp, ll := libfuseExample(t, "passthrough_hp"), libfuseExample(t, "passthrough_ll")
+	cases := []struct {
+		name        string
+		args        func(src, mnt string) []string
+		bin         string
+		passthrough bool
+		bigPipes    bool
+	}{
+		{"passthrough_hp splice", func(src, mnt string) []string { return []string{"--nocache", "--nopassthrough", src, mnt} }, hp, false, false},
+		// libfuse splices requests out of /dev/fuse only into a pipe as
+		// large as its buffer (1 MiB and a page), more than the default
+		// pipe-max-size allows: raised, every request is spliced into a
+		// pipe and its header read back out (strace -c: as many splices
+		// as reads).
+		{"passthrough_hp splice read", func(src, mnt string) []string { return []string{"--nocache", "--nopassthrough", src, mnt} }, hp, false, true},
+		{"passthrough_hp nosplice", func(src, mnt string) []string {
+			return []string{"--nocache", "--nopassthrough", "--nosplice", src, mnt}
+		}, hp, false, false},
+		{"passthrough_hp clone_fd", func(src, mnt string) []string {
+			return []string{"--nocache", "--nopassthrough", "--clone-fd", "--num-threads", "4", src, mnt}
+		}, hp, false, false},
+		{"passthrough_hp single", func(src, mnt string) []string { return []string{"--nocache", "--nopassthrough", "--single", src, mnt} }, hp, false, false},
+		{"passthrough_ll", func(src, mnt string) []string { return []string{"-o", "source=" + src + ",cache=never", mnt} }, ll, false, false},
+		{"passthrough_ll clone_fd", func(src, mnt string) []string { return []string{"-o", "source=" + src + ",cache=never,clone_fd", mnt} }, ll, false, false},
+		{"passthrough_hp passthrough", func(src, mnt string) []string { return []string{"--nocache", src, mnt} }, hp, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.bigPipes {
+				const knob = "/proc/sys/fs/pipe-max-size"
+				was, err := os.ReadFile(knob)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(knob, []byte("16777216"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.WriteFile(knob, was, 0o644) })
+			}
+			src, mnt := t.TempDir(), t.TempDir()
+			for i := range 20 {
+				if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mountDaemon(t, mnt, c.bin, c.args(src, mnt)...)
+			conn := e2e.ConnOf(t, mnt)
+			plain, staged := stagesAgainstPlain(t, mnt)
+			checkAllStaged(t, plain, staged, conn)
+			m := staged.Mount(conn)
+			if m == nil || len(m.Daemons) == 0 {
+				t.Fatalf("the record names no daemon for %s: %+v", mnt, m)
+			}
+			if c.passthrough {
+				if m.PassthroughOpens == 0 {
+					t.Error("passthrough_hp answered opens with FUSE passthrough, and --stages counted none")
+				}
+				for _, s := range staged.Profile.Ops {
+					if s.Op == "READ" || s.Op == "WRITE" {
+						t.Errorf("%d %s requests with FUSE passthrough", s.Count, s.Op)
+					}
+				}
+			} else if m.PassthroughOpens != 0 {
+				t.Errorf("%d passthrough opens counted without FUSE passthrough", m.PassthroughOpens)
+			}
+			t.Logf("daemons %+v, passthrough opens %d", m.Daemons, m.PassthroughOpens)
+		})
+	}
+}
+
+// FUSE over io_uring: with the kernel's ring enabled and passthrough_hp on
+// it, requests never pass through read(2) of /dev/fuse. --stages must not
+// guess: every request is counted as not taken, and the record says the
+// ring was enabled.
+func TestStagesIOURing(t *testing.T) {
+	const param = "/sys/module/fuse/parameters/enable_uring"
+	was, err := os.ReadFile(param)
+	if err != nil {
+		t.Skipf("this kernel has no FUSE over io_uring (%v)", err)
+	}
+	if err := os.WriteFile(param, []byte("Y"), 0o644); err != nil {
+		t.Skipf("cannot enable FUSE over io_uring: %v", err)
+	}
+	t.Cleanup(func() { os.WriteFile(param, []byte(strings.TrimSpace(string(was))), 0o644) })
+	hp := libfuseExample(t, "passthrough_hp")
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mountDaemon(t, mnt, hp, "--nocache", "--nopassthrough", "-o", "io_uring", src, mnt)
+	conn := e2e.ConnOf(t, mnt)
+	_, staged := stagesAgainstPlain(t, mnt)
+	if !staged.Meta.FuseURing {
+		t.Error("the record does not say FUSE over io_uring was enabled")
+	}
+	var n uint64
+	for _, s := range staged.Profile.Ops {
+		if s.Conn != conn {
+			continue
+		}
+		n += s.Count
+		if q := s.Stage(profile.StageQueue); q != nil && q.Count > 0 {
+			t.Errorf("%s: %d requests split into stages over the ring", s.Op, q.Count)
+		}
+		if s.StageGaps.NotTaken != s.Count {
+			t.Errorf("%s: %d of %d requests counted as not taken", s.Op, s.StageGaps.NotTaken, s.Count)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no requests traced")
+	}
+}
+
+// sshfs (libfuse 3, multi-threaded) to an sshd this test starts on
+// 127.0.0.1: the daemon's time is the network round trip, and every request
+// is split into stages.
+func TestStagesSshfs(t *testing.T) {
+	e2e.Need(t, "sshfs", "ssh-keygen")
+	sshd := "/usr/sbin/sshd"
+	if _, err := os.Stat(sshd); err != nil {
+		t.Fatalf("sshd is not installed: run make test, which installs openssh-server")
+	}
+	dir := t.TempDir()
+	hostKey, userKey := filepath.Join(dir, "host"), filepath.Join(dir, "user")
+	e2e.Run(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hostKey)
+	e2e.Run(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", userKey)
+	pub, err := os.ReadFile(userKey + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(auth, pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll("/run/sshd", 0o755) // sshd's privilege separation directory
+	port := freePort(t)
+	cfg := filepath.Join(dir, "sshd_config")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\nPidFile none\n",
+		port, hostKey, auth)), 0o600)
+	proctest.Start(t, exec.Command(sshd, "-D", "-e", "-f", cfg), "Server listening on 127.0.0.1", 20*time.Second)
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mountDaemon(t, mnt, "sshfs", "-p", strconv.Itoa(port), "-o", "IdentityFile="+userKey+",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,cache=no,entry_timeout=0,attr_timeout=0",
+		"root@127.0.0.1:"+src, mnt)
+	conn := e2e.ConnOf(t, mnt)
+	plain, staged := stagesAgainstPlain(t, mnt)
+	checkAllStaged(t, plain, staged, conn)
+}
+
+// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// go-fuse's loopback example (test/bench/loopback: go-fuse's reader
+// goroutines read /dev/fuse, replies go out with writev, READ replies with
+// splice from the backing file): every request is split into stages.
+func TestStagesGoFuseLoopback(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "loopback")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fusescope/fusescope/test/bench/loopback").CombinedOutput(); err != nil {
+		t.Fatalf("building go-fuse's loopback: %v\n%s", err, out)
+	}
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := proctest.Start(t, exec.Command(bin, mnt, src), "Mounted!", 20*time.Second)
+	t.Cleanup(func() {
+		if err := p.Interrupt(t, 10*time.Second); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+	})
+	conn := e2e.ConnOf(t, mnt)
+	plain, staged := stagesAgainstPlain(t, mnt)
+	checkAllStaged(t, plain, staged, conn)
+}
