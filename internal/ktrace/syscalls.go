@@ -27,10 +27,10 @@ import (
 // side (internal/bpf/systrace.bpf.c) counts calls per thread and system call
 // and fd I/O per process and fd in kernel maps; only the calls that create,
 // name or end fds, processes and programs, and calls longer than MinWait,
-// travel to user space whole. This side keeps each process's fd table from
-// those, names the counted I/O with it, and hands the analyzers of
-// internal/systrace the same events an strace log gives them: single calls,
-// and aggregates that stand for many.
+// travel to user space whole. This side reads them and hands them on as
+// typed events (internal/sysevent): the interpretation (fd tables, names
+// of the counted I/O, the analyzers an strace log feeds too) is the
+// system-call packages', which ktrace does not import.
 
 // Sizes of internal/bpf/systrace.h (TestSysTraceSizesMatchHeader checks).
 const (
