@@ -66,12 +66,9 @@ func Run(ctx context.Context, spec *Spec, opt Options) (*profile.BenchReport, er
 	if rep.Seed == 0 {
 		rep.Seed = uint64(time.Now().UnixNano())
 	}
-	for _, w := range spec.Workloads {
-		if w.Fio != nil {
-			if _, err := exec.LookPath("fio"); err != nil {
-				return nil, errors.New("fio is not installed: install it (apt-get install fio), or leave out the fio workloads")
-			}
-			break
+	for cmd, key := range needs(spec.Workloads) {
+		if _, err := exec.LookPath(cmd); err != nil {
+			return nil, fmt.Errorf("%s is not installed: install it (apt-get install %s), or leave out the %s workloads", cmd, cmd, key)
 		}
 	}
 	rep.Notes = append(rep.Notes, CleanStale(opt.ScratchDir)...)
@@ -200,7 +197,7 @@ func (b *bencher) mount(ctx context.Context, c Configuration) (*mounted, error) 
 		}
 	}
 	for _, w := range b.spec.Workloads {
-		if err := setupShell(ctx, w, m.dir); err != nil {
+		if err := setupWorkload(ctx, w, m.dir); err != nil {
 			b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("workload %q on %q: %v", w.Name, c.Name, err))
 		}
 	}

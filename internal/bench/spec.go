@@ -85,21 +85,13 @@ type Configuration struct {
 	Trace string `yaml:"trace"`
 }
 
-// Workload is one thing to run in each configuration; exactly one kind is
-// set.
+// Workload is one thing to run in each configuration: its name, one kind
+// (the key of a registered WorkloadKind: fio, cat, tree, walk, smallfiles,
+// untar, git_status, shell) and what the bench adds to any kind.
 type Workload struct {
-	Name string            `yaml:"name"`
-	Fio  map[string]string `yaml:"fio"`
-	Cat  *CatWorkload      `yaml:"cat"`
-	Tree *TreeWorkload     `yaml:"tree"`
-	Walk *WalkWorkload     `yaml:"walk"`
-	// SmallFiles reads every file of a tree laid out once in the source;
-	// Untar extracts a generated tarball of such a tree; GitStatus runs
-	// git status in a generated repository laid out once.
-	SmallFiles *FilesWorkload `yaml:"smallfiles"`
-	Untar      *FilesWorkload `yaml:"untar"`
-	GitStatus  *FilesWorkload `yaml:"git_status"`
-	Shell      *ShellWorkload `yaml:"shell"`
+	Name string `yaml:"name"`
+	// Kind is what runs; in YAML, the value under the kind's key.
+	Kind WorkloadKind `yaml:"-"`
 	// Requests adds figures from each run's trace: the number of
 	// requests of each opcode named (LOOKUP, GETATTR...), per run.
 	Requests []string `yaml:"requests"`
@@ -109,71 +101,6 @@ type Workload struct {
 	// served alone. Its programs run at every system call of the machine,
 	// so only these runs carry them.
 	Calls bool `yaml:"calls"`
-}
-
-// FilesWorkload is a generated tree: Files files of Size bytes in Dirs
-// directories.
-type FilesWorkload struct {
-	Files int    `yaml:"files"`
-	Dirs  int    `yaml:"dirs"`
-	Size  string `yaml:"size"`
-}
-
-func (f *FilesWorkload) check(kind string) error {
-	if f.Dirs == 0 {
-		f.Dirs = 1
-	}
-	if f.Size == "" {
-		f.Size = "4k"
-	}
-	if f.Files < 1 || f.Dirs < 1 {
-		return fmt.Errorf("%s: give files (and dirs) as positive numbers", kind)
-	}
-	if _, err := ParseSize(f.Size); err != nil {
-		return fmt.Errorf("%s size: %w", kind, err)
-	}
-	return nil
-}
-
-// WalkWorkload walks a tree of Files files in Dirs directories, laid out
-// once in the source, Passes times (find and stat of each file): the
-// first pass finds the kernel's caches empty, the later ones as the
-// configuration's timeouts leave them. The figure is files per second.
-type WalkWorkload struct {
-	Files  int `yaml:"files"`
-	Dirs   int `yaml:"dirs"`
-	Passes int `yaml:"passes"`
-}
-
-// CatWorkload reads a file of Size Times over (seed 003): one run's figure
-// is the mean MiB/s of the reads, with their spread and the best beside.
-type CatWorkload struct {
-	Size  string `yaml:"size"`
-	Times int    `yaml:"times"`
-	// Block is the size of each read (default 128k, GNU cat's).
-	Block string `yaml:"block"`
-}
-
-// TreeWorkload is the metadata tree: Files files in Dirs directories
-// created, stat'ed cold and warm, listed (readdir and ls -l) and deleted;
-// each phase's rate is a figure.
-type TreeWorkload struct {
-	Files int `yaml:"files"`
-	Dirs  int `yaml:"dirs"`
-}
-
-// ShellWorkload runs a command with sh -c in the mounted directory, after
-// Setup (run once per configuration and not timed). Without Metric the
-// figure is the elapsed time; with it, the first group of Metric (a regular
-// expression) in the command's output, in Unit.
-type ShellWorkload struct {
-	Run    string `yaml:"run"`
-	Setup  string `yaml:"setup"`
-	Metric string `yaml:"metric"`
-	Unit   string `yaml:"unit"`
-	// HigherIsBetter says which way the metric is better (elapsed time:
-	// lower).
-	HigherIsBetter bool `yaml:"higher_is_better"`
 }
 
 // Published is a figure a seed published: a configuration's ratio to the
@@ -392,81 +319,15 @@ func (s *Spec) check() error {
 }
 
 func (w *Workload) check() error {
-	kinds := 0
-	for _, set := range []bool{w.Fio != nil, w.Cat != nil, w.Tree != nil, w.Walk != nil, w.SmallFiles != nil, w.Untar != nil, w.GitStatus != nil, w.Shell != nil} {
-		if set {
-			kinds++
-		}
-	}
-	if kinds != 1 {
-		return errors.New("give exactly one of fio, cat, tree, walk, smallfiles, untar, git_status or shell")
+	if w.Kind == nil {
+		return fmt.Errorf("give exactly one of %s", orList(kindKeys()))
 	}
 	for _, op := range w.Requests {
 		if _, err := fuseproto.ParseOpcode(op); err != nil {
 			return fmt.Errorf("requests: %v", err)
 		}
 	}
-	switch {
-	case w.Fio != nil:
-		for _, k := range []string{"filename", "directory", "output-format", "output", "name"} {
-			if _, ok := w.Fio[k]; ok {
-				return fmt.Errorf("fio option %s is the bench's to set: leave it out", k)
-			}
-		}
-		if w.Fio["size"] == "" && w.Fio["runtime"] == "" {
-			return errors.New("fio: give size (and runtime if you want a time limit)")
-		}
-	case w.Cat != nil:
-		if _, err := ParseSize(w.Cat.Size); err != nil {
-			return fmt.Errorf("cat size: %w", err)
-		}
-		if w.Cat.Times == 0 {
-			w.Cat.Times = 1
-		}
-		if w.Cat.Block == "" {
-			w.Cat.Block = "128k"
-		}
-		if _, err := ParseSize(w.Cat.Block); err != nil {
-			return fmt.Errorf("cat block: %w", err)
-		}
-		if w.Cat.Times < 0 {
-			return errors.New("cat: times must be positive")
-		}
-	case w.Tree != nil:
-		if w.Tree.Dirs == 0 {
-			w.Tree.Dirs = 1
-		}
-		if w.Tree.Files < 1 || w.Tree.Dirs < 1 {
-			return errors.New("tree: give files (and dirs) as positive numbers")
-		}
-	case w.SmallFiles != nil:
-		return w.SmallFiles.check("smallfiles")
-	case w.Untar != nil:
-		return w.Untar.check("untar")
-	case w.GitStatus != nil:
-		return w.GitStatus.check("git_status")
-	case w.Walk != nil:
-		if w.Walk.Dirs == 0 {
-			w.Walk.Dirs = 1
-		}
-		if w.Walk.Passes == 0 {
-			w.Walk.Passes = 1
-		}
-		if w.Walk.Files < 1 || w.Walk.Dirs < 1 || w.Walk.Passes < 1 {
-			return errors.New("walk: give files (and dirs, passes) as positive numbers")
-		}
-	case w.Shell != nil:
-		if w.Shell.Run == "" {
-			return errors.New("shell: give run, the command")
-		}
-		if w.Shell.Metric != "" {
-			re, err := regexp.Compile(w.Shell.Metric)
-			if err != nil || re.NumSubexp() < 1 {
-				return fmt.Errorf("shell metric %q: give a regular expression with one group around the number", w.Shell.Metric)
-			}
-		}
-	}
-	return nil
+	return w.Kind.check()
 }
 
 // ParseSize reads 64m, 1G, 4096 (bytes; k, m, g, t in powers of 1024).
@@ -487,12 +348,13 @@ func ParseSize(s string) (int64, error) {
 	return v * mult, nil
 }
 
-// Only keeps the configurations and workloads named (none named: all).
+// Only keeps the configurations and workloads named (none named: all); a
+// name the bench does not have is a *NotInBenchError.
 func (s *Spec) Only(configs, workloads []string) error {
-	pick := func(names []string, have func(string) bool, flag, what string) error {
+	pick := func(names []string, have func(string) bool, what string) error {
 		for _, n := range names {
 			if !have(n) {
-				return fmt.Errorf("--%s %q: no such %s in this bench", flag, n, what)
+				return &NotInBenchError{What: what, Name: n}
 			}
 		}
 		return nil
@@ -503,10 +365,10 @@ func (s *Spec) Only(configs, workloads []string) error {
 	hasW := func(n string) bool {
 		return slices.ContainsFunc(s.Workloads, func(w Workload) bool { return w.Name == n })
 	}
-	if err := pick(configs, hasC, "config", "configuration"); err != nil {
+	if err := pick(configs, hasC, "configuration"); err != nil {
 		return err
 	}
-	if err := pick(workloads, hasW, "workload", "workload"); err != nil {
+	if err := pick(workloads, hasW, "workload"); err != nil {
 		return err
 	}
 	left := map[string]bool{} // "configuration NAME", "workload NAME"
@@ -557,39 +419,16 @@ func (s *Spec) traceMode(c Configuration) string {
 // (flags over a file).
 func Check(s *Spec) error { return s.check() }
 
-// Scale multiplies the work of every workload by f (sizes, files, cat's
-// reads are left as they are): --scale grows a preset's defaults.
+// Scale multiplies the work of every workload by f (sizes, files; cat's
+// reads and shell's commands are left as they are): --scale grows a
+// preset's defaults. The bench is checked (Check) first.
 func (s *Spec) Scale(f float64) error {
 	if !(f > 0) {
-		return fmt.Errorf("--scale %v: give a positive factor, e.g. 4", f)
+		return fmt.Errorf("scale %v: give a positive factor, e.g. 4", f)
 	}
-	size := func(v string) string {
-		n, err := ParseSize(v)
-		if err != nil {
-			return v
-		}
-		return fmt.Sprint(max(int64(float64(n)*f), 4096))
-	}
-	for i := range s.Workloads {
-		w := &s.Workloads[i]
-		switch {
-		case w.Fio != nil:
-			for _, k := range []string{"size", "filesize"} {
-				if v, ok := w.Fio[k]; ok {
-					w.Fio[k] = size(v)
-				}
-			}
-		case w.Cat != nil:
-			w.Cat.Size = size(w.Cat.Size)
-		case w.Tree != nil:
-			w.Tree.Files = max(1, int(float64(w.Tree.Files)*f))
-		case w.Walk != nil:
-			w.Walk.Files = max(1, int(float64(w.Walk.Files)*f))
-		}
-		for _, fw := range []*FilesWorkload{w.SmallFiles, w.Untar, w.GitStatus} {
-			if fw != nil {
-				fw.Files = max(1, int(float64(fw.Files)*f))
-			}
+	for _, w := range s.Workloads {
+		if w.Kind != nil {
+			w.Kind.scale(f)
 		}
 	}
 	return nil

@@ -43,7 +43,7 @@ workloads:
 		t.Fatal(err)
 	}
 	if s.Repetitions != DefaultRepetitions || s.Order != "random" || s.Scratch != "ext4" || s.Baseline != "a" ||
-		s.Workloads[1].Tree.Dirs != 1 || s.Workloads[2].Cat.Times != 1 {
+		s.Workloads[1].Kind.(*TreeWorkload).Dirs != 1 || s.Workloads[2].Kind.(*CatWorkload).Times != 1 {
 		t.Errorf("defaults not filled in: %+v", s)
 	}
 	if err := s.Only([]string{"c"}, []string{"t"}); err != nil || len(s.Configurations) != 2 || len(s.Workloads) != 1 {
@@ -78,7 +78,8 @@ func TestParseErrors(t *testing.T) {
 		{"configurations: [{name: a, native: true, mount: 'x {mnt}'}]\nworkloads: [{name: w, shell: {run: x}}]\n", "exactly one of native"},
 		{"configurations: [{name: a, mount: 'x {src}'}]\nworkloads: [{name: w, shell: {run: x}}]\n", "has no {mnt}"},
 		{"configurations: [{name: a, native: true}, {name: a, native: true}]\nworkloads: [{name: w, shell: {run: x}}]\n", "named twice"},
-		{"configurations: [{name: a, native: true}]\nworkloads: [{name: w}]\n", "exactly one of fio"},
+		{"configurations: [{name: a, native: true}]\nworkloads: [{name: w}]\n", "exactly one of cat, fio, git_status, shell, smallfiles"},
+		{"configurations: [{name: a, native: true}]\nworkloads: [{name: w, cat: {size: 1m}, tree: {files: 1}}]\n", "exactly one of cat"},
 		{"configurations: [{name: a, native: true}]\nworkloads: [{name: w, fio: {rw: read}}]\n", "give size"},
 		{"configurations: [{name: a, native: true}]\nworkloads: [{name: w, fio: {filename: x, size: 1m}}]\n", "filename is the bench's"},
 		{"configurations: [{name: a, native: true}]\nworkloads: [{name: w, cat: {size: lots}}]\n", `"lots" is not a size`},

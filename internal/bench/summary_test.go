@@ -17,7 +17,7 @@ import (
 func SyntheticReport() (*profile.BenchReport, *Spec) {
 	spec := &Spec{Name: "synthetic", Baseline: "native", Order: "random", Repetitions: 5, Scratch: "tmp",
 		Configurations: []Configuration{{Name: "native", Native: true}, {Name: "fast", LabFS: []string{}}, {Name: "noisy", LabFS: []string{}}},
-		Workloads:      []Workload{{Name: "cat", Cat: &CatWorkload{Size: "1m", Times: 1}}},
+		Workloads:      []Workload{{Name: "cat", Kind: &CatWorkload{Size: "1m", Times: 1}}},
 		Published:      []Published{{Workload: "cat", Configuration: "fast", Ratio: 2.5, Source: "a seed"}},
 	}
 	rep := &profile.BenchReport{Name: spec.Name, Baseline: spec.Baseline, Order: spec.Order, Seed: 1, Repetitions: 5, Rounds: 5,

@@ -215,13 +215,20 @@ func describe(n *yaml.Node) string {
 	return strconv.Quote(v)
 }
 
-// yamlFields are a struct's fields by their YAML key.
+// yamlFields are a struct's fields by their YAML key (a workload's kinds
+// among them).
 func yamlFields(t reflect.Type) map[string]reflect.StructField {
 	fields := map[string]reflect.StructField{}
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if name != "" && name != "-" {
 			fields[name] = f
+		}
+	}
+	if t == reflect.TypeFor[Workload]() {
+		// A workload's kinds are keys of its own, each of its kind's type.
+		for key, k := range kinds {
+			fields[key] = reflect.StructField{Name: key, Type: reflect.TypeOf(k.make())}
 		}
 	}
 	return fields
