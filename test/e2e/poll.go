@@ -5,9 +5,14 @@ import (
 	"time"
 )
 
-// pollEvery is how often Eventually checks: short next to the waits it
-// replaces, long next to the checks' own cost (a /proc read, a stat).
-const pollEvery = 10 * time.Millisecond
+// Eventually checks at once, then after 10 ms, doubling the wait up to a
+// quarter of a second: quick for the conditions that hold soon, cheap for
+// the checks that take seconds to hold and cost something (a query to
+// Prometheus, a bpftool run).
+const (
+	firstPoll = 10 * time.Millisecond
+	lastPoll  = 250 * time.Millisecond
+)
 
 // Eventually checks cond until it holds, and fails t with what was awaited
 // and the state cond last described if it does not hold within d. Tests
@@ -16,7 +21,7 @@ const pollEvery = 10 * time.Millisecond
 func Eventually(t testing.TB, d time.Duration, what string, cond func() (ok bool, state string)) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for {
+	for wait := firstPoll; ; wait = min(2*wait, lastPoll) {
 		ok, state := cond()
 		if ok {
 			return
@@ -27,7 +32,7 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() (ok bool
 			}
 			t.Fatalf("%s: not within %v; last: %s", what, d, state)
 		}
-		time.Sleep(pollEvery)
+		time.Sleep(wait)
 	}
 }
 

@@ -2,13 +2,14 @@ package cli
 
 import (
 	"fmt"
-	"github.com/fusescope/fusescope/test/e2e"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fusescope/fusescope/test/e2e"
 )
 
 // Bad input gets one line that names the problem and a non-zero exit.
@@ -203,7 +204,7 @@ loop:
 		case <-deadline:
 			t.Fatal("trace 0.3 3 did not finish in 5 s")
 		case <-time.After(50 * time.Millisecond):
-			os.Stat(filepath.Join(mnt, "f000"))
+			os.Stat(filepath.Join(mnt, "f000")) // a request in every interval
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")

@@ -132,22 +132,19 @@ func TestDemoCleansUpAKilledDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kill it once the lab file system is mounted and the tracer attached.
+	t.Cleanup(func() { cmd.Process.Kill() })
 	var work string
-	deadline := time.Now().Add(60 * time.Second)
-	for work == "" && time.Now().Before(deadline) {
+	e2e.Eventually(t, 60*time.Second, "the demo to start its tracer", func() (bool, string) {
 		errs, _ := filepath.Glob(filepath.Join(tmp, "fusescope-demo.*", "trace.err"))
 		for _, e := range errs {
 			if b, _ := os.ReadFile(e); bytes.HasPrefix(b, []byte("Tracing")) {
 				work = filepath.Dir(e)
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return work != "", fmt.Sprintf("trace.err: %v", errs)
+	})
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if work == "" {
-		t.Fatal("the demo did not start its tracer within 60 s")
-	}
 	if len(leftovers(t, tmp)) == 0 {
 		t.Fatal("the killed demo left nothing behind: the test cannot tell whether the next one cleans up")
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/fusescope/fusescope/test/e2e"
 
 	"github.com/fusescope/fusescope/internal/profile"
-	"github.com/fusescope/fusescope/test/e2e"
 )
 
 // A file name made to run script in a page that would not escape it.

@@ -547,7 +547,7 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 	}
 	big := filepath.Join(mnt, "big")
 	os.WriteFile(big, make([]byte, 9000), 0o644)
-	time.Sleep(100 * time.Millisecond) // its RELEASE is asynchronous
+	e2e.WaitIdle(t, f.Conn) // its RELEASE is sent in the background, after the close returned
 	before := f.Record()
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	tr := e2e.StartTrace(t, "--mount", mnt, "-o", rec)
@@ -706,15 +706,10 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	// socket, and its log when it wrote nothing.
 	sock := labfs.SocketPath(mnt)
 	for _, p := range []string{sock, strings.TrimSuffix(sock, ".sock") + ".log"} {
-		for i := 0; i < 50; i++ {
-			if _, err := os.Stat(p); err != nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("%s is left behind after fs umount", p)
-		}
+		e2e.Eventually(t, time.Second, p+" removed after fs umount", func() (bool, string) {
+			_, err := os.Stat(p)
+			return err != nil, "still there"
+		})
 	}
 
 	term := startDaemon(t, src, mnt)
@@ -762,16 +757,11 @@ func TestLabFSKilledBackgroundDaemon(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(m[1])
 	syscall.Kill(pid, syscall.SIGKILL)
-	var sfs unix.Statfs_t
-	for i := 0; ; i++ {
-		if err := unix.Statfs(mnt, &sfs); errors.Is(err, syscall.ENOTCONN) {
-			break
-		}
-		if i == 500 {
-			t.Fatalf("%s still answers 5 s after SIGKILL of its daemon", mnt)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e2e.Eventually(t, 5*time.Second, mnt+" to stop answering after SIGKILL of its daemon", func() (bool, string) {
+		var sfs unix.Statfs_t
+		err := unix.Statfs(mnt, &sfs)
+		return errors.Is(err, syscall.ENOTCONN), fmt.Sprintf("statfs: %v", err)
+	})
 	out, err = exec.Command(e2e.Fusescope, "fs", "umount", mnt).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "dead FUSE mount") {
 		t.Errorf("fs umount of a dead mount with a shell inside: %v, want a line saying it was dead and exit 0:\n%s", err, out)
@@ -837,13 +827,7 @@ func startDaemon(t *testing.T, src, mnt string) *proctest.Process {
 
 func waitMounted(t *testing.T, mnt string) {
 	t.Helper()
-	for i := 0; i < 100; i++ {
-		if e2e.Mounted(mnt) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s was not mounted within 5 s", mnt)
+	e2e.Eventually(t, 5*time.Second, mnt+" mounted", func() (bool, string) { return e2e.Mounted(mnt), "" })
 }
 
 // Bad input to fs mount gets one line and a non-zero exit.

@@ -256,13 +256,10 @@ func TestLabFSInodeLRU(t *testing.T) {
 			}
 			// Notifications and the kernel's FORGETs are asynchronous: let them land.
 			var inodes, evicted uint64
-			for i := 0; i < 60; i++ {
+			e2e.Eventually(t, 3*time.Second, "at most 60 inodes remembered", func() (bool, string) {
 				inodes, evicted = counter(t, f, "inodes"), counter(t, f, "inode_evictions")
-				if inodes <= 60 {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return inodes <= 60, fmt.Sprintf("%d inodes, %d evictions", inodes, evicted)
+			})
 			t.Logf("300 files by %s, --max-inodes 50: %d inodes remembered, %d evictions", how, inodes, evicted)
 			if evicted < 200 {
 				t.Errorf("inode_evictions = %d, want at least 200", evicted)
@@ -297,17 +294,11 @@ func TestLabFSInodeCount(t *testing.T) {
 	if got := counter(t, f, "inodes"); got != n+1 { // the files and d
 		t.Errorf("inodes = %d after stat of %d files in one directory, want %d", got, n, n+1)
 	}
-	var got uint64
-	for range 40 {
+	e2e.Eventually(t, 2*time.Second, "every inode forgotten after drop_caches", func() (bool, string) {
 		os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0o200)
-		if got = counter(t, f, "inodes"); got == 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if got != 0 {
-		t.Errorf("inodes = %d after drop_caches, want 0 (every inode forgotten)", got)
-	}
+		got := counter(t, f, "inodes")
+		return got == 0, fmt.Sprintf("%d inodes", got)
+	})
 }
 
 // Readdir-ahead fetches a directory's listing at OPENDIR, in the background:

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/fusescope/fusescope/test/e2e"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/e2e"
 	"github.com/fusescope/fusescope/test/proctest"
 	"golang.org/x/sys/unix"
 )
@@ -236,7 +236,7 @@ func liveWithReaderStopped(t *testing.T, body string, names ...string) *profile.
 // from before the script passes the gate until it has reached done.
 func runGated(t *testing.T, cmd *exec.Cmd, gate, done string, stop bool) {
 	t.Helper()
-	var output bytes.Buffer
+	var output e2e.LockedBuffer // read while the command writes it
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -244,14 +244,11 @@ func runGated(t *testing.T, cmd *exec.Cmd, gate, done string, stop bool) {
 	defer cmd.Process.Kill()
 	// A FIFO opens for writing without blocking only once a reader has it.
 	var g *os.File
-	for deadline := time.Now().Add(30 * time.Second); g == nil; time.Sleep(10 * time.Millisecond) {
-		f, err := os.OpenFile(gate, os.O_WRONLY|unix.O_NONBLOCK, 0)
-		if err == nil {
-			g = f
-		} else if time.Now().After(deadline) {
-			t.Fatalf("%v never reached its gate: %v\n%s", cmd.Args, err, output.String())
-		}
-	}
+	e2e.Eventually(t, 30*time.Second, fmt.Sprintf("%v to reach its gate", cmd.Args), func() (bool, string) {
+		var err error
+		g, err = os.OpenFile(gate, os.O_WRONLY|unix.O_NONBLOCK, 0)
+		return err == nil, fmt.Sprintf("%v\n%s", err, output.String())
+	})
 	if stop {
 		if err := cmd.Process.Signal(unix.SIGSTOP); err != nil {
 			t.Fatal(err)

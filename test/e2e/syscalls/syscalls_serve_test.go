@@ -2,7 +2,6 @@ package syscalls
 
 import (
 	"context"
-	"github.com/fusescope/fusescope/test/e2e"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/e2e"
 	"github.com/fusescope/fusescope/test/proctest"
 )
 

@@ -3,7 +3,6 @@ package trace
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/fusescope/fusescope/test/e2e"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/test/e2e"
 	"github.com/fusescope/fusescope/test/proctest"
 )
 
@@ -111,15 +111,10 @@ func TestExportPrometheus(t *testing.T) {
 
 	// The counter reaches the daemon's count, exactly, within a few scrapes.
 	query := fmt.Sprintf(`sum(fusescope_fuse_requests_total{op="LOOKUP", mount=%q})`, mnt)
-	var got []float64
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if got = promQuery(t, base, query); len(got) == 1 && uint64(got[0]) == want {
-			break
-		}
-	}
-	if len(got) != 1 || uint64(got[0]) != want {
-		t.Errorf("%s = %v, the daemon counted %d LOOKUPs while traced", query, got, want)
-	}
+	e2e.Eventually(t, 30*time.Second, fmt.Sprintf("%s to reach the %d LOOKUPs the daemon counted while traced", query, want), func() (bool, string) {
+		got := promQuery(t, base, query)
+		return len(got) == 1 && uint64(got[0]) == want, fmt.Sprint(got)
+	})
 
 	// Every panel's query returns data once a rate has two samples.
 	var dash struct {
@@ -141,15 +136,9 @@ func TestExportPrometheus(t *testing.T) {
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
 			q := expand.Replace(tg.Expr)
-			var res []float64
-			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-				if res = promQuery(t, base, q); len(res) > 0 {
-					break
-				}
-			}
-			if len(res) == 0 {
-				t.Errorf("panel %q: %s returned no data", p.Title, q)
-			}
+			e2e.Eventually(t, 20*time.Second, fmt.Sprintf("panel %q: %s to return data", p.Title, q), func() (bool, string) {
+				return len(promQuery(t, base, q)) > 0, "no data"
+			})
 		}
 	}
 
@@ -163,14 +152,10 @@ func TestExportPrometheus(t *testing.T) {
 		"Server is ready to receive web requests", 60*time.Second)
 	defer nprom.Interrupt(t, 10*time.Second)
 	nbase := fmt.Sprintf("http://127.0.0.1:%d", nativePort)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if got = promQuery(t, nbase, native); len(got) == 1 && uint64(got[0]) == want {
-			break
-		}
-	}
-	if len(got) != 1 || uint64(got[0]) != want {
-		t.Errorf("%s = %v, want %d", native, got, want)
-	}
+	e2e.Eventually(t, 30*time.Second, fmt.Sprintf("%s to reach %d", native, want), func() (bool, string) {
+		got := promQuery(t, nbase, native)
+		return len(got) == 1 && uint64(got[0]) == want, fmt.Sprint(got)
+	})
 
 	// Bad input: the port in use, a negative --hung: one line each.
 	for _, args := range [][]string{

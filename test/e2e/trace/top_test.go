@@ -2,7 +2,6 @@ package trace
 
 import (
 	"fmt"
-	"github.com/fusescope/fusescope/test/e2e"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/test/e2e"
 )
 
 // tmuxPane is a tmux session of its own (a private server socket) with

@@ -55,7 +55,7 @@ func traceCountsMatchDaemon(t *testing.T, attach string) {
 		}
 	}
 	f.Close()
-	time.Sleep(100 * time.Millisecond) // RELEASE is sent asynchronously
+	e2e.WaitIdle(t, e2e.ConnOf(t, mnt)) // RELEASE is sent in the background, after the close returned
 	tr.Stop(t)
 	after := daemon.snapshot()
 
@@ -215,13 +215,20 @@ func traceAbortedConnection(t *testing.T, attach string) {
 	tr := e2e.StartTrace(t, "--conn", strconv.Itoa(int(conn)), "--attach", attach, "-o", rec)
 	const stats = 3
 	done := make(chan error, stats)
+	sent, before := time.Now(), daemon.snapshot()[fuseproto.Getattr]
 	for i := 0; i < stats; i++ {
 		go func() {
 			_, err := os.Stat(mnt)
 			done <- err
 		}()
 	}
-	time.Sleep(500 * time.Millisecond) // all three GETATTRs are with the daemon
+	e2e.Eventually(t, 10*time.Second, "all three GETATTRs with the daemon", func() (bool, string) {
+		n := daemon.snapshot()[fuseproto.Getattr] - before
+		return n == stats, fmt.Sprintf("%d GETATTRs", n)
+	})
+	// Aborted at least 400 ms after they were sent: the check below tells
+	// requests ended by the abort from requests that ended early.
+	time.Sleep(time.Until(sent.Add(500 * time.Millisecond)))
 	abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", conn)
 	if err := os.WriteFile(abort, []byte("1"), 0o200); err != nil {
 		t.Fatalf("aborting the connection: %v", err)
@@ -401,10 +408,9 @@ func TestTraceCommand(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(stderr.String(), "while sleep runs") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	e2e.Eventually(t, 10*time.Second, "the trace to say it runs sleep", func() (bool, string) {
+		return strings.Contains(stderr.String(), "while sleep runs"), stderr.String()
+	})
 	cmd.Process.Signal(os.Interrupt)
 	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGINT) {
