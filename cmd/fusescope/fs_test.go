@@ -96,3 +96,20 @@ func TestSizeFlags(t *testing.T) {
 		t.Errorf("flags %s: want the sizes in units", s)
 	}
 }
+
+// fs mount words the lab fs's option errors as its flags, the options it
+// names beside the one at fault too.
+func TestFSMountWordsOptionsAsFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"fs mount --keep-cache --direct-io a b":          "--keep-cache and --direct-io contradict each other: choose one",
+		"fs mount --latency lookup=1ms+-2ms a b":         "--latency lookup=1ms+-2ms: jitter larger than the delay would make it negative",
+		"fs mount --preset passthrough --keep-cache a b": "--keep-cache does not combine with --passthrough",
+		"fs mount --read-pipeline 1000 a b":              "(each holds a --read-chunk per open file)",
+	} {
+		root := newRootCmd()
+		root.SetArgs(strings.Fields(args))
+		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+}

@@ -128,23 +128,24 @@ func PresetNames() []string {
 // PresetDoc says what a preset sets.
 func PresetDoc(name string) string { return presets[name].doc }
 
-// Validate checks combinations the kernel would reject or ignore silently.
+// Validate checks combinations the kernel would reject or ignore silently;
+// its errors are *OptionError.
 func (c *Config) Validate() error {
 	if c.KeepCache && c.DirectIO {
-		return fmt.Errorf("--keep-cache and --direct-io contradict each other: choose one")
+		return optionErr("keep-cache", "and {direct-io} contradict each other: choose one")
 	}
 	switch c.Readdirplus {
 	case "", "auto", "on", "off":
 	default:
-		return fmt.Errorf("--readdirplus %q: give auto, on or off", c.Readdirplus)
+		return optionErr("readdirplus", "%q: give auto, on or off", c.Readdirplus)
 	}
 	switch c.Invalidation {
 	case "", "none", "cto":
 	default:
-		return fmt.Errorf("--invalidation %q: give none or cto", c.Invalidation)
+		return optionErr("invalidation", "%q: give none or cto", c.Invalidation)
 	}
 	if c.Invalidation == "cto" && (c.DirectIO || c.KeepCache) {
-		return fmt.Errorf("--invalidation cto decides keep_cache per open: leave out --keep-cache and --direct-io")
+		return optionErr("invalidation", "cto decides keep_cache per open: leave out {keep-cache} and {direct-io}")
 	}
 	if c.Passthrough {
 		if err := c.passthroughConflict(); err != nil {
@@ -156,7 +157,7 @@ func (c *Config) Validate() error {
 		v    time.Duration
 	}{{"entry-timeout", c.entryTimeout()}, {"attr-timeout", c.attrTimeout()}, {"negative-timeout", c.NegativeTimeout}, {"md-cache", c.MDCacheTTL}} {
 		if d.v < 0 {
-			return fmt.Errorf("--%s %v: give a duration of 0 (no caching) or more", d.flag, d.v)
+			return optionErr(d.flag, "%v: give a duration of 0 (no caching) or more", d.v)
 		}
 	}
 	// The bounds are the kernel's (INIT carries the background limits in
@@ -175,9 +176,9 @@ func (c *Config) Validate() error {
 		{"max-background", c.MaxBackground, 1, math.MaxUint16, "the kernel takes 16 bits"},
 		{"congestion-threshold", c.Congestion, 1, math.MaxUint16, "the kernel takes 16 bits"},
 		{"threads", c.Threads, 0, math.MaxInt32, ""},
-		{"read-pipeline", c.ReadPipeline, 0, 256, "each holds a --read-chunk per open file"},
+		{"read-pipeline", c.ReadPipeline, 0, 256, "each holds a {read-chunk} per open file"},
 		{"read-chunk", c.ReadChunk, 4 << 10, 256 << 20, "each pipelined read holds one in memory"},
-		{"write-behind", c.WriteBehind, 0, 4096, "each holds a write of up to --max-write per file"},
+		{"write-behind", c.WriteBehind, 0, 4096, "each holds a write of up to {max-write} per file"},
 		{"max-inodes", c.MaxInodes, 0, math.MaxInt32, ""},
 	} {
 		if r.v == 0 || (r.v >= r.min && r.v <= r.max) {
@@ -188,15 +189,15 @@ func (c *Config) Validate() error {
 			why = " (" + r.why + ")"
 		}
 		if r.min == 0 && r.max == math.MaxInt32 {
-			return fmt.Errorf("--%s %d: must not be negative", r.flag, r.v)
+			return optionErr(r.flag, "%d: must not be negative", r.v)
 		}
 		if r.max == math.MaxInt32 {
-			return fmt.Errorf("--%s %d: give 0 for the default or at least %d%s", r.flag, r.v, r.min, why)
+			return optionErr(r.flag, "%d: give 0 for the default or at least %d%s", r.v, r.min, why)
 		}
-		return fmt.Errorf("--%s %d: give 0 for the default or %d to %d%s", r.flag, r.v, r.min, r.max, why)
+		return optionErr(r.flag, "%d: give 0 for the default or %d to %d%s", r.v, r.min, r.max, why)
 	}
 	if c.Congestion > 0 && c.MaxBackground > 0 && c.Congestion > c.MaxBackground {
-		return fmt.Errorf("--congestion-threshold %d exceeds --max-background %d: the kernel would cap it", c.Congestion, c.MaxBackground)
+		return optionErr("congestion-threshold", "%d exceeds {max-background} %d: the kernel would cap it", c.Congestion, c.MaxBackground)
 	}
 	return nil
 }
@@ -208,23 +209,23 @@ func (c *Config) Validate() error {
 func (c *Config) passthroughConflict() error {
 	switch {
 	case c.WritebackCache:
-		return fmt.Errorf("--passthrough and --writeback-cache exclude each other: the kernel turns passthrough off when write-back caching is negotiated; leave out one of them")
+		return optionErr("passthrough", "and {writeback-cache} exclude each other: the kernel turns passthrough off when write-back caching is negotiated; leave out one of them")
 	case c.KeepCache:
-		return fmt.Errorf("--keep-cache does not combine with --passthrough: the kernel fails opens that ask for both (EIO); leave it out, passthrough reads use the backing file's page cache")
+		return optionErr("keep-cache", "does not combine with {passthrough}: the kernel fails opens that ask for both (EIO); leave it out, passthrough reads use the backing file's page cache")
 	case c.DirectIO:
-		return fmt.Errorf("--direct-io turns passthrough off for every open: leave out --direct-io or --passthrough")
+		return optionErr("direct-io", "turns passthrough off for every open: leave out {direct-io} or {passthrough}")
 	case c.Invalidation == "cto":
-		return fmt.Errorf("--invalidation cto keeps or drops the FUSE page cache, which passthrough files do not use: leave out one of them")
+		return optionErr("invalidation", "cto keeps or drops the FUSE page cache, which passthrough files do not use: leave out one of them")
 	case c.ReadPipeline > 0:
-		return fmt.Errorf("--read-pipeline acts on READ requests, which passthrough files never send to the daemon: leave out one of them")
+		return optionErr("read-pipeline", "acts on READ requests, which passthrough files never send to the daemon: leave out one of them")
 	case c.WriteBehind > 0:
-		return fmt.Errorf("--write-behind acts on WRITE requests, which passthrough files never send to the daemon: leave out one of them")
+		return optionErr("write-behind", "acts on WRITE requests, which passthrough files never send to the daemon: leave out one of them")
 	case c.Bandwidth > 0:
-		return fmt.Errorf("--bandwidth throttles READ and WRITE data, which passthrough files never send to the daemon: leave out one of them")
+		return optionErr("bandwidth", "throttles READ and WRITE data, which passthrough files never send to the daemon: leave out one of them")
 	}
 	for _, op := range []string{"READ", "WRITE"} {
 		if d, ok := c.Latency[op]; ok && d.Base > 0 {
-			return fmt.Errorf("--latency %s=%v delays %s requests, which passthrough files never send to the daemon: leave it out, or leave out --passthrough", strings.ToLower(op), d.Base, op)
+			return optionErr("latency", "%s=%v delays %s requests, which passthrough files never send to the daemon: leave it out, or leave out {passthrough}", strings.ToLower(op), d.Base, op)
 		}
 	}
 	return nil

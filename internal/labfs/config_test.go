@@ -1,6 +1,7 @@
 package labfs
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,7 @@ func TestPresetsAndCapabilities(t *testing.T) {
 	} {
 		cfg, _ := Preset("passthrough")
 		conflict(&cfg)
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--"+flag) {
+		if err := cfg.Validate(); err == nil || !strings.Contains(asFlags(err), "--"+flag) {
 			t.Errorf("passthrough with --%s: %v, want an error naming --%s", flag, err, flag)
 		}
 		cfg.Passthrough = false
@@ -258,7 +259,7 @@ func TestValidateRanges(t *testing.T) {
 	} {
 		cfg, _ := Preset("default")
 		set(&cfg)
-		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "--"+flag+" ") {
+		if err := cfg.Validate(); err == nil || !strings.HasPrefix(asFlags(err), "--"+flag+" ") {
 			t.Errorf("--%s out of range: %v, want an error naming it", flag, err)
 		}
 	}
@@ -266,5 +267,60 @@ func TestValidateRanges(t *testing.T) {
 	cfg.MaxBackground, cfg.Congestion, cfg.MaxWrite, cfg.MaxRead, cfg.ReadPipeline, cfg.WriteBehind = 65535, 65535, 4096, 4096, 256, 4096
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("the largest or smallest values allowed were refused: %v", err)
+	}
+}
+
+// asFlags is err as fs mount words it: each option a --flag.
+func asFlags(err error) string {
+	var oe *OptionError
+	if !errors.As(err, &oe) {
+		return "not an *OptionError: " + err.Error()
+	}
+	return oe.Word(func(o string) string { return "--" + o })
+}
+
+// The lab fs's option errors name options, never a front end's spelling of
+// them (they named --flags, which bench's users had not typed): each is an
+// *OptionError that fs mount words as --flags and another front end as its
+// own keys.
+func TestOptionErrorsNameOptions(t *testing.T) {
+	pt, _ := Preset("passthrough")
+	pt.KeepCache = true
+	chunk, _ := Preset("default")
+	chunk.ReadPipeline = 1000
+	_, latency := ParseLatency("lookup=1ms+-2ms")
+	_, bandwidth := ParseBandwidth("fast")
+	for _, c := range []struct {
+		err          error
+		flags, keyed string
+	}{
+		{(&Config{KeepCache: true, DirectIO: true}).Validate(),
+			"--keep-cache and --direct-io contradict each other: choose one",
+			"fs.keep-cache and fs.direct-io contradict each other: choose one"},
+		{pt.Validate(),
+			"--keep-cache does not combine with --passthrough: the kernel fails opens",
+			"fs.keep-cache does not combine with fs.passthrough: the kernel fails opens"},
+		{chunk.Validate(),
+			"--read-pipeline 1000: give 0 for the default or 0 to 256 (each holds a --read-chunk per open file)",
+			"fs.read-pipeline 1000: give 0 for the default or 0 to 256 (each holds a fs.read-chunk per open file)"},
+		{latency,
+			"--latency lookup=1ms+-2ms: jitter larger than the delay would make it negative",
+			"fs.latency lookup=1ms+-2ms: jitter larger than the delay"},
+		{bandwidth, `--bandwidth "fast": give a rate like 100MiB/s`, `fs.bandwidth "fast": give a rate like 100MiB/s`},
+	} {
+		var oe *OptionError
+		if !errors.As(c.err, &oe) {
+			t.Errorf("%v: not an *OptionError", c.err)
+			continue
+		}
+		if strings.Contains(oe.Error(), "--") || strings.Contains(oe.Error(), "{") {
+			t.Errorf("%q names a flag or a placeholder", oe.Error())
+		}
+		if got := oe.Word(func(o string) string { return "--" + o }); !strings.HasPrefix(got, c.flags) {
+			t.Errorf("as flags: %q, want %q", got, c.flags)
+		}
+		if got := oe.Word(func(o string) string { return "fs." + o }); !strings.HasPrefix(got, c.keyed) {
+			t.Errorf("as keys: %q, want %q", got, c.keyed)
+		}
 	}
 }

@@ -36,13 +36,13 @@ func ParseLatency(s string) (LatencySpec, error) {
 	for _, part := range strings.Split(s, ",") {
 		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return nil, fmt.Errorf("--latency %q: want OP=DURATION[+-JITTER], e.g. lookup=1ms,read=2ms+-0.5ms,*=100us", part)
+			return nil, optionErr("latency", "%q: want OP=DURATION[+-JITTER], e.g. lookup=1ms,read=2ms+-0.5ms,*=100us", part)
 		}
 		key := "*"
 		if name = strings.TrimSpace(name); name != "*" {
 			op, err := fuseproto.ParseOpcode(name)
 			if err != nil {
-				return nil, fmt.Errorf("--latency: %w", err)
+				return nil, optionErr("latency", ": %v", err)
 			}
 			key = op.String()
 		}
@@ -50,14 +50,14 @@ func ParseLatency(s string) (LatencySpec, error) {
 		var d Delay
 		var err error
 		if d.Base, err = parseDuration(base); err != nil {
-			return nil, fmt.Errorf("--latency %s: %w", part, err)
+			return nil, optionErr("latency", "%s: %v", part, err)
 		}
 		if jitter != "" {
 			if d.Jitter, err = parseDuration(jitter); err != nil {
-				return nil, fmt.Errorf("--latency %s: %w", part, err)
+				return nil, optionErr("latency", "%s: %v", part, err)
 			}
 			if d.Jitter > d.Base {
-				return nil, fmt.Errorf("--latency %s: jitter larger than the delay would make it negative", part)
+				return nil, optionErr("latency", "%s: jitter larger than the delay would make it negative", part)
 			}
 		}
 		spec[key] = d
@@ -117,7 +117,7 @@ func (l LatencySpec) For(op fuseproto.Opcode) time.Duration {
 func ParseBandwidth(s string) (uint64, error) {
 	v, err := ParseSize(strings.TrimSuffix(strings.TrimSpace(s), "/s"))
 	if err != nil {
-		return 0, fmt.Errorf("--bandwidth %q: give a rate like 100MiB/s", s)
+		return 0, optionErr("bandwidth", "%q: give a rate like 100MiB/s", s)
 	}
 	return v, nil
 }
