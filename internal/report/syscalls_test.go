@@ -11,6 +11,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/golden"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/strace"
 	"github.com/fusescope/fusescope/internal/systrace"
 )
 
@@ -25,8 +26,8 @@ func sampleReport(t *testing.T) *profile.SyscallReport {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := systrace.NewParser()
-	r, err := systrace.Analyze(systrace.Named(func(emit func(*systrace.Event)) error { return p.Parse(f, emit) }, p), p, systrace.Options{MaxWaits: 10, TimelineS: 1})
+	p := strace.NewParser()
+	r, err := systrace.Analyze(strace.Named(func(emit func(*strace.Event)) error { return p.Parse(f, emit) }, p), p, systrace.Options{MaxWaits: 10, TimelineS: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,23 @@
+// Package systrace analyses system-call traces: analyzers that each
+// answer one question (per-file I/O, time per category, hot spots, waits,
+// the process tree, the critical path, the timeline) over strace.Events,
+// from logs (AnalyzeLogs) or the live source (syslive), the filters, and
+// the report they fill in (profile.SyscallReport), which the views render.
+// It is built as seed 002's KARBON was: source -> tokenizer -> router ->
+// analyzers -> presenter.
 package systrace
 
 import (
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/strace"
 )
 
 // Analyzer is one question asked of the event stream.
 type Analyzer interface {
-	Observe(e *Event)
+	Observe(e *strace.Event)
 	Finish(r *profile.SyscallReport)
 }
 
@@ -45,13 +51,13 @@ func sortExecs(x []profile.ExecStep) {
 }
 
 // Analyze runs the analyzers over events and returns their report.
-func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*profile.SyscallReport, error) {
+func Analyze(events func(emit func(*strace.Event)) error, p *strace.Parser, o Options) (*profile.SyscallReport, error) {
 	r := &profile.SyscallReport{}
 	as := []Analyzer{newSyscallCounter(), &fileIO{m: map[string]*profile.FileStat{}},
 		&waits{max: o.MaxWaits, min: o.MinWaitS}, &procTree{min: o.waitMin(), m: map[int]*profile.Process{}, leader: map[int]int{}, running: o.Running, window: o.Window},
 		&waitGroups{min: o.waitMin(), m: map[[2]string]*profile.WaitGroup{}}, &clock{r: r},
 		&timeline{width: o.TimelineS, bins: map[int]*profile.TimelineBin{}, maxBins: profile.MaxTimelineBins}}
-	err := events(func(e *Event) {
+	err := events(func(e *strace.Event) {
 		r.Events++
 		for _, a := range as {
 			a.Observe(e)
@@ -64,147 +70,9 @@ func Analyze(events func(emit func(*Event)) error, p *Parser, o Options) (*profi
 	if p != nil {
 		r.Lines, r.Malformed, r.FirstBad = p.Lines, p.Bad, p.Malformed
 		r.FollowedFDs = p.FollowedFDs
-		r.Unfinished = len(p.pending) + p.Lost
+		r.Unfinished = p.Pending() + p.Lost
 	}
 	return r, err
-}
-
-// Categories of system calls (seed 002's time per category).
-var categories = func() map[string]string {
-	m := map[string]string{}
-	add := func(cat string, names ...string) {
-		for _, n := range names {
-			m[n] = cat
-		}
-	}
-	add("file I/O", "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2",
-		"open", "openat", "openat2", "creat", "close", "close_range", "lseek", "stat", "fstat", "lstat", "newfstatat", "statx",
-		"access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents", "getdents64", "fsync", "fdatasync",
-		"truncate", "ftruncate", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir",
-		"chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "link", "linkat", "symlink", "symlinkat",
-		"getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "listxattr", "flistxattr",
-		"removexattr", "fremovexattr", "statfs", "fstatfs", "sendfile", "copy_file_range", "splice", "tee", "fallocate",
-		"fadvise64", "sync", "syncfs", "dup", "dup2", "dup3", "fcntl", "ioctl", "flock", "getcwd", "chdir", "fchdir", "utimensat")
-	add("network", "socket", "connect", "accept", "accept4", "bind", "listen", "sendto", "recvfrom", "sendmsg", "recvmsg",
-		"sendmmsg", "recvmmsg", "shutdown", "getsockname", "getpeername", "setsockopt", "getsockopt", "socketpair")
-	add("IPC", "pipe", "pipe2", "msgget", "msgsnd", "msgrcv", "semget", "semop", "shmget", "shmat", "shmdt", "eventfd2",
-		"futex", "futex_waitv", "poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
-		"epoll_pwait2", "kill", "tgkill", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait", "sigaltstack")
-	add("memory", "mmap", "munmap", "mprotect", "brk", "mremap", "madvise", "mlock", "munlock", "mincore", "membarrier")
-	add("process", "clone", "clone3", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid",
-		"getpid", "getppid", "gettid", "set_tid_address", "set_robust_list", "rseq", "prctl", "arch_prctl", "prlimit64",
-		"getrlimit", "setrlimit", "getuid", "geteuid", "getgid", "getegid", "setuid", "setgid", "capget", "capset",
-		"sched_yield", "sched_getaffinity", "sched_setaffinity", "getrandom", "uname")
-	add("sleep and timers", "nanosleep", "clock_nanosleep", "alarm", "setitimer", "getitimer", "timer_create",
-		"timer_settime", "timerfd_create", "timerfd_settime", "clock_gettime", "gettimeofday", "time", "pause")
-	return m
-}()
-
-// Category names a syscall's category ("other" when unknown).
-func Category(name string) string { return lookupCall(name).category }
-
-// callInfo is what the analyzers ask of a system call's name, found with
-// one lookup per event (Event.info) rather than one per question.
-type callInfo struct {
-	id                      int // 1.. for the calls of callInfos; 0 for otherCall
-	name                    string
-	category                string
-	catIndex                int // category's index in profile.SyscallCategories
-	open, read, write, wait bool
-	spawn                   bool // clone, clone3, fork, vfork: returns the id of what it made
-	fdArgs                  int  // leading arguments nameFDs reads; -1: the call involves no fd
-	// peerArg: 1 + the argument holding a transfer call's second fd
-	// (splice's fd_out, sendfile's in_fd), which moves the bytes the other
-	// way: a call that reads its first fd writes its peer, and the reverse.
-	peerArg int
-}
-
-var (
-	callInfos = map[string]*callInfo{}
-	otherCall = &callInfo{category: "other", catIndex: categoryIndex("other"), fdArgs: -1}
-	// What a read, write or wait counts for when its fd is a socket or a pipe.
-	networkCategory, ipcCategory = categoryIndex("network"), categoryIndex("IPC")
-)
-
-// categoryIndex is cat's index in profile.SyscallCategories.
-func categoryIndex(cat string) int {
-	i := slices.Index(profile.SyscallCategories, cat)
-	if i < 0 {
-		panic("no system-call category " + cat)
-	}
-	return i
-}
-
-func init() {
-	get := func(name string) *callInfo {
-		c := callInfos[name]
-		if c == nil {
-			c = &callInfo{category: "other", catIndex: otherCall.catIndex, fdArgs: -1}
-			callInfos[name] = c
-		}
-		return c
-	}
-	for name, cat := range categories {
-		get(name).category, get(name).catIndex = cat, categoryIndex(cat)
-	}
-	for name := range openCalls {
-		get(name).open = true
-	}
-	for name := range spawnCalls {
-		get(name).spawn = true
-	}
-	for name := range readCalls {
-		get(name).read = true
-	}
-	for name := range writeCalls {
-		get(name).write = true
-	}
-	for name := range waitCalls {
-		get(name).wait = true
-	}
-	for name, n := range fdArgs {
-		get(name).fdArgs = n
-	}
-	for name, n := range peerArgs {
-		get(name).peerArg = n
-	}
-	for name, c := range callInfos {
-		knownCalls++
-		c.id, c.name = knownCalls, name
-		i := callSlot(name)
-		for callTable[i] != nil {
-			i = (i + 1) & (len(callTable) - 1)
-		}
-		callTable[i] = c
-	}
-}
-
-// knownCalls is how many calls callInfos knows.
-var knownCalls int
-
-// callTable finds a name's callInfo with less work than a map lookup,
-// which was 7% of a log's analysis: open addressing with linear probing,
-// at a tenth full, so a lookup mostly compares one name.
-var callTable [2048]*callInfo
-
-func callSlot(name string) int {
-	h := uint32(2166136261) // FNV-1a
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint32(name[i])) * 16777619
-	}
-	return int(h^h>>15) & (len(callTable) - 1)
-}
-
-func lookupCall(name string) *callInfo {
-	for i := callSlot(name); ; i = (i + 1) & (len(callTable) - 1) {
-		c := callTable[i]
-		if c == nil {
-			return otherCall
-		}
-		if c.name == name {
-			return c
-		}
-	}
 }
 
 // syscallCounter counts per call: the calls callInfos knows by their id,
@@ -226,30 +94,30 @@ type callCount struct {
 }
 
 func newSyscallCounter() *syscallCounter {
-	return &syscallCounter{known: make([]*callCount, knownCalls+1), other: map[string]*callCount{}, errnos: map[profile.ErrnoStat]int{},
+	return &syscallCounter{known: make([]*callCount, strace.KnownCalls()+1), other: map[string]*callCount{}, errnos: map[profile.ErrnoStat]int{},
 		cats: make([]profile.CategoryStat, len(profile.SyscallCategories))}
 }
 
-func (a *syscallCounter) Observe(e *Event) {
-	if e.Kind == Failed {
+func (a *syscallCounter) Observe(e *strace.Event) {
+	if e.Kind == strace.Failed {
 		a.errnos[profile.ErrnoStat{Syscall: e.Name, Errno: e.Errno}] += e.Calls
 		return
 	}
 	// Calls that never returned (exit_group, a call cut by a kill) are not
 	// counted, as strace -c does not count them. A call a signal interrupted
 	// (= ? ERESTARTSYS) did return, failed, and strace -c counts it.
-	if e.Kind != Syscall || e.Ret == "?" && e.Errno == "" {
+	if e.Kind != strace.Syscall || e.Ret == "?" && e.Errno == "" {
 		return
 	}
 	if e.Errno != "" && e.Calls == 0 {
 		a.errnos[profile.ErrnoStat{Syscall: e.Name, Errno: e.Errno}]++
 	}
-	c := e.info()
+	c := e.Info()
 	var s *callCount
-	if c.id > 0 {
-		if s = a.known[c.id]; s == nil {
+	if c.ID > 0 {
+		if s = a.known[c.ID]; s == nil {
 			s = newCallCount(e.Name, c)
-			a.known[c.id] = s
+			a.known[c.ID] = s
 		}
 	} else if s = a.other[e.Name]; s == nil {
 		s = newCallCount(e.Name, c)
@@ -257,8 +125,8 @@ func (a *syscallCounter) Observe(e *Event) {
 	}
 	n := e.N()
 	s.stat.Calls += n
-	s.stat.Errors += e.failures()
-	cat := e.categoryIndex()
+	s.stat.Errors += e.Failures()
+	cat := e.CategoryIndex()
 	a.cats[cat].Category = profile.SyscallCategories[cat]
 	a.cats[cat].Calls += n
 	s.byCat[cat].Calls += n
@@ -269,14 +137,14 @@ func (a *syscallCounter) Observe(e *Event) {
 	}
 }
 
-func newCallCount(name string, c *callInfo) *callCount {
-	return &callCount{stat: profile.SyscallStat{Name: name, Category: c.category}, byCat: make([]profile.CategoryStat, len(profile.SyscallCategories))}
+func newCallCount(name string, c *strace.Call) *callCount {
+	return &callCount{stat: profile.SyscallStat{Name: name, Category: c.Category}, byCat: make([]profile.CategoryStat, len(profile.SyscallCategories))}
 }
 
 // row is the call's row, labelled with the category that took most of its
 // time (most of its calls, in a log without -T); its own on a tie.
 func (c *callCount) row() profile.SyscallStat {
-	own, best := categoryIndex(c.stat.Category), -1
+	own, best := strace.CategoryIndex(c.stat.Category), -1
 	for i, b := range c.byCat {
 		if b.Calls == 0 {
 			continue
@@ -339,25 +207,6 @@ func (a *syscallCounter) Finish(r *profile.SyscallReport) {
 	})
 }
 
-var (
-	// The transfer calls are here by their first fd: splice, tee and
-	// copy_file_range read it, sendfile writes it (peerArgs: the other).
-	readCalls  = set("read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg", "recv", "splice", "tee", "copy_file_range")
-	writeCalls = set("write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg", "send", "sendfile")
-	// peerArgs: 1 + the argument holding a transfer call's second fd.
-	peerArgs   = map[string]int{"splice": 3, "tee": 2, "copy_file_range": 3, "sendfile": 2}
-	openCalls  = set("open", "openat", "openat2", "creat")
-	spawnCalls = set("clone", "clone3", "fork", "vfork")
-)
-
-func set(names ...string) map[string]bool {
-	m := map[string]bool{}
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
-}
-
 // fileIO attributes I/O to what each fd refers to, as strace -y prints it:
 // read(3</etc/passwd>, ...) = 1234, openat(...) = 3</etc/passwd>.
 type fileIO struct {
@@ -365,11 +214,11 @@ type fileIO struct {
 	last *profile.FileStat // the previous call's row: reads come in runs
 }
 
-func (a *fileIO) Observe(e *Event) {
+func (a *fileIO) Observe(e *strace.Event) {
 	switch e.Kind {
-	case Syscall:
-		c := e.info()
-		if path := e.missingPath(); path != "" {
+	case strace.Syscall:
+		c := e.Info()
+		if path := e.MissingPath(); path != "" {
 			f := a.row(path)
 			f.Missing++
 			f.Calls++
@@ -378,19 +227,19 @@ func (a *fileIO) Observe(e *Event) {
 			}
 			return
 		}
-		a.count(e.fileTarget(), e, c.open, c.read, c.write)
-		if c.peerArg > 0 {
-			a.count(e.Peer(), e, false, c.write, c.read)
+		a.count(e.FileTarget(), e, c.Open, c.Read, c.Write)
+		if c.PeerArg > 0 {
+			a.count(e.Peer(), e, false, c.Write, c.Read)
 		}
-	case PeerIO:
-		c := e.info()
-		a.count(e.Target(), e, false, c.write, c.read)
+	case strace.PeerIO:
+		c := e.Info()
+		a.count(e.Target(), e, false, c.Write, c.Read)
 	}
 }
 
 // count adds e's calls to target's row: as opens, reads or writes. A
 // transfer call counts on both its fds, its calls and time on each.
-func (a *fileIO) count(target string, e *Event, open, read, write bool) {
+func (a *fileIO) count(target string, e *strace.Event, open, read, write bool) {
 	if target == "" {
 		return
 	}
@@ -405,10 +254,10 @@ func (a *fileIO) count(target string, e *Event, open, read, write bool) {
 		f.Opens += n
 	case read:
 		f.Reads += n
-		f.BytesRead += e.moved()
+		f.BytesRead += e.Moved()
 	case write:
 		f.Writes += n
-		f.BytesWritten += e.moved()
+		f.BytesWritten += e.Moved()
 	}
 }
 
@@ -419,7 +268,7 @@ func (a *fileIO) row(target string) *profile.FileStat {
 	}
 	f := a.m[target]
 	if f == nil {
-		f = &profile.FileStat{Target: target, Kind: targetKind(target)}
+		f = &profile.FileStat{Target: target, Kind: strace.TargetKind(target)}
 		a.m[target] = f
 	}
 	a.last = f
@@ -445,138 +294,20 @@ func (a *fileIO) Finish(r *profile.SyscallReport) {
 	})
 }
 
-// firstArg returns the first top-level argument of an argument list.
-func firstArg(args string) string {
-	if i := topLevelIndex(args, ','); i >= 0 {
-		return args[:i]
-	}
-	return args
-}
-
-// fdTarget extracts "/etc/passwd" from "3</etc/passwd>" (strace -y).
-func fdTarget(s string) string {
-	s = strings.TrimSpace(s)
-	i := strings.IndexByte(s, '<')
-	if i <= 0 || !allDigits(s[:i]) || !strings.HasSuffix(s, ">") {
-		return ""
-	}
-	return unescape(s[i+1 : len(s)-1])
-}
-
-// firstAnnotation is the first fd target anywhere in args, outside quoted
-// strings, or "".
-func firstAnnotation(args string) string {
-	if i := scanArgs(args, -1); i >= 0 {
-		if end := annotationEnd(args, i); end > 0 {
-			return unescape(args[i+1 : end])
-		}
-	}
-	return ""
-}
-
-// unescape undoes strace's escapes in a -y path: \" \\ \n \t \r \v \f,
-// \xNN, and octal of one to three digits (strace prints '>' as \76).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		c := s[i+1]
-		if r := simpleEscape(c); r != 0 {
-			b.WriteByte(r)
-			i++
-			continue
-		}
-		if c == 'x' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		if n := octalDigits(s[i+1:]); n > 0 {
-			v, _ := strconv.ParseUint(s[i+1:i+1+n], 8, 16)
-			b.WriteByte(byte(v))
-			i += n
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// simpleEscape is the byte that \c stands for, or 0.
-func simpleEscape(c byte) byte {
-	switch c {
-	case '"', '\\':
-		return c
-	case 'n':
-		return '\n'
-	case 't':
-		return '\t'
-	case 'r':
-		return '\r'
-	case 'v':
-		return '\v'
-	case 'f':
-		return '\f'
-	}
-	return 0
-}
-
-// octalDigits is how many octal digits (at most 3) s starts with.
-func octalDigits(s string) int {
-	n := 0
-	for n < 3 && n < len(s) && s[n] >= '0' && s[n] <= '7' {
-		n++
-	}
-	return n
-}
-
-func targetKind(t string) string {
-	switch {
-	case strings.HasPrefix(t, "/dev/"):
-		return "device"
-	case strings.HasPrefix(t, "/"):
-		return "file"
-	case strings.HasPrefix(t, "TCP"):
-		return "tcp"
-	case strings.HasPrefix(t, "UDP"):
-		return "udp"
-	case strings.HasPrefix(t, "UNIX"):
-		return "unix"
-	case strings.HasPrefix(t, "pipe:"):
-		return "pipe"
-	case strings.HasPrefix(t, "socket:"):
-		return "socket"
-	}
-	return "other"
-}
-
-// Blocking calls whose duration is waiting, not work.
-var waitCalls = set("connect", "accept", "accept4", "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait",
-	"epoll_pwait2", "recvfrom", "recvmsg", "recv", "futex", "nanosleep", "clock_nanosleep", "wait4", "waitid", "read",
-	"rt_sigsuspend", "rt_sigtimedwait", "pause")
-
 type waits struct {
 	max  int
 	min  float64
 	list []profile.Wait
 }
 
-func (a *waits) Observe(e *Event) {
-	if e.Kind != Syscall || e.Calls > 0 || !e.info().wait || e.Dur <= 0 || e.Dur < a.min {
+func (a *waits) Observe(e *strace.Event) {
+	if e.Kind != strace.Syscall || e.Calls > 0 || !e.Info().Wait || e.Dur <= 0 || e.Dur < a.min {
 		return
 	}
 	// read only counts as a wait on sockets, pipes and terminals. A poll
 	// is named by the first fd it waited on, as in seed 002's DNS wait.
-	target := e.fileTarget()
-	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
+	target := e.FileTarget()
+	if e.Name == "read" && (target == "" || strace.TargetKind(target) == "file") {
 		return
 	}
 	a.list = append(a.list, profile.Wait{PID: e.PID, Line: e.Line, Name: e.Name, Target: target, Start: e.Time, DurS: e.Dur, Errno: e.Errno})
@@ -626,8 +357,8 @@ func (a *procTree) get(pid int) *profile.Process {
 	return p
 }
 
-func (a *procTree) Observe(e *Event) {
-	if e.Kind == Sample || e.Kind == PeerIO || e.Kind == Failed || e.PID == Unattributed {
+func (a *procTree) Observe(e *strace.Event) {
+	if e.Kind == strace.Sample || e.Kind == strace.PeerIO || e.Kind == strace.Failed || e.PID == strace.Unattributed {
 		return
 	}
 	p := a.get(e.PID)
@@ -643,13 +374,13 @@ func (a *procTree) Observe(e *Event) {
 		p.End = end // a call's end, not its start: a 5 s poll is in its process's life
 	}
 	switch e.Kind {
-	case Syscall:
+	case strace.Syscall:
 		p.Calls += e.N()
 		if e.Dur > 0 {
 			p.SyscallS += e.Dur
 		}
 		if e.Calls == 0 && e.Dur >= a.min && e.Dur > 0 && len(p.Blocked) < profile.MaxBlocked {
-			s := profile.Span{Start: e.Time, DurS: e.Dur, Name: e.Name, Target: e.fileTarget(), Errno: e.Errno}
+			s := profile.Span{Start: e.Time, DurS: e.Dur, Name: e.Name, Target: e.FileTarget(), Errno: e.Errno}
 			if e.Name == "wait4" || e.Name == "waitid" {
 				if id, ok := e.RetInt(); ok && id > 0 {
 					s.Child = int(id)
@@ -671,17 +402,17 @@ func (a *procTree) Observe(e *Event) {
 				c.Exec = p.Exec
 			}
 		} else if (e.Name == "execve" || e.Name == "execveat") && e.Errno == "" {
-			if path, ok := quoted(firstArg(e.Args)); ok {
+			if path, ok := strace.Quoted(strace.FirstArg(e.Args)); ok {
 				p.Exec = path
-				p.Execs = append(p.Execs, profile.ExecStep{Start: e.Time, Program: path, Args: execArgv(e)})
+				p.Execs = append(p.Execs, profile.ExecStep{Start: e.Time, Program: path, Args: strace.ExecArgv(e)})
 			}
 		}
-	case Exit:
+	case strace.Exit:
 		st := e.Status
 		p.Exit = &st
 		p.UserCPUS += e.UserS
 		p.SysCPUS += e.SysS
-	case Killed:
+	case strace.Killed:
 		p.Killed = e.Name
 		p.UserCPUS += e.UserS
 		p.SysCPUS += e.SysS
@@ -748,7 +479,7 @@ func (a *procTree) Finish(r *profile.SyscallReport) {
 		if p.Parent != 0 {
 			p.Parent = a.process(p.Parent) // a process started by a thread is its process's child
 		}
-		if p.PID != Unattributed && p.End > p.Start {
+		if p.PID != strace.Unattributed && p.End > p.Start {
 			p.OutsideS += max(0, p.End-p.Start-own[p.PID])
 		}
 		r.Processes = append(r.Processes, *p)
@@ -763,7 +494,7 @@ type clock struct {
 	seen        bool
 }
 
-func (a *clock) Observe(e *Event) {
+func (a *clock) Observe(e *strace.Event) {
 	if e.Time > 0 {
 		if !a.seen || e.Time < a.first {
 			a.first = e.Time
@@ -773,7 +504,7 @@ func (a *clock) Observe(e *Event) {
 		}
 		a.seen = true
 	}
-	if e.Kind == Syscall && e.Dur >= 0 {
+	if e.Kind == strace.Syscall && e.Dur >= 0 {
 		a.r.HasDuration = true
 		a.r.TotalTime += e.Dur
 	}

@@ -1,12 +1,13 @@
 package systrace
 
 import (
-	"fmt"
 	"path"
 	"slices"
 	"strings"
 
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/strace"
 )
 
 // Filter keeps the events a question is about. The zero value keeps all.
@@ -24,31 +25,32 @@ type Filter struct {
 	Comms []string
 }
 
-// Validate checks the filter's patterns and category.
+// Validate checks the filter's patterns and category. Its errors are
+// option.Errors, which name the settings by their keys ({file}, {since}).
 func (f *Filter) Validate() error {
 	for _, p := range f.Files {
 		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("--file %q: %w", p, err)
+			return option.Errorf("{file} %q: %v", p, err)
 		}
 	}
 	for _, p := range f.Comms {
 		if _, err := path.Match(p, ""); err != nil || p == "" || strings.Contains(p, "/") {
-			return fmt.Errorf("--comm %q: give a program's base name or a glob of one, such as cc1 or 'python*'", p)
+			return option.Errorf("{comm} %q: give a program's base name or a glob of one, such as cc1 or 'python*'", p)
 		}
 	}
 	if f.Category != "" && !slices.Contains(profile.SyscallCategories, f.Category) {
-		return fmt.Errorf("--category %q: give one of %s", f.Category, strings.Join(profile.SyscallCategories, ", "))
+		return option.Errorf("{category} %q: give one of %s", f.Category, strings.Join(profile.SyscallCategories, ", "))
 	}
 	for _, t := range []struct {
-		flag string
-		v    float64
+		key string
+		v   float64
 	}{{"since", f.From}, {"until", f.To}} {
 		if !(t.v >= 0 && t.v < 1e12) { // also NaN
-			return fmt.Errorf("--%s %v: give a number of seconds after the start (a log's first timestamp; live, the command's release or -p's attach)", t.flag, t.v)
+			return option.Errorf("{"+t.key+"} %v: give a number of seconds after the start (a log's first timestamp; live, the command's release or {pid}'s attach)", t.v)
 		}
 	}
 	if f.To != 0 && f.To < f.From {
-		return fmt.Errorf("--until %.3f is before --since %.3f", f.To, f.From)
+		return option.Errorf("{until} %.3f is before {since} %.3f", f.To, f.From)
 	}
 	return nil
 }
@@ -69,11 +71,11 @@ func (f *Filter) Record() *profile.SyscallFilter {
 // Wrap returns an event source that passes only the filter's events on.
 // Process events (exits, signals) are kept for the processes kept, so the
 // process tree stays whole.
-func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Event)) error {
+func (f *Filter) Wrap(events func(emit func(*strace.Event)) error) func(emit func(*strace.Event)) error {
 	if len(f.PIDs) == 0 && len(f.Comms) == 0 && len(f.Files) == 0 && f.Category == "" && f.From == 0 && f.To == 0 {
 		return events
 	}
-	return func(emit func(*Event)) error {
+	return func(emit func(*strace.Event)) error {
 		first, seen := f.Origin, f.Origin != 0
 		kept := make(map[int]bool, len(f.PIDs))
 		for pid := range f.PIDs {
@@ -83,24 +85,24 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 		// soon as it makes them, often before its creator's clone returns
 		// and says whose thread it is: those lines wait here until then.
 		// created holds every id a clone returned, whose lines need not wait.
-		early := map[int][]Event{}
+		early := map[int][]strace.Event{}
 		created := map[int]bool{}
-		pass := func(e *Event) {
+		pass := func(e *strace.Event) {
 			// A call is timed by its entry, so one that was unfinished
 			// while later lines completed comes out earlier than the
 			// first event: without --since nothing is before the window.
 			if e.Time > 0 && ((f.From > 0 && e.Time-first < f.From) || (f.To > 0 && e.Time-first > f.To)) {
 				return
 			}
-			if e.Kind == Syscall || e.Kind == PeerIO || e.Kind == Failed {
-				if f.Category != "" && e.category() != f.Category {
+			if e.Kind == strace.Syscall || e.Kind == strace.PeerIO || e.Kind == strace.Failed {
+				if f.Category != "" && e.Category() != f.Category {
 					return
 				}
 				// A transfer call is kept when either of its fds matches.
-				if len(f.Files) > 0 && !f.matchFile(e.fileTarget()) && !f.matchFile(e.Peer()) && !f.matchFile(e.missingPath()) {
+				if len(f.Files) > 0 && !f.matchFile(e.FileTarget()) && !f.matchFile(e.Peer()) && !f.matchFile(e.MissingPath()) {
 					return
 				}
-			} else if e.Kind == Sample {
+			} else if e.Kind == strace.Sample {
 				if len(f.Files) > 0 || (f.Category != "" && e.Name != f.Category) {
 					return
 				}
@@ -109,7 +111,7 @@ func (f *Filter) Wrap(events func(emit func(*Event)) error) func(emit func(*Even
 			}
 			emit(e)
 		}
-		return events(func(e *Event) {
+		return events(func(e *strace.Event) {
 			if e.Time > 0 && !seen {
 				first, seen = e.Time, true
 			}
@@ -167,11 +169,11 @@ const (
 
 // execMatches says whether e is an exec, which succeeded, of a program
 // --comm names.
-func (f *Filter) execMatches(e *Event) bool {
-	if e.Kind != Syscall || (e.Name != "execve" && e.Name != "execveat") || e.Errno != "" {
+func (f *Filter) execMatches(e *strace.Event) bool {
+	if e.Kind != strace.Syscall || (e.Name != "execve" && e.Name != "execveat") || e.Errno != "" {
 		return false
 	}
-	program, ok := quoted(firstArg(e.Args))
+	program, ok := strace.Quoted(strace.FirstArg(e.Args))
 	if !ok {
 		return false
 	}

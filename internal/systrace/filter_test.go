@@ -1,12 +1,15 @@
 package systrace
 
 import (
+	"errors"
 	"maps"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/strace"
 )
 
 const filterLog = `1 10:00:00.000 openat(AT_FDCWD, "/data/a.root", O_RDONLY) = 3</data/a.root> <0.000010>
@@ -22,8 +25,8 @@ func analyzeFiltered(t *testing.T, f Filter, o Options) *profile.SyscallReport {
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	p := NewParser()
-	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(filterLog), emit) }), p, o)
+	p := strace.NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*strace.Event)) error { return p.Parse(strings.NewReader(filterLog), emit) }), p, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +84,8 @@ func TestTimelineShowsIdleBins(t *testing.T) {
 	log := `1 10:00:00.000 read(3</a>, "", 1) = 0 <0.000010>
 1 10:00:03.500 read(3</a>, "", 1) = 0 <0.000010>
 `
-	p := NewParser()
-	r, err := Analyze(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, Options{TimelineS: 1})
+	p := strace.NewParser()
+	r, err := Analyze(func(emit func(*strace.Event)) error { return p.Parse(strings.NewReader(log), emit) }, p, Options{TimelineS: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +103,9 @@ func TestTimelineShowsIdleBins(t *testing.T) {
 // first call is not shown as idle bins of the command.
 func TestTimelineLiveStartsAtTheFirstCall(t *testing.T) {
 	a := &timeline{width: 0.1, bins: map[int]*profile.TimelineBin{}, maxBins: 100}
-	a.Observe(&Event{Kind: Sample, Time: 100})                                           // tracing starts
-	a.Observe(&Event{Kind: Sample, Name: "file I/O", Calls: 3, Dur: 0.01, Time: 100.25}) // kernel bin 2
-	a.Observe(&Event{Kind: Sample, Name: "memory", Calls: 1, Dur: 0.01, Time: 100.45})   // kernel bin 4
+	a.Observe(&strace.Event{Kind: strace.Sample, Time: 100})                                           // tracing starts
+	a.Observe(&strace.Event{Kind: strace.Sample, Name: "file I/O", Calls: 3, Dur: 0.01, Time: 100.25}) // kernel bin 2
+	a.Observe(&strace.Event{Kind: strace.Sample, Name: "memory", Calls: 1, Dur: 0.01, Time: 100.45})   // kernel bin 4
 	var r profile.SyscallReport
 	a.Finish(&r)
 	if len(r.Timeline) != 3 || math.Abs(r.Timeline[0].Start-0.2) > 1e-9 || r.Timeline[0].Calls["file I/O"] != 3 ||
@@ -115,7 +118,7 @@ func TestTimelineLiveStartsAtTheFirstCall(t *testing.T) {
 func TestTimelineCountsWhatItDrops(t *testing.T) {
 	a := &timeline{width: 1, bins: map[int]*profile.TimelineBin{}, maxBins: 2}
 	for _, at := range []float64{100, 100.5, 101, 102, 103.5} {
-		a.Observe(&Event{Kind: Syscall, Name: "read", Time: at, Dur: 0.001})
+		a.Observe(&strace.Event{Kind: strace.Syscall, Name: "read", Time: at, Dur: 0.001})
 	}
 	var r profile.SyscallReport
 	a.Finish(&r)
@@ -133,8 +136,8 @@ func TestFilterPIDKeepsThreads(t *testing.T) {
 4 10:00:00.003 openat(AT_FDCWD, "/data/f", O_RDONLY) = 5</data/f> <0.000010>
 `
 	f := Filter{PIDs: map[int]bool{1: true}}
-	p := NewParser()
-	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
+	p := strace.NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*strace.Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,8 +165,8 @@ func TestFilterPIDKeepsThreadLinesBeforeTheClone(t *testing.T) {
 9 10:00:00.009 read(0</dev/null>, "", 2) = 0 <0.000010>
 `
 	f := Filter{PIDs: map[int]bool{1: true}}
-	p := NewParser()
-	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
+	p := strace.NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*strace.Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +188,8 @@ func TestFilterKeepsACallUnfinishedAtTheLogsStart(t *testing.T) {
 1 10:00:00.300 <... connect resumed>) = 0 <0.300000>
 `
 	f := Filter{Category: "network"}
-	p := NewParser()
-	r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
+	p := strace.NewParser()
+	r, err := Analyze(f.Wrap(func(emit func(*strace.Event)) error { return p.Parse(strings.NewReader(log), emit) }), p, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +206,8 @@ func TestPollCountsForItsFD(t *testing.T) {
 1 10:00:05.2 read(3</etc/hosts>, "", 10) = 0 <0.000010>
 `
 	f := Filter{Files: []string{"UDP:*"}}
-	p := NewParser()
-	r, err := Analyze(f.Wrap(Named(func(emit func(*Event)) error { return p.Parse(strings.NewReader(log), emit) }, p)), p, Options{})
+	p := strace.NewParser()
+	r, err := Analyze(f.Wrap(strace.Named(func(emit func(*strace.Event)) error { return p.Parse(strings.NewReader(log), emit) }, p)), p, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +259,8 @@ func TestFilterComm(t *testing.T) {
 		if err := f.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		p := NewParser()
-		r, err := Analyze(f.Wrap(func(emit func(*Event)) error { return p.Parse(strings.NewReader(commLog), emit) }), p, Options{})
+		p := strace.NewParser()
+		r, err := Analyze(f.Wrap(func(emit func(*strace.Event)) error { return p.Parse(strings.NewReader(commLog), emit) }), p, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,6 +269,36 @@ func TestFilterComm(t *testing.T) {
 		}
 		if len(r.Processes) != c.procs {
 			t.Errorf("--comm %v: %d processes, want %d: %+v", c.comms, len(r.Processes), c.procs, r.Processes)
+		}
+	}
+}
+
+// A filter's errors name its settings by their keys (option.Error), so that
+// each front end words them its way: the command line as the flags it has
+// always printed, a bench file as its keys.
+func TestFilterErrorsNameSettings(t *testing.T) {
+	for _, c := range []struct {
+		f          Filter
+		flags, key string
+	}{
+		{Filter{Files: []string{"["}}, `--file "[": syntax error in pattern`, `file: "[": syntax error in pattern`},
+		{Filter{Comms: []string{"/bin/sh"}}, `--comm "/bin/sh": give a program's base name or a glob of one, such as cc1 or 'python*'`, `comm: "/bin/sh": give`},
+		{Filter{Category: "disk"}, `--category "disk": give one of file I/O, network, IPC, memory, process, sleep and timers, other`, `category: "disk"`},
+		{Filter{From: -1}, `--since -1: give a number of seconds after the start (a log's first timestamp; live, the command's release or -p's attach)`, `since: -1: give a number of seconds after the start (a log's first timestamp; live, the command's release or pid:'s attach)`},
+		{Filter{To: math.NaN()}, `--until NaN: give a number of seconds`, `until: NaN`},
+		{Filter{From: 5, To: 1}, `--until 1.000 is before --since 5.000`, `until: 1.000 is before since: 5.000`},
+	} {
+		err := c.f.Validate()
+		var oe *option.Error
+		if !errors.As(err, &oe) {
+			t.Errorf("%+v: %v is not an option.Error", c.f, err)
+			continue
+		}
+		if got := err.Error(); !strings.HasPrefix(got, c.flags) {
+			t.Errorf("%+v: %q, want %q", c.f, got, c.flags)
+		}
+		if got := oe.Words(func(k string) string { return k + ":" }); !strings.HasPrefix(got, c.key) || strings.Contains(got, "--") {
+			t.Errorf("%+v in keys: %q, want %q", c.f, got, c.key)
 		}
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"path"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/strace"
 )
 
 // What a slow-startup hunt asks of a trace (seed 002): the programs each
@@ -18,95 +18,18 @@ import (
 // and the timeline count as a wait.
 const DefaultWaitMinS = 0.001
 
-// lookupArgs: 1 + the argument holding the path a lookup was given.
-var lookupArgs = map[string]int{"open": 1, "creat": 1, "stat": 1, "lstat": 1, "access": 1, "readlink": 1, "execve": 1,
-	"openat": 2, "openat2": 2, "newfstatat": 2, "statx": 2, "faccessat": 2, "faccessat2": 2, "readlinkat": 2, "execveat": 2}
-
-// missingPath is the path a lookup that failed with ENOENT was given,
-// made absolute when the log says from where (-y's AT_FDCWD</dir>), or "".
-func (e *Event) missingPath() string {
-	if e.Kind != Syscall || e.Errno != "ENOENT" || e.Calls > 0 {
-		return ""
-	}
-	if e.Path != "" {
-		return e.Path
-	}
-	i := lookupArgs[e.Name]
-	if i == 0 {
-		return ""
-	}
-	args := leadingArgs(e.Args, i)
-	p, ok := quoted(args[i-1])
-	if !ok || p == "" {
-		return ""
-	}
-	if !strings.HasPrefix(p, "/") && i == 2 {
-		if dir := fdTarget(args[0]); strings.HasPrefix(dir, "/") {
-			p = path.Join(dir, p)
-		} else if rest, ok := strings.CutPrefix(strings.TrimSpace(args[0]), "AT_FDCWD<"); ok && strings.HasSuffix(rest, ">") {
-			p = path.Join(unescape(rest[:len(rest)-1]), p)
-		}
-	}
-	return p
-}
-
-// quoted reads one of strace's quoted strings, "..." (a cut one keeps
-// its "..." mark).
-func quoted(s string) (string, bool) {
-	s = strings.TrimSpace(s)
-	cut := strings.HasSuffix(s, `"...`)
-	s = strings.TrimSuffix(s, "...")
-	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
-		return "", false
-	}
-	v := unescape(s[1 : len(s)-1])
-	if cut {
-		v += "..."
-	}
-	return v, true
-}
-
-// execArgv reads the argument array of an execve line:
-// execve("/usr/bin/cc", ["cc", "-c", "a.c"], 0x7ffd... /* 20 vars */).
-func execArgv(e *Event) []string {
-	if e.Argv != nil {
-		return e.Argv
-	}
-	args := leadingArgs(e.Args, 2)
-	a := strings.TrimSpace(args[1])
-	if len(a) < 2 || a[0] != '[' || a[len(a)-1] != ']' {
-		return nil
-	}
-	a = a[1 : len(a)-1]
-	var out []string
-	for a != "" {
-		item := a
-		if i := topLevelIndex(a, ','); i >= 0 {
-			item, a = a[:i], strings.TrimSpace(a[i+1:])
-		} else {
-			a = ""
-		}
-		if v, ok := quoted(item); ok {
-			out = append(out, v)
-		} else if strings.TrimSpace(item) == "..." {
-			out = append(out, "...")
-		}
-	}
-	return out
-}
-
 // waitGroups sums the blocking calls of at least min by call and target.
 type waitGroups struct {
 	min float64
 	m   map[[2]string]*profile.WaitGroup
 }
 
-func (a *waitGroups) Observe(e *Event) {
-	if e.Kind != Syscall || e.Calls > 0 || !e.info().wait || e.Dur < a.min || e.Dur <= 0 {
+func (a *waitGroups) Observe(e *strace.Event) {
+	if e.Kind != strace.Syscall || e.Calls > 0 || !e.Info().Wait || e.Dur < a.min || e.Dur <= 0 {
 		return
 	}
-	target := e.fileTarget()
-	if e.Name == "read" && (target == "" || targetKind(target) == "file") {
+	target := e.FileTarget()
+	if e.Name == "read" && (target == "" || strace.TargetKind(target) == "file") {
 		return
 	}
 	k := [2]string{e.Name, target}
@@ -149,7 +72,7 @@ func criticalPath(r *profile.SyscallReport, minS float64) {
 	}
 	for i := range r.Processes {
 		p := &r.Processes[i]
-		if p.PID == Unattributed || procs[p.Parent] != nil && p.Parent != p.PID {
+		if p.PID == strace.Unattributed || procs[p.Parent] != nil && p.Parent != p.PID {
 			continue
 		}
 		if root == nil || p.Start < root.Start || p.Start == root.Start && p.PID < root.PID {
@@ -234,24 +157,4 @@ func segments(p *profile.Process) []segment {
 	}
 	out[len(out)-1].end = p.End
 	return out
-}
-
-// category is the call's category by what it worked on: a read, write or
-// poll of a socket is network, of a pipe IPC, whatever its name's
-// category.
-func (e *Event) category() string { return profile.SyscallCategories[e.categoryIndex()] }
-
-// categoryIndex is category's index in profile.SyscallCategories.
-func (e *Event) categoryIndex() int {
-	c := e.info()
-	if !c.read && !c.write && !c.wait {
-		return c.catIndex
-	}
-	switch targetKind(e.fileTarget()) {
-	case "tcp", "udp", "unix", "socket":
-		return networkCategory
-	case "pipe":
-		return ipcCategory
-	}
-	return c.catIndex
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/strace"
 )
 
 // timeline bins system calls by when they started.
@@ -17,7 +18,7 @@ type timeline struct {
 	dropped int // calls in bins past maxBins
 }
 
-func (a *timeline) Observe(e *Event) {
+func (a *timeline) Observe(e *strace.Event) {
 	if e.Time <= 0 || a.width <= 0 {
 		return
 	}
@@ -29,7 +30,7 @@ func (a *timeline) Observe(e *Event) {
 	// The live source's empty sample at the start only anchors the bins:
 	// loading and attaching before the command's first call are not idle
 	// time of the command.
-	if (e.Kind != Syscall && e.Kind != Sample) || (e.Kind == Sample && e.Calls == 0) {
+	if (e.Kind != strace.Syscall && e.Kind != strace.Sample) || (e.Kind == strace.Sample && e.Calls == 0) {
 		return
 	}
 	i := int((e.Time - a.first) / a.width)
@@ -39,7 +40,7 @@ func (a *timeline) Observe(e *Event) {
 	b := a.bins[i]
 	if b == nil {
 		if len(a.bins) >= a.maxBins {
-			if e.Kind == Syscall || e.Calls > 0 {
+			if e.Kind == strace.Syscall || e.Calls > 0 {
 				a.dropped += e.N()
 			}
 			return
@@ -47,8 +48,8 @@ func (a *timeline) Observe(e *Event) {
 		b = a.newBin(i)
 		a.bins[i] = b
 	}
-	c := e.category()
-	if e.Kind == Sample {
+	c := e.Category()
+	if e.Kind == strace.Sample {
 		c = e.Name
 	}
 	b.Calls[c] += e.N()

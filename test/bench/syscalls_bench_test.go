@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/strace"
 	"github.com/fusescope/fusescope/internal/systrace"
 )
 
@@ -82,7 +83,7 @@ func TestBenchSyscallsParse(t *testing.T) {
 	}
 	var ms runtime.MemStats
 	peak := uint64(0)
-	p := systrace.NewParser()
+	p := strace.NewParser()
 	block := logBlock()
 	// Whole blocks, so that the log ends with a whole line.
 	src := &logReader{block: block, size: (size + int64(len(block)) - 1) / int64(len(block)) * int64(len(block))}
@@ -90,8 +91,8 @@ func TestBenchSyscallsParse(t *testing.T) {
 	start := time.Now()
 	// What fusescope syscalls LOG runs: the parser, Named's preprocessing,
 	// the analyzers.
-	r, err := systrace.Analyze(systrace.Named(func(emit func(*systrace.Event)) error {
-		return p.Parse(src, func(e *systrace.Event) {
+	r, err := systrace.Analyze(strace.Named(func(emit func(*strace.Event)) error {
+		return p.Parse(src, func(e *strace.Event) {
 			emit(e)
 			if n++; n%100000 == 0 {
 				runtime.ReadMemStats(&ms)
@@ -230,7 +231,7 @@ head -c 5000 $d/f1 > /dev/null
 		t.Fatalf("strace: %v: %s", err, out)
 	}
 	logs, _ := filepath.Glob(prefix + ".*")
-	sort.Slice(logs, func(i, j int) bool { return systrace.PIDSuffix(logs[i]) < systrace.PIDSuffix(logs[j]) })
+	sort.Slice(logs, func(i, j int) bool { return strace.PIDSuffix(logs[i]) < strace.PIDSuffix(logs[j]) })
 
 	// strace-analyzer: one line per file per open (-v: /tmp and /dev too),
 	// "read 400.0K with 100 ops (4.0K / op) /path".
@@ -336,7 +337,7 @@ func TestBenchSyscallsFileSetVsStraceAnalyzer(t *testing.T) {
 		t.Fatalf("strace go build: %v\n%s", err, out)
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "set", "t.*"))
-	sort.Slice(logs, func(i, j int) bool { return systrace.PIDSuffix(logs[i]) < systrace.PIDSuffix(logs[j]) })
+	sort.Slice(logs, func(i, j int) bool { return strace.PIDSuffix(logs[i]) < strace.PIDSuffix(logs[j]) })
 	// The files strace-analyzer reads of the set, starting from the first.
 	opened := filepath.Join(dir, "opened")
 	if out, err := exec.Command("strace", "-f", "-e", "trace=openat", "-o", opened, sa, logs[0]).CombinedOutput(); err != nil {

@@ -1,17 +1,42 @@
-package systrace
+// Package syslive is the live system-call source: the kernel side
+// (ktrace's programs, loaded here or served by sysserve) hands typed
+// events to Live, which keeps each process's fd table and names what the
+// events do not (from /proc) to make strace.Events for systrace's
+// analyzers; LiveSource runs them as a session source, TopSource counts
+// calls for fusescope top. Recordings of the events and their replay test
+// the interpretation without a kernel.
+package syslive
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
+	"github.com/fusescope/fusescope/internal/strace"
 	"github.com/fusescope/fusescope/internal/sysevent"
+	"github.com/fusescope/fusescope/internal/sysserve"
+	"github.com/fusescope/fusescope/internal/systrace"
 )
+
+// kernelSide is what LiveSource needs of the programs: its own
+// (ktrace.SyscallTracer) or a server's (sysserve.Client).
+type kernelSide interface {
+	Root() int
+	Running() map[int]string
+	Window() (start, end float64)
+	SetOrigin() error
+	Began() time.Time
+	Ended() time.Time
+	Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error
+	Close() error
+}
 
 // SourceLive names the live system-call source in records.
 const SourceLive = "kernel:raw_syscalls (sys_enter, sys_exit)"
@@ -20,8 +45,8 @@ const SourceLive = "kernel:raw_syscalls (sys_enter, sys_exit)"
 // events are analysed.
 type LiveConfig struct {
 	ktrace.SyscallOptions
-	Filter   Filter
-	Analysis Options
+	Filter   systrace.Filter
+	Analysis systrace.Options
 	Command  []string // recorded in the metadata
 	Tool     string   // fusescope version
 	Traced   []string // the -- CMD command, for the report
@@ -56,7 +81,7 @@ type LiveSource struct {
 func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 	opts := cfg.SyscallOptions
 	opts.GatePID = target.CommandPID
-	opts.Category = Category
+	opts.Category = strace.Category
 	tr, err := openKernelSide(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -87,7 +112,7 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 	if opts.MinWait > 0 {
 		o.MinWaitS = opts.MinWait.Seconds()
 	}
-	events := func(emit func(*Event)) error {
+	events := func(emit func(*strace.Event)) error {
 		return tr.Run(s.stop, func(ev *sysevent.Event) {
 			if rec != nil {
 				rec.event(ev)
@@ -99,7 +124,7 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 		defer close(s.done)
 		filter := cfg.Filter
 		filter.Origin, _ = tr.Window() // the kernel's window counts from there too
-		s.report, s.err = Analyze(filter.Wrap(events), nil, o)
+		s.report, s.err = systrace.Analyze(filter.Wrap(events), nil, o)
 		if rec != nil {
 			rec.close()
 		}
@@ -129,19 +154,19 @@ func (s *LiveSource) begin() { s.beginOnce.Do(func() { go s.analyse() }) }
 // openKernelSide starts the run on a server's programs, or on its own.
 func openKernelSide(cfg LiveConfig, opts ktrace.SyscallOptions) (kernelSide, error) {
 	if cfg.Server != "" && !opts.EmptyPrograms {
-		if err := checkSocketPath(cfg.Server); err != nil {
+		if err := sysserve.CheckSocketPath(cfg.Server); err != nil {
 			return nil, err
 		}
-		r, err := dialServer(cfg.Server, cfg.Tool, opts)
+		r, err := sysserve.Dial(cfg.Server, cfg.Tool, opts)
 		if err == nil {
 			return r, nil
 		}
-		var none noServer
+		var none sysserve.NoServer
 		if !errors.As(err, &none) {
 			return nil, err
 		}
-		if cfg.ServerRequired && !none.busy { // a busy one: this run loads its own
-			return nil, fmt.Errorf("--socket %s: %v: start fusescope syscalls --serve --socket %[1]s first, or leave --socket out", cfg.Server, none.why)
+		if cfg.ServerRequired && !none.Busy { // a busy one: this run loads its own
+			return nil, option.Errorf("{socket} %s: %v: start fusescope syscalls {serve} {socket} %[1]s first, or leave {socket} out", cfg.Server, none.Why)
 		}
 	}
 	tr, err := ktrace.StartSyscalls(opts)

@@ -1,9 +1,11 @@
-// Package systrace analyses system-call traces: a streaming parser for
-// strace logs, analyzers that each answer one question (per-file I/O, time
-// per category, hot spots, waits...), and plain-data results that the views
-// render. It is built as seed 002's KARBON was: source -> tokenizer ->
-// router -> analyzers -> presenter.
-package systrace
+// Package strace reads strace's logs: a streaming parser (Parser) that
+// joins unfinished and resumed calls per thread, the files it reads (-o
+// logs, -ff sets, compressed, standard input), the naming of fds as
+// strace -y prints them (followed through the calls where a log has no
+// -y; FDTable, which the live source keeps too), and Event, the one event
+// both sources hand the analyzers (systrace), with what a call's name
+// means (Call: its category, whether it opens, reads, waits...).
+package strace
 
 import (
 	"fmt"
@@ -73,13 +75,13 @@ type Event struct {
 	targetDone bool
 	peer       string // memo of Peer
 	peerDone   bool
-	call       *callInfo // memo of info
+	call       *Call // memo of info
 }
 
 // info is what the analyzers need to know of the call's name.
-func (e *Event) info() *callInfo {
+func (e *Event) Info() *Call {
 	if e.call == nil {
-		e.call = lookupCall(e.Name)
+		e.call = LookupCall(e.Name)
 	}
 	return e.call
 }
@@ -89,10 +91,10 @@ func (e *Event) info() *callInfo {
 // when the log has no -y or the call has no fd.
 func (e *Event) Target() string {
 	if !e.targetDone {
-		if e.info().open {
+		if e.Info().Open {
 			e.target = fdTarget(e.Ret)
 		} else if startsWithFDTarget(e.Args) {
-			e.target = fdTarget(firstArg(e.Args))
+			e.target = fdTarget(FirstArg(e.Args))
 		}
 		e.targetDone = true
 	}
@@ -115,7 +117,7 @@ func startsWithFDTarget(args string) bool {
 // fileTarget is what the call's time counts for: its fd's target, or for
 // a poll in a log the first fd it waited on (the live source names that in
 // the target).
-func (e *Event) fileTarget() string {
+func (e *Event) FileTarget() string {
 	if t := e.Target(); t != "" {
 		return t
 	}
@@ -130,7 +132,7 @@ func (e *Event) SetTarget(t string) { e.target, e.targetDone = t, true }
 // sendfile's in_fd), as Target names the first; "" for other calls.
 func (e *Event) Peer() string {
 	if !e.peerDone {
-		if i := e.info().peerArg; i > 0 && e.Kind == Syscall {
+		if i := e.Info().PeerArg; i > 0 && e.Kind == Syscall {
 			e.peer = fdTarget(leadingArgs(e.Args, i)[i-1])
 		}
 		e.peerDone = true
@@ -150,7 +152,7 @@ func (e *Event) N() int {
 }
 
 // failures is how many of the event's calls failed.
-func (e *Event) failures() int {
+func (e *Event) Failures() int {
 	if e.Calls > 0 {
 		return e.Errors
 	}
@@ -162,7 +164,7 @@ func (e *Event) failures() int {
 
 // moved is the bytes the event's calls returned: the aggregate's, or one
 // call's non-negative return value.
-func (e *Event) moved() int64 {
+func (e *Event) Moved() int64 {
 	if e.Calls > 0 {
 		return e.Bytes
 	}
@@ -185,7 +187,7 @@ func (e *Event) RetInt() (int64, bool) {
 // Child is the id of the process or thread a clone, clone3, fork or vfork
 // made, from its return value; 0 for a call that made none.
 func (e *Event) Child() int {
-	if e.Kind != Syscall || !e.info().spawn {
+	if e.Kind != Syscall || !e.Info().Spawn {
 		return 0
 	}
 	if id, ok := e.RetInt(); ok && id > 0 {
@@ -784,3 +786,6 @@ func parseTime(t string) (float64, error) {
 	}
 	return float64(h*3600+m*60) + sec, nil
 }
+
+// Pending is how many calls are still waiting for their "resumed" line.
+func (p *Parser) Pending() int { return len(p.pending) }

@@ -1,4 +1,4 @@
-package systrace
+package sysserve
 
 import (
 	"encoding/gob"
@@ -8,35 +8,25 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/sysevent"
 )
 
-// kernelSide is what LiveSource needs of the programs: its own
-// (ktrace.SyscallTracer) or a server's (remoteTracer).
-type kernelSide interface {
-	Root() int
-	Running() map[int]string
-	Window() (start, end float64)
-	SetOrigin() error
-	Began() time.Time
-	Ended() time.Time
-	Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error
-	Close() error
-}
-
-// noServer: no server could take the run (none listens, it traces
+// NoServer: no server could take the run (none listens, it traces
 // another run, or it is another build), and why; the client loads its own
 // programs.
-type noServer struct {
-	why  string
-	busy bool // a server answered, but traces another run
+type NoServer struct {
+	Why  string
+	Busy bool // a server answered, but traces another run
 }
 
-func (e noServer) Error() string { return e.why }
+func (e NoServer) Error() string { return e.Why }
 
-// remoteTracer is a run on a server's programs.
-type remoteTracer struct {
+// Client is a run on a server's programs: the kernel side of a live run
+// (syslive.LiveSource), as a ktrace.SyscallTracer is for one that loads
+// its own.
+type Client struct {
 	conn      net.Conn
 	enc       *gob.Encoder
 	dec       *gob.Decoder
@@ -47,14 +37,14 @@ type remoteTracer struct {
 	windowEnd float64
 }
 
-// dialServer asks the server on socket to start a run with opts. It
-// returns a noServer error when the client should load the
-// programs itself, and why.
-func dialServer(socket, tool string, opts ktrace.SyscallOptions) (*remoteTracer, error) {
+// Dial asks the server on socket to start a run with opts. It returns a
+// NoServer error when the client should load the programs itself, and
+// why.
+func Dial(socket, tool string, opts ktrace.SyscallOptions) (*Client, error) {
 	start := time.Now()
 	conn, err := net.Dial("unix", socket)
 	if err != nil {
-		return nil, noServer{why: err.Error()}
+		return nil, NoServer{Why: err.Error()}
 	}
 	// Anyone may listen on a --socket in a directory others can write:
 	// the run's options, and the command it holds, go only to root or to
@@ -63,22 +53,22 @@ func dialServer(socket, tool string, opts ktrace.SyscallOptions) (*remoteTracer,
 		conn.Close()
 		return nil, err
 	}
-	r := &remoteTracer{conn: conn, enc: gob.NewEncoder(conn), dec: gob.NewDecoder(conn), socket: socket}
+	r := &Client{conn: conn, enc: gob.NewEncoder(conn), dec: gob.NewDecoder(conn), socket: socket}
 	opts.Category = nil
 	if err := r.enc.Encode(serveRequest{Protocol: serveProtocol, Tool: tool, PID: os.Getpid(), Options: opts}); err != nil {
 		conn.Close()
-		return nil, noServer{why: fmt.Sprintf("sending to the server: %v", err)}
+		return nil, NoServer{Why: fmt.Sprintf("sending to the server: %v", err)}
 	}
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if err := r.dec.Decode(&r.reply); err != nil {
 		conn.Close()
-		return nil, noServer{why: fmt.Sprintf("the server did not answer: %v", err)}
+		return nil, NoServer{Why: fmt.Sprintf("the server did not answer: %v", err)}
 	}
 	conn.SetReadDeadline(time.Time{})
 	if r.reply.Err != "" {
 		conn.Close()
 		if r.reply.Busy || r.reply.Mismatch {
-			return nil, noServer{why: r.reply.Err, busy: r.reply.Busy}
+			return nil, NoServer{Why: r.reply.Err, Busy: r.reply.Busy}
 		}
 		return nil, fmt.Errorf("the server on %s: %s", socket, r.reply.Err)
 	}
@@ -94,20 +84,20 @@ func checkServerCred(conn *net.UnixConn, socket string) error {
 		return fmt.Errorf("the server on %s: its credentials cannot be read (%v): nothing was sent to it", socket, err)
 	}
 	if me := os.Geteuid(); cred.Uid != 0 && int(cred.Uid) != me {
-		return fmt.Errorf("the server on %s runs as uid %d, neither root nor you (uid %d): nothing was sent to it; stop it, or give another --socket or --no-server", socket, cred.Uid, me)
+		return option.Errorf("the server on %s runs as uid %d, neither root nor you (uid %d): nothing was sent to it; stop it, or give another {socket} or {no-server}", socket, cred.Uid, me)
 	}
 	return nil
 }
 
-func (r *remoteTracer) Root() int                  { return r.reply.Root }
-func (r *remoteTracer) Running() map[int]string    { return r.reply.Running }
-func (r *remoteTracer) Began() time.Time           { return r.reply.Began }
-func (r *remoteTracer) Ended() time.Time           { return r.ended }
-func (r *remoteTracer) Window() (float64, float64) { return r.reply.WindowStart, r.windowEnd }
+func (r *Client) Root() int                  { return r.reply.Root }
+func (r *Client) Running() map[int]string    { return r.reply.Running }
+func (r *Client) Began() time.Time           { return r.reply.Began }
+func (r *Client) Ended() time.Time           { return r.ended }
+func (r *Client) Window() (float64, float64) { return r.reply.WindowStart, r.windowEnd }
 
 // SetOrigin asks the server to make now the run's time 0, and waits until
 // it has: the command is released only then.
-func (r *remoteTracer) SetOrigin() error {
+func (r *Client) SetOrigin() error {
 	if err := r.enc.Encode(clientMessage{Release: true}); err != nil {
 		return fmt.Errorf("the server on %s: %w", r.socket, err)
 	}
@@ -126,7 +116,7 @@ func (r *remoteTracer) SetOrigin() error {
 
 // Run passes the server's events to emit until stop is closed and the
 // server has sent the run's end.
-func (r *remoteTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error {
+func (r *Client) Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error {
 	go func() {
 		<-stop
 		r.enc.Encode(clientMessage{Stop: true})
@@ -152,4 +142,4 @@ func (r *remoteTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), inf
 	}
 }
 
-func (r *remoteTracer) Close() error { return r.conn.Close() }
+func (r *Client) Close() error { return r.conn.Close() }

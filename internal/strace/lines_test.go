@@ -1,4 +1,4 @@
-package systrace
+package strace
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ func TestParseLongLines(t *testing.T) {
 	p := NewParser()
 	var got []string
 	err := p.Parse(strings.NewReader(log), func(e *Event) {
-		got = append(got, fmt.Sprintf("%s %s %s %.6f %d", e.Name, e.fileTarget(), e.Ret, e.Dur, e.moved()))
+		got = append(got, fmt.Sprintf("%s %s %s %.6f %d", e.Name, e.FileTarget(), e.Ret, e.Dur, e.Moved()))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package systrace
+package strace
 
 import (
 	"os"
@@ -110,7 +110,7 @@ func TestNameFDsWithoutY(t *testing.T) {
 		}
 	}
 	if p := polled(t, log); p[11] != "UDP:[10.0.0.2:53]" || p[39] != "fd:12" {
-		t.Errorf("polled fds: %v", p)
+		t.Errorf("polled FDs: %v", p)
 	}
 }
 
@@ -174,7 +174,7 @@ sendto(3<socket:[100]>, "x", 1, 0, NULL, 0) = 1
 		}
 	}
 	if p := polled(t, log); p[3] != "TCP:[10.0.0.9:80]" {
-		t.Errorf("polled fds: %v", p)
+		t.Errorf("polled FDs: %v", p)
 	}
 }
 
@@ -221,20 +221,21 @@ bogus line
 	}
 	p := NewParser()
 	sort.Strings(paths)
-	r, err := Analyze(Logs(paths, p), p, Options{})
+	read := map[string]int64{}
+	err := Logs(paths, p)(func(e *Event) {
+		if e.Name == "read" {
+			read[e.Target()] += e.Moved()
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := map[string]int64{}
-	for _, f := range r.Files {
-		read[f.Target] = f.BytesRead
-	}
-	if read["/data/x"] != 4113 || read["/data/y"] != 100 || !r.FollowedFDs {
-		t.Errorf("bytes read %v (fds followed: %v), want /data/x 4113 (the child), /data/y 100 (the parent)", read, r.FollowedFDs)
+	if read["/data/x"] != 4113 || read["/data/y"] != 100 || !p.FollowedFDs {
+		t.Errorf("bytes read %v (fds followed: %v), want /data/x 4113 (the child), /data/y 100 (the parent)", read, p.FollowedFDs)
 	}
 	// Malformed lines are numbered within their file, and name it.
-	if r.Malformed != 1 || r.FirstBad[0].Line != 3 || r.FirstBad[0].File != filepath.Join(dir, "set.10") {
-		t.Errorf("malformed %d, first %+v: want line 3 of set.10", r.Malformed, r.FirstBad)
+	if p.Bad != 1 || p.Malformed[0].Line != 3 || p.Malformed[0].File != filepath.Join(dir, "set.10") {
+		t.Errorf("malformed %d, first %+v: want line 3 of set.10", p.Bad, p.Malformed)
 	}
 }
 

@@ -1,4 +1,4 @@
-package systrace
+package syslive
 
 import (
 	"net"
@@ -19,7 +19,7 @@ const tcp6Table = `  sl  local_address                         remote_address   
    1: 0000000000000000FFFF00000200000A:C350 0000000000000000FFFF00000100000A:0035 01 00000000:00000000 00:00000000 00000000     0        0 2002 1 0000000000000000 100 0 0 10 0
 `
 
-const unixTable = `Num       RefCount Protocol Flags    Type St Inode Path
+const unixTable = `Num       RefCount strace.Protocol Flags    Type St Inode Path
 0000000000000000: 00000002 00000000 00010000 0001 01 3001 /run/app.sock
 0000000000000000: 00000002 00000000 00000000 0001 03 3002
 0000000000000000: 00000002 00000000 00010000 0001 01 3003 @abstract

@@ -1,4 +1,4 @@
-package systrace
+package syslive
 
 import (
 	"bytes"
@@ -9,7 +9,9 @@ import (
 
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
+	"github.com/fusescope/fusescope/internal/strace"
 	"github.com/fusescope/fusescope/internal/sysevent"
+	"github.com/fusescope/fusescope/internal/systrace"
 )
 
 // replayReport runs a recording through Live and the analyzers, as the
@@ -31,13 +33,13 @@ func replayReport(t *testing.T, path string) *profile.SyscallReport {
 	for _, ev := range rp.Events {
 		last = max(last, ev.Time)
 	}
-	events := func(emit func(*Event)) error {
+	events := func(emit func(*strace.Event)) error {
 		for _, ev := range rp.Events {
 			live.Handle(ev, emit)
 		}
 		return nil
 	}
-	r, err := Analyze(events, nil, Options{Window: func() (float64, float64) { return first, last }})
+	r, err := systrace.Analyze(events, nil, systrace.Options{Window: func() (float64, float64) { return first, last }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +101,8 @@ func TestLiveFollowsFDs(t *testing.T) {
 	l := NewLive(proc)
 	l.Begin(10)
 	var got []string
-	emit := func(e *Event) {
-		if e.Kind == Syscall || e.Kind == PeerIO {
+	emit := func(e *strace.Event) {
+		if e.Kind == strace.Syscall || e.Kind == strace.PeerIO {
 			got = append(got, e.Name+" "+e.Target()+" "+e.Ret)
 		}
 	}
@@ -196,11 +198,11 @@ func FuzzReadReplay(f *testing.F) {
 		}
 		live := NewLive(rp)
 		live.Begin(rp.Root)
-		Analyze(func(emit func(*Event)) error {
+		systrace.Analyze(func(emit func(*strace.Event)) error {
 			for _, ev := range rp.Events {
 				live.Handle(ev, emit)
 			}
 			return nil
-		}, nil, Options{})
+		}, nil, systrace.Options{})
 	})
 }

@@ -1,4 +1,8 @@
-package systrace
+// Package sysserve is fusescope syscalls --serve: a server that keeps the
+// live source's programs (ktrace.SyscallPrograms) loaded and traces one
+// run at a time over a Unix socket, and its client (Dial), whose typed
+// events a live run (syslive.LiveSource) analyses as it does its own.
+package sysserve
 
 import (
 	"bufio"
@@ -6,16 +10,20 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
+	"github.com/fusescope/fusescope/internal/strace"
 	"github.com/fusescope/fusescope/internal/sysevent"
 	"golang.org/x/sys/unix"
 )
@@ -89,7 +97,7 @@ func Serve(ctx context.Context, socket, tool string, ready func()) error {
 		return err
 	}
 	defer ln.Close() // which removes the socket
-	progs, err := ktrace.LoadSyscallPrograms(Category)
+	progs, err := ktrace.LoadSyscallPrograms(strace.Category)
 	if err != nil {
 		return err
 	}
@@ -119,7 +127,7 @@ func Serve(ctx context.Context, socket, tool string, ready func()) error {
 // listenOnce listens on socket with mode 0600, after removing a socket
 // no server answers on.
 func listenOnce(socket string) (*net.UnixListener, error) {
-	if err := checkSocketPath(socket); err != nil {
+	if err := CheckSocketPath(socket); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
@@ -148,20 +156,20 @@ func removeStaleSocket(socket string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("--socket %s: %v: give another path", socket, session.WithoutPath(err))
+		return option.Errorf("{socket} %s: %v: give another path", socket, session.WithoutPath(err))
 	}
 	if st.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("--socket %s: the path is %s, not a socket: give another path, or remove it yourself", socket, fileKind(st.Mode()))
+		return option.Errorf("{socket} %s: the path is %s, not a socket: give another path, or remove it yourself", socket, fileKind(st.Mode()))
 	}
 	c, err := net.DialTimeout("unix", socket, time.Second)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("a server already listens on %s: stop it first, or give another --socket", socket)
+		return option.Errorf("a server already listens on %s: stop it first, or give another {socket}", socket)
 	}
 	// Only a refused connection says that no one listens: a socket that
 	// timed out may belong to a server that is busy.
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("--socket %s: a socket that neither answers nor refuses (%v): give another path, or remove it yourself", socket, dialErrno(err))
+		return option.Errorf("{socket} %s: a socket that neither answers nor refuses (%v): give another path, or remove it yourself", socket, dialErrno(err))
 	}
 	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing the stale socket %s: %v", socket, session.WithoutPath(err))
@@ -195,11 +203,11 @@ func fileKind(m os.FileMode) string {
 	return "not a file a socket can replace"
 }
 
-// checkSocketPath refuses a path a Unix socket cannot have (sun_path holds
+// CheckSocketPath refuses a path a Unix socket cannot have (sun_path holds
 // 107 bytes and a NUL), which bind and connect would only call invalid.
-func checkSocketPath(socket string) error {
+func CheckSocketPath(socket string) error {
 	if len(socket) > 107 {
-		return fmt.Errorf("--socket %s: the path is %d bytes, and a Unix socket's may have 107 at most: give a shorter one", socket, len(socket))
+		return option.Errorf("{socket} %s: the path is %d bytes, and a Unix socket's may have 107 at most: give a shorter one", socket, len(socket))
 	}
 	return nil
 }
@@ -228,7 +236,7 @@ func serveRun(ctx context.Context, conn *net.UnixConn, progs *ktrace.SyscallProg
 		return
 	}
 	opts := req.Options
-	opts.Category = Category
+	opts.Category = strace.Category
 	opts.EmptyPrograms = false
 	tr, err := progs.Start(opts)
 	if err != nil {
@@ -351,4 +359,17 @@ func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
 		return nil, err
 	}
 	return cred, credErr
+}
+
+// Run is fusescope syscalls --serve: it serves on socket until SIGINT,
+// SIGTERM or SIGHUP, and says on status once it listens.
+func Run(socket, tool string, status io.Writer) error {
+	if err := ktrace.CheckPrivileges(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	return Serve(ctx, socket, tool, func() {
+		fmt.Fprintf(status, "Serving the live source's programs on %s (pid %d): fusescope syscalls -- CMD and -p PID use them. Hit Ctrl-C to end.\n", socket, os.Getpid())
+	})
 }

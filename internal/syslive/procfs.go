@@ -1,4 +1,4 @@
-package systrace
+package syslive
 
 import (
 	"bufio"

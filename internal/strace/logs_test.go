@@ -1,4 +1,4 @@
-package systrace
+package strace
 
 import (
 	"bufio"
@@ -17,29 +17,41 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// reportJSON analyses the logs at paths and returns the report as JSON.
-func reportJSON(t *testing.T, paths ...string) string {
+// eventsJSON reads events as the analyzers would and returns them, one
+// JSON line each with the target and peer named, and the parser's counts.
+func eventsJSON(t *testing.T, events func(emit func(*Event)) error, p *Parser) string {
+	t.Helper()
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	err := events(func(e *Event) {
+		enc.Encode(struct {
+			*Event
+			Target, Peer string
+		}{e, e.Target(), e.Peer()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Malformed {
+		p.Malformed[i].File = filepath.Base(p.Malformed[i].File)
+	}
+	fmt.Fprintf(&b, "lines %d, parsed %d, bad %d %v, unfinished %d, followed fds %v\n",
+		p.Lines, p.Parsed, p.Bad, p.Malformed, p.Pending()+p.Lost, p.FollowedFDs)
+	return b.String()
+}
+
+// logJSON reads the logs at paths as eventsJSON does.
+func logJSON(t *testing.T, paths ...string) string {
 	t.Helper()
 	p := NewParser()
-	r, err := Analyze(Logs(paths, p), p, Options{MaxWaits: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range r.FirstBad {
-		r.FirstBad[i].File = filepath.Base(r.FirstBad[i].File)
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return eventsJSON(t, Logs(paths, p), p)
 }
 
 // A compressed log reads as the log itself, whatever its name says: the
-// format is told by the first bytes. testdata/sample.log.bz2 was written by
+// format is told by the first bytes. systrace/testdata/sample.log.bz2 was written by
 // the bzip2 command (Go has no bzip2 writer).
 func TestLogsReadCompressedLogs(t *testing.T) {
-	plain, err := os.ReadFile("testdata/sample.log")
+	plain, err := os.ReadFile("../systrace/testdata/sample.log")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,23 +75,23 @@ func TestLogsReadCompressedLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	zst := enc.EncodeAll(plain, nil)
-	bz2, err := os.ReadFile("testdata/sample.log.bz2")
+	bz2, err := os.ReadFile("../systrace/testdata/sample.log.bz2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := reportJSON(t, write("sample.log", plain))
+	want := logJSON(t, write("sample.log", plain))
 	for name, data := range map[string][]byte{"sample.log.gz": gz.Bytes(), "sample.log.zst": zst, "sample.log.bz2": bz2, "no-suffix": gz.Bytes()} {
-		got := reportJSON(t, write(name, data))
+		got := logJSON(t, write(name, data))
 		if strings.ReplaceAll(got, name, "sample.log") != want {
-			t.Errorf("%s: the report differs from the plain log's:\n%s\nwant\n%s", name, got, want)
+			t.Errorf("%s: the events differ from the plain log's:\n%s\nwant\n%s", name, got, want)
 		}
 	}
 
-	// A damaged one is an error that names the file, not a report of
-	// whatever was read before the damage.
+	// A damaged one is an error that names the file, not the events
+	// read before the damage.
 	bad := write("bad.gz", append(gz.Bytes()[:len(gz.Bytes())/2:len(gz.Bytes())/2], 0, 1, 2))
 	p := NewParser()
-	if _, err := Analyze(Logs([]string{bad}, p), p, Options{}); err == nil || !strings.Contains(err.Error(), bad) {
+	if err := Logs([]string{bad}, p)(func(*Event) {}); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("a damaged gzip log: error %v, want one naming %s", err, bad)
 	}
 }
@@ -175,16 +187,17 @@ func TestFileSetBuffersReused(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	p := NewParser()
-	r, err := Analyze(Logs(paths, p), p, Options{MaxWaits: 10})
+	pids := map[int]bool{}
+	err := Logs(paths, p)(func(e *Event) { pids[e.PID] = true })
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Processes) != 301 {
-		t.Fatalf("%d processes, want 301", len(r.Processes))
+	if len(pids) != 301 {
+		t.Fatalf("%d processes, want 301", len(pids))
 	}
-	// What the parse and analysis need besides: the lines as strings, the
-	// rows, and the 1.5 MB line once. Buffers per file would be 300 MiB.
+	// What the parse needs besides: the lines as strings and the 1.5 MB
+	// line once. Buffers per file would be 300 MiB.
 	got := after.TotalAlloc - before.TotalAlloc
 	if got > 64<<20 {
 		t.Errorf("the set of 301 files allocated %d MiB", got>>20)
@@ -192,26 +205,15 @@ func TestFileSetBuffersReused(t *testing.T) {
 	t.Logf("the set of 301 files allocated %.1f MiB", float64(got)/(1<<20))
 }
 
-// The buffers kept from file to file change nothing: the report of a set
-// of many files is the one fresh buffers for each file gave.
-func TestFileSetSameReportAsFreshBuffers(t *testing.T) {
+// The buffers kept from file to file change nothing: the events of a set
+// of many files are the ones fresh buffers for each file gave.
+func TestFileSetSameEventsAsFreshBuffers(t *testing.T) {
 	paths := writeFileSet(t, t.TempDir(), 300)
-	report := func(events func(emit func(*Event)) error, p *Parser) string {
-		r, err := Analyze(events, p, Options{MaxWaits: 10, TimelineS: 0.5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
 	p := NewParser()
-	reused := report(Logs(paths, p), p)
+	reused := eventsJSON(t, Logs(paths, p), p)
 	// The old path: every file with a reader and a line buffer of its own.
 	q := NewParser()
-	fresh := report(Named(func(emit func(*Event)) error {
+	fresh := eventsJSON(t, Named(func(emit func(*Event)) error {
 		ordered := append([]string(nil), paths...)
 		sort.SliceStable(ordered, func(i, j int) bool { return PIDSuffix(ordered[i]) < PIDSuffix(ordered[j]) })
 		for _, path := range ordered {
@@ -230,9 +232,9 @@ func TestFileSetSameReportAsFreshBuffers(t *testing.T) {
 		return nil
 	}, q), q)
 	if reused != fresh {
-		t.Errorf("the report with buffers reused differs from the one with fresh buffers:\n%s\n%s", reused, fresh)
+		t.Errorf("the events with buffers reused differ from those with fresh buffers:\n%.2000s\n%.2000s", reused, fresh)
 	}
-	if !strings.Contains(reused, `"/src/pkg77/f6.go"`) || !strings.Contains(reused, `"unfinished":6`) {
+	if !strings.Contains(reused, `"/src/pkg77/f6.go"`) || !strings.Contains(reused, "unfinished 6,") {
 		t.Errorf("the set was not read whole: %.400s", reused)
 	}
 }

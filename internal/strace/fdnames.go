@@ -1,4 +1,4 @@
-package systrace
+package strace
 
 import (
 	"net/netip"
@@ -29,75 +29,78 @@ func nameFDs(events func(emit func(*Event)) error, n *fdNamer) func(emit func(*E
 	}
 }
 
-func newFDNamer() *fdNamer { return &fdNamer{tables: map[int]*fdTable{}} }
+func newFDNamer() *fdNamer { return &fdNamer{tables: map[int]*FDTable{}} }
 
 type fdNamer struct {
-	tables    map[int]*fdTable      // by PID (the thread id in strace -f logs)
+	tables    map[int]*FDTable      // by PID (the thread id in strace -f logs)
 	annotated bool                  // the log has -y targets
 	pipes     int                   // pipes and socket pairs named so far
 	sockets   map[string]socketAddr // -y logs: by socket inode (nameSocket)
 }
 
-// fdTable is what one process knows of its fds (threads share one): the
-// one table that logs without -y (nameFDs) and the live source (Live)
-// keep, from the calls that make, duplicate and close fds.
-type fdTable struct {
-	fds map[int]string
-	cwd string // "" until a chdir shows it (or, live, until asked)
+// FDTable is what one process knows of its fds (threads share one): the
+// one table that logs without -y (nameFDs) and the live source
+// (syslive.Live) keep, from the calls that make, duplicate and close fds.
+type FDTable struct {
+	FDs map[int]string // the fds' targets, as strace -y names them
+	Cwd string         // "" until a chdir shows it (or, live, until asked)
 	// seenFirst: made for a process seen before the call that created it
 	// (strace -f prints a child's first calls before its parent's clone
 	// returns); the clone then hands it what the child inherited.
 	seenFirst bool
-	// ask names an fd the table did not see made, and askCwd the working
+	// Ask names an fd the table did not see made, and AskCwd the working
 	// directory (the live source asks /proc); nil in a log, whose unknown
 	// fds are "fd:N".
-	ask    func(fd int) (string, bool)
-	askCwd func() string
+	Ask    func(fd int) (string, bool)
+	AskCwd func() string
 }
 
-func (t *fdTable) name(fd int) string {
-	if s, ok := t.fds[fd]; ok {
+// Name is what fd refers to: its target, or "fd:N" where neither the
+// calls seen nor Ask know it.
+func (t *FDTable) Name(fd int) string {
+	if s, ok := t.FDs[fd]; ok {
 		return s
 	}
-	if t.ask != nil {
-		s, ok := t.ask(fd)
+	if t.Ask != nil {
+		s, ok := t.Ask(fd)
 		if !ok {
 			s = "fd:" + strconv.Itoa(fd)
 		}
-		t.fds[fd] = s
+		t.FDs[fd] = s
 		return s
 	}
 	return "fd:" + strconv.Itoa(fd)
 }
 
-func (t *fdTable) clone() *fdTable {
-	c := &fdTable{fds: make(map[int]string, len(t.fds)), cwd: t.cwd}
-	for fd, s := range t.fds {
-		c.fds[fd] = s
+// Clone is a forked child's copy of the table.
+func (t *FDTable) Clone() *FDTable {
+	c := &FDTable{FDs: make(map[int]string, len(t.FDs)), Cwd: t.Cwd}
+	for fd, s := range t.FDs {
+		c.FDs[fd] = s
 	}
 	return c
 }
 
 // resolve names path opened relative to dirfd ("AT_FDCWD" or a number).
-func (t *fdTable) resolve(dirfd, p string) string {
+func (t *FDTable) resolve(dirfd, p string) string {
 	fd, ok := atoi(dirfd)
 	if !ok {
 		fd = unix.AT_FDCWD
 	}
-	return t.resolveAt(fd, p)
+	return t.ResolveAt(fd, p)
 }
 
-// resolveAt names path opened relative to dirfd, as strace -y prints it.
-func (t *fdTable) resolveAt(dirfd int, p string) string {
+// ResolveAt names path opened relative to dirfd, as strace -y prints it.
+func (t *FDTable) ResolveAt(dirfd int, p string) string {
 	if p == "" || path.IsAbs(p) {
 		return path.Clean(p)
 	}
-	base := t.cwd
+	base := t.Cwd
 	if dirfd != unix.AT_FDCWD {
-		base = t.name(dirfd)
-	} else if base == "" && t.askCwd != nil {
-		t.cwd = t.askCwd()
-		base = t.cwd
+		base = t.Name(dirfd)
+	} else if base == "" && t.AskCwd != nil {
+		t.Cwd = t.AskCwd()
+		base = t.Cwd
 	}
 	if !path.IsAbs(base) {
 		return p
@@ -120,9 +123,9 @@ var fdFirst = set("read", "write", "close", "fstat", "lseek", "pread64", "pwrite
 	"fgetxattr", "fsetxattr", "flistxattr", "fremovexattr", "fadvise64", "fallocate", "sync_file_range", "syncfs",
 	"splice", "tee", "copy_file_range", "readahead", "vmsplice", "inotify_add_watch", "timerfd_settime", "timerfd_gettime")
 
-// fdArgs is how many leading arguments nameFDs reads of each call that
+// FDArgs is how many leading arguments nameFDs reads of each call that
 // involves fds; calls not listed are passed over.
-var fdArgs = func() map[string]int {
+var FDArgs = func() map[string]int {
 	m := map[string]int{"open": 1, "creat": 1, "openat": 2, "openat2": 2, "close": 1, "close_range": 3,
 		"dup": 2, "dup2": 2, "dup3": 2, "fcntl": 2, "socket": 2, "connect": 2, "bind": 2, "accept": 2, "accept4": 2,
 		"pipe": 1, "pipe2": 1, "socketpair": 4, "chdir": 1, "fchdir": 1, "clone": 0, "clone3": 0, "fork": 0, "vfork": 0,
@@ -272,8 +275,8 @@ func (n *fdNamer) observe(e *Event) {
 	default:
 		return
 	}
-	c := e.info()
-	want := c.fdArgs
+	c := e.Info()
+	want := c.FDArgs
 	if want < 0 {
 		return
 	}
@@ -281,7 +284,7 @@ func (n *fdNamer) observe(e *Event) {
 	// A -y target: the first argument's for most calls (what Target reads,
 	// without splitting the arguments again), the return value's for opens,
 	// sockets and accepts.
-	if c.open {
+	if c.Open {
 		n.annotated = e.Target() != ""
 	} else if target := fdTarget(args[0]); target != "" {
 		e.SetTarget(target)
@@ -295,7 +298,7 @@ func (n *fdNamer) observe(e *Event) {
 	}
 	t := n.tables[e.PID]
 	if t == nil {
-		t = &fdTable{fds: map[int]string{}, seenFirst: true}
+		t = &FDTable{FDs: map[int]string{}, seenFirst: true}
 		n.tables[e.PID] = t
 	}
 	ret, ok := e.RetInt()
@@ -314,22 +317,22 @@ func (n *fdNamer) observe(e *Event) {
 			dirfd, p = args[0], args[1]
 		}
 		name := t.resolve(dirfd, unquote(p))
-		t.fds[int(ret)] = name
+		t.FDs[int(ret)] = name
 		e.SetTarget(name)
 		return
 	case "close":
 		if fd >= 0 {
-			e.SetTarget(t.name(fd))
-			delete(t.fds, fd)
+			e.SetTarget(t.Name(fd))
+			delete(t.FDs, fd)
 		}
 		return
 	case "close_range":
 		first, ok1 := atoi(args[0])
 		last, err2 := strconv.ParseUint(args[1], 0, 32)
 		if ok && ok1 && err2 == nil && !strings.Contains(args[2], "CLOSE_RANGE_CLOEXEC") {
-			for f := range t.fds {
+			for f := range t.FDs {
 				if f >= first && uint64(f) <= last {
-					delete(t.fds, f)
+					delete(t.FDs, f)
 				}
 			}
 		}
@@ -338,15 +341,15 @@ func (n *fdNamer) observe(e *Event) {
 		if fd < 0 {
 			return
 		}
-		old := t.name(fd)
+		old := t.Name(fd)
 		if ok && (e.Name != "fcntl" || args[1] == "F_DUPFD" || args[1] == "F_DUPFD_CLOEXEC") {
-			t.fds[int(ret)] = old
+			t.FDs[int(ret)] = old
 		}
 		e.SetTarget(old)
 		return
 	case "socket":
 		if ok {
-			t.fds[int(ret)] = socketName(args[0], args[1])
+			t.FDs[int(ret)] = socketName(args[0], args[1])
 		}
 		return
 	case "connect", "bind":
@@ -354,23 +357,23 @@ func (n *fdNamer) observe(e *Event) {
 			return
 		}
 		if a := sockaddrText(args[1]); a != "" {
-			named := Protocol(t.name(fd)) + ":[" + a + "]"
+			named := Protocol(t.Name(fd)) + ":[" + a + "]"
 			if ok || e.Errno == "EINPROGRESS" {
-				t.fds[fd] = named
+				t.FDs[fd] = named
 			} else {
 				e.SetTarget(named) // what it failed to reach; the fd stays unnamed
 				return
 			}
 		}
-		e.SetTarget(t.name(fd))
+		e.SetTarget(t.Name(fd))
 		return
 	case "accept", "accept4":
 		if fd < 0 {
 			return
 		}
-		listener := t.name(fd)
+		listener := t.Name(fd)
 		if ok {
-			t.fds[int(ret)] = Protocol(listener) + ":[" + sockaddrText(args[1]) + "]"
+			t.FDs[int(ret)] = Protocol(listener) + ":[" + sockaddrText(args[1]) + "]"
 		}
 		e.SetTarget(listener)
 		return
@@ -386,7 +389,7 @@ func (n *fdNamer) observe(e *Event) {
 		if ok && found && ok1 && ok2 {
 			n.pipes++
 			name := kind + ":[#" + strconv.Itoa(n.pipes) + "]"
-			t.fds[r], t.fds[w] = name, name
+			t.FDs[r], t.FDs[w] = name, name
 		}
 		return
 	case "poll", "ppoll":
@@ -394,21 +397,21 @@ func (n *fdNamer) observe(e *Event) {
 		if _, v, found := strings.Cut(args[0], "fd="); found {
 			if end := strings.IndexAny(v, ",}"); end > 0 {
 				if pfd, ok := atoi(v[:end]); ok {
-					e.polled = t.name(pfd)
+					e.polled = t.Name(pfd)
 				}
 			}
 		}
 		return
 	case "chdir":
 		if ok {
-			t.cwd = t.resolve("AT_FDCWD", unquote(args[0]))
+			t.Cwd = t.resolve("AT_FDCWD", unquote(args[0]))
 		}
 		return
 	case "fchdir":
 		if fd >= 0 {
-			e.SetTarget(t.name(fd))
+			e.SetTarget(t.Name(fd))
 			if ok {
-				t.cwd = t.name(fd)
+				t.Cwd = t.Name(fd)
 			}
 		}
 		return
@@ -419,11 +422,11 @@ func (n *fdNamer) observe(e *Event) {
 		return
 	}
 	if fd >= 0 { // fdFirst and atCalls
-		e.SetTarget(t.name(fd))
+		e.SetTarget(t.Name(fd))
 	}
-	if i := c.peerArg; i > 0 {
+	if i := c.PeerArg; i > 0 {
 		if pfd, ok := atoi(args[i-1]); ok {
-			e.SetPeer(t.name(pfd))
+			e.SetPeer(t.Name(pfd))
 		}
 	}
 }
@@ -442,7 +445,7 @@ func atoi(s string) (int, bool) {
 
 // inherit gives child the fd table of its creator: the same table for a
 // thread (CLONE_FILES), a copy for a fork.
-func (n *fdNamer) inherit(child int, parent *fdTable, shared bool) {
+func (n *fdNamer) inherit(child int, parent *FDTable, shared bool) {
 	c := n.tables[child]
 	if c != nil && !c.seenFirst {
 		return // already given
@@ -451,21 +454,21 @@ func (n *fdNamer) inherit(child int, parent *fdTable, shared bool) {
 	case c == nil && shared:
 		n.tables[child] = parent
 	case c == nil:
-		n.tables[child] = parent.clone()
+		n.tables[child] = parent.Clone()
 	case shared:
 		// What the child opened before its creator's clone returned.
-		for fd, s := range c.fds {
-			parent.fds[fd] = s
+		for fd, s := range c.FDs {
+			parent.FDs[fd] = s
 		}
 		n.tables[child] = parent
 	default:
-		for fd, s := range parent.fds {
-			if _, ok := c.fds[fd]; !ok {
-				c.fds[fd] = s
+		for fd, s := range parent.FDs {
+			if _, ok := c.FDs[fd]; !ok {
+				c.FDs[fd] = s
 			}
 		}
-		if c.cwd == "" {
-			c.cwd = parent.cwd
+		if c.Cwd == "" {
+			c.Cwd = parent.Cwd
 		}
 		c.seenFirst = false
 	}

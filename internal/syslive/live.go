@@ -1,4 +1,4 @@
-package systrace
+package syslive
 
 import (
 	"encoding/binary"
@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/strace"
 	"github.com/fusescope/fusescope/internal/sysevent"
 	"golang.org/x/sys/unix"
 )
@@ -27,14 +28,14 @@ type Live struct {
 	argv  map[int][]string  // thread id -> the arguments of its last exec
 	pairs int               // pipes and socket pairs numbered, /proc having lost them
 	root  int
-	ev    Event
+	ev    strace.Event
 }
 
 // liveProc is what the interpretation knows of a traced process: its fd
 // table (the one logs without -y keep too), which asks /proc for what it
 // did not see made.
 type liveProc struct {
-	*fdTable
+	*strace.FDTable
 	pid int
 	// execClosed holds the names of fds an exec seemed to close (gone from
 	// /proc when the exec was read, which can be long after it): the
@@ -57,14 +58,14 @@ func NewLive(proc Proc) *Live {
 func (l *Live) Begin(root int, skip ...int) {
 	l.root = root
 	p := l.get(root)
-	p.cwd, _ = l.proc.Cwd(root)
+	p.Cwd, _ = l.proc.Cwd(root)
 	if fds, err := l.proc.FDs(root); err == nil {
 		for _, fd := range fds {
 			if slices.Contains(skip, fd) {
 				continue
 			}
 			if target, err := l.proc.FD(root, fd); err == nil {
-				p.fds[fd] = target
+				p.FDs[fd] = target
 			}
 		}
 	}
@@ -74,23 +75,23 @@ func (l *Live) get(pid int) *liveProc {
 	p := l.procs[pid]
 	if p == nil {
 		p = &liveProc{pid: pid, execClosed: map[int]string{}}
-		l.setTable(p, &fdTable{fds: map[int]string{}})
+		l.setTable(p, &strace.FDTable{FDs: map[int]string{}})
 		l.procs[pid] = p
 	}
 	return p
 }
 
 // setTable gives p the table t, asking /proc as p.
-func (l *Live) setTable(p *liveProc, t *fdTable) {
-	t.ask = func(fd int) (string, bool) {
+func (l *Live) setTable(p *liveProc, t *strace.FDTable) {
+	t.Ask = func(fd int) (string, bool) {
 		s, err := l.proc.FD(p.pid, fd)
 		return s, err == nil
 	}
-	t.askCwd = func() string {
+	t.AskCwd = func() string {
 		s, _ := l.proc.Cwd(p.pid)
 		return s
 	}
-	p.fdTable = t
+	p.FDTable = t
 }
 
 // target names what fd refers to in p, asking /proc for fds the trace did
@@ -99,14 +100,14 @@ func (p *liveProc) target(fd int) string {
 	if fd < 0 {
 		return ""
 	}
-	return p.fdTable.name(fd)
+	return p.FDTable.Name(fd)
 }
 
 // pastTarget names fd for what it did before now: counters flushed at its
 // close or reuse, or at the end. An fd an exec seemed to close keeps the
 // name it had.
 func (p *liveProc) pastTarget(fd int) string {
-	if _, ok := p.fds[fd]; !ok {
+	if _, ok := p.FDs[fd]; !ok {
 		if s, ok := p.execClosed[fd]; ok {
 			return s
 		}
@@ -116,26 +117,26 @@ func (p *liveProc) pastTarget(fd int) string {
 
 // name records what fd now refers to.
 func (p *liveProc) name(fd int, target string) {
-	p.fds[fd] = target
+	p.FDs[fd] = target
 	delete(p.execClosed, fd)
 }
 
 // Handle interprets one event and emits what it stands for.
-func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
+func (l *Live) Handle(ev *sysevent.Event, emit func(*strace.Event)) {
 	switch ev.Kind {
 	case sysevent.Start:
 		// A sample at the start anchors the timeline's bins to the kernel's.
-		l.ev = Event{Kind: Sample, Time: ev.Time}
+		l.ev = strace.Event{Kind: strace.Sample, Time: ev.Time}
 		emit(&l.ev)
 	case sysevent.Call:
 		l.call(ev, emit)
 	case sysevent.Fork:
 		if ev.ChildPID != ev.PID { // a process, not a thread: it inherits the fd table
 			parent, child := l.get(ev.PID), l.get(ev.ChildPID)
-			t := parent.fdTable.clone()
-			for fd, s := range child.fds { // named before its fork was read: kept where the parent says nothing
-				if _, ok := t.fds[fd]; !ok {
-					t.fds[fd] = s
+			t := parent.FDTable.Clone()
+			for fd, s := range child.FDs { // named before its fork was read: kept where the parent says nothing
+				if _, ok := t.FDs[fd]; !ok {
+					t.FDs[fd] = s
 				}
 			}
 			l.setTable(child, t)
@@ -143,20 +144,20 @@ func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
 	case sysevent.Exec:
 		l.execs[ev.TID] = ev.Str
 		l.argv[ev.TID] = ev.Argv
-		// Exec closed the close-on-exec fds: keep what /proc still shows,
+		// Exec closed the close-on-exec FDs: keep what /proc still shows,
 		// or everything if the process is already gone.
 		p := l.get(ev.PID)
-		for fd, s := range p.fds {
+		for fd, s := range p.FDs {
 			if has, alive := l.proc.HasFD(ev.PID, fd); alive && !has {
-				delete(p.fds, fd)
+				delete(p.FDs, fd)
 				p.execClosed[fd] = s
 			}
 		}
 	case sysevent.Exit:
 		e := &l.ev
-		*e = Event{Kind: Exit, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: -1, UserS: float64(ev.UserNs) / 1e9, SysS: float64(ev.SysNs) / 1e9}
+		*e = strace.Event{Kind: strace.Exit, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: -1, UserS: float64(ev.UserNs) / 1e9, SysS: float64(ev.SysNs) / 1e9}
 		if sig := ev.ExitCode & 0x7f; sig != 0 {
-			e.Kind, e.Name = Killed, unix.SignalName(syscall.Signal(sig))
+			e.Kind, e.Name = strace.Killed, unix.SignalName(syscall.Signal(sig))
 		} else {
 			e.Status = ev.ExitCode >> 8 & 0xff
 		}
@@ -171,43 +172,43 @@ func (l *Live) Handle(ev *sysevent.Event, emit func(*Event)) {
 		l.emitIO(emit, ev.PID, target, ev.IO)
 	case sysevent.Counted:
 		e := &l.ev
-		*e = Event{Kind: Syscall, Name: ev.Name, PID: ev.TID, TGID: ev.PID,
+		*e = strace.Event{Kind: strace.Syscall, Name: ev.Name, PID: ev.TID, TGID: ev.PID,
 			Dur: float64(ev.Ns) / 1e9, Calls: ev.Calls, Errors: ev.Errors, Ret: "0"}
 		emit(e)
 	case sysevent.Errnos:
 		e := &l.ev
-		*e = Event{Kind: Failed, Name: ev.Name, Errno: ev.Errno, Calls: ev.Calls, PID: Unattributed, TGID: Unattributed}
+		*e = strace.Event{Kind: strace.Failed, Name: ev.Name, Errno: ev.Errno, Calls: ev.Calls, PID: strace.Unattributed, TGID: strace.Unattributed}
 		emit(e)
 	case sysevent.Bin:
 		e := &l.ev
-		*e = Event{Kind: Sample, Name: ev.Category, Calls: ev.Calls, Dur: float64(ev.Ns) / 1e9, Time: ev.Time}
+		*e = strace.Event{Kind: strace.Sample, Name: ev.Category, Calls: ev.Calls, Dur: float64(ev.Ns) / 1e9, Time: ev.Time}
 		emit(e)
 	}
 }
 
 // emitIO emits an fd's counted I/O as aggregate events.
-func (l *Live) emitIO(emit func(*Event), pid int, target string, counts []sysevent.IOCount) {
+func (l *Live) emitIO(emit func(*strace.Event), pid int, target string, counts []sysevent.IOCount) {
 	for _, c := range counts {
 		if c.Calls == 0 {
 			continue
 		}
-		kind := Syscall
+		kind := strace.Syscall
 		if c.Peer {
-			kind = PeerIO
+			kind = strace.PeerIO
 		}
 		e := &l.ev
-		*e = Event{Kind: kind, Name: c.Name, PID: pid, TGID: pid, Dur: float64(c.Ns) / 1e9,
+		*e = strace.Event{Kind: kind, Name: c.Name, PID: pid, TGID: pid, Dur: float64(c.Ns) / 1e9,
 			Calls: c.Calls, Errors: c.Errors, Bytes: c.Bytes, Ret: "0"}
 		e.SetTarget(target)
 		emit(e)
 	}
 }
 
-func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
+func (l *Live) call(ev *sysevent.Event, emit func(*strace.Event)) {
 	name := ev.Name
 	p := l.get(ev.PID)
 	e := &l.ev
-	*e = Event{Kind: Syscall, Name: name, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: ev.Dur}
+	*e = strace.Event{Kind: strace.Syscall, Name: name, PID: ev.TID, TGID: ev.PID, Time: ev.Time, Dur: ev.Dur}
 	ret := ev.Ret
 	if ret < 0 && ret > -4096 {
 		e.Ret, e.Errno = "-1", kernel.ErrnoName(-ret)
@@ -224,19 +225,19 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 		}
 		target := ""
 		if ret >= 0 {
-			target = p.resolveAt(dirfd, str)
+			target = p.ResolveAt(dirfd, str)
 			p.name(int(ret), target)
 		}
 		e.Args = strconv.Quote(str)
-		e.Path = p.resolveAt(dirfd, str)
+		e.Path = p.ResolveAt(dirfd, str)
 		e.SetTarget(target)
 	case "stat", "lstat", "access", "readlink":
-		e.Args, e.Path = strconv.Quote(str), p.resolveAt(unix.AT_FDCWD, str)
+		e.Args, e.Path = strconv.Quote(str), p.ResolveAt(unix.AT_FDCWD, str)
 	case "newfstatat", "statx", "faccessat", "faccessat2", "readlinkat":
-		e.Args, e.Path = strconv.Quote(str), p.resolveAt(fd, str)
+		e.Args, e.Path = strconv.Quote(str), p.ResolveAt(fd, str)
 	case "close":
 		e.SetTarget(p.pastTarget(fd))
-		delete(p.fds, fd)
+		delete(p.FDs, fd)
 		delete(p.execClosed, fd)
 	case "dup", "dup2", "dup3", "fcntl":
 		// fcntl arrives whole only when it duplicated the fd (F_DUPFD,
@@ -248,12 +249,12 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 		e.SetTarget(old)
 	case "socket":
 		if ret >= 0 {
-			p.name(int(ret), SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
+			p.name(int(ret), strace.SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
 		}
 	case "connect", "bind":
 		target := p.target(fd)
 		if a := sockaddr(ev.Raw); a != "" {
-			named := Protocol(target) + ":[" + a + "]"
+			named := strace.Protocol(target) + ":[" + a + "]"
 			if ret == 0 || e.Errno == "EINPROGRESS" {
 				p.name(fd, named)
 				target = named
@@ -266,7 +267,7 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 		listener := p.target(fd)
 		if ret >= 0 {
 			peer := sockaddr(ev.Raw)
-			p.name(int(ret), Protocol(listener)+":["+peer+"]")
+			p.name(int(ret), strace.Protocol(listener)+":["+peer+"]")
 		}
 		e.SetTarget(listener)
 	case "pipe", "pipe2", "socketpair":
@@ -277,7 +278,7 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 			// in a log without -y: pipe:[#1], UNIX:[#2].
 			kind := "pipe"
 			if name == "socketpair" {
-				kind = Protocol(SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
+				kind = strace.Protocol(strace.SocketTarget(int(ev.Args[0]), int(ev.Args[1])))
 			}
 			b := ev.Raw
 			ends := []int{int(int32(binary.LittleEndian.Uint32(b))), int(int32(binary.LittleEndian.Uint32(b[4:])))}
@@ -311,27 +312,27 @@ func (l *Live) call(ev *sysevent.Event, emit func(*Event)) {
 		// process is gone by the time its events are read.
 		dir := ""
 		if name == "chdir" {
-			dir = p.resolveAt(unix.AT_FDCWD, str)
+			dir = p.ResolveAt(unix.AT_FDCWD, str)
 		} else {
 			dir = p.target(fd)
 			e.SetTarget(dir) // strace -y names fchdir's fd, not chdir's path
 		}
 		if ret == 0 {
-			p.cwd = dir
+			p.Cwd = dir
 		}
 	case "execve", "execveat":
 		if ret == 0 {
 			e.Args, e.Argv = strconv.Quote(l.execs[ev.TID]), l.argv[ev.TID]
 		} else { // a failed one (a search of PATH): the path it tried
-			e.Args, e.Path = strconv.Quote(str), p.resolveAt(unix.AT_FDCWD, str)
+			e.Args, e.Path = strconv.Quote(str), p.ResolveAt(unix.AT_FDCWD, str)
 		}
 	default:
 		if sysevent.FDCreators[name] && ret >= 0 {
-			delete(p.fds, int(ret))
+			delete(p.FDs, int(ret))
 			delete(p.execClosed, int(ret))
 			p.target(int(ret))
 		}
-		if TakesFD(name) && fd >= 0 {
+		if strace.TakesFD(name) && fd >= 0 {
 			e.SetTarget(p.target(fd))
 		}
 		if a := sysevent.PeerArgs[name]; a > 0 {

@@ -1,4 +1,4 @@
-package systrace
+package syslive
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
+	"github.com/fusescope/fusescope/internal/strace"
 	"github.com/fusescope/fusescope/internal/sysevent"
 )
 
@@ -35,7 +36,7 @@ type TopSource struct {
 // OpenTop starts the kernel side for opts (opts.PID: the process to
 // follow with the processes it starts).
 func OpenTop(opts ktrace.SyscallOptions, tool string, _ session.Target) (*TopSource, error) {
-	opts.Category = Category
+	opts.Category = strace.Category
 	tr, err := ktrace.StartSyscalls(opts)
 	if err != nil {
 		return nil, err
@@ -90,7 +91,7 @@ func (s *TopSource) record(counts []ktrace.SyscallCount, prev map[[2]string]ktra
 		}
 		st := bySys[c.Name]
 		if st == nil {
-			st = &profile.SyscallStat{Name: c.Name, Category: Category(c.Name)}
+			st = &profile.SyscallStat{Name: c.Name, Category: strace.Category(c.Name)}
 			bySys[c.Name] = st
 		}
 		st.Calls += int(calls)
