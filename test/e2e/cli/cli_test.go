@@ -14,6 +14,7 @@ import (
 
 // Bad input gets one line that names the problem and a non-zero exit.
 func TestTraceBadInput(t *testing.T) {
+	t.Parallel()
 	plain := t.TempDir()
 	cases := []struct {
 		args []string
@@ -83,6 +84,7 @@ func TestTraceBadInput(t *testing.T) {
 
 // A saved record renders exactly as the live trace printed it.
 func TestShowMatchesLive(t *testing.T) {
+	t.Parallel()
 	_, mnt := e2e.MountBindfs(t, 5)
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	for _, flags := range [][]string{{}, {"-m", "--no-hist"}, {"--csv"}, {"--counts"}, {"--json"}} {
@@ -107,6 +109,7 @@ func TestShowMatchesLive(t *testing.T) {
 // and text (with -T) is each interval's report in turn, a blank line
 // between them (as bcc's tools print intervals).
 func TestShowIntervalRecords(t *testing.T) {
+	t.Parallel()
 	_, mnt := e2e.MountBindfs(t, 5)
 	tr := e2e.StartTrace(t, "--mount", mnt, "--json", "0.3", "3")
 	for range 6 {
@@ -162,6 +165,7 @@ func TestShowIntervalRecords(t *testing.T) {
 // A traced mount that goes away ends the trace with one line and a non-zero
 // exit, after printing what was measured; nothing stays attached.
 func TestTraceMountDisappears(t *testing.T) {
+	t.Parallel()
 	probes := e2e.WatchProbes(t)
 	_, mnt := e2e.MountBindfs(t, 3)
 	tr := e2e.StartTrace(t, "--mount", mnt)
@@ -188,6 +192,7 @@ func TestTraceMountDisappears(t *testing.T) {
 
 // Interval mode prints count reports and exits 0 by itself.
 func TestTraceIntervalCount(t *testing.T) {
+	t.Parallel()
 	_, mnt := e2e.MountBindfs(t, 3)
 	done := make(chan []byte, 1)
 	go func() {
@@ -222,6 +227,7 @@ loop:
 
 // Without privileges, one line says what is needed.
 func TestTraceNotRoot(t *testing.T) {
+	t.Parallel()
 	bin := e2e.BinaryForNobody(t)
 	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "trace").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
@@ -237,6 +243,7 @@ func TestTraceNotRoot(t *testing.T) {
 // -p with a thread that is not a process's leader fails once the record's
 // temporary file exists.
 func TestTraceOutputNotLeftOnError(t *testing.T) {
+	t.Parallel()
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", os.Getpid()))
 	if err != nil {
 		t.Fatal(err)

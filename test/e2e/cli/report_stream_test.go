@@ -20,6 +20,7 @@ import (
 // report of the intervals shows the whole run's application calls, page
 // cache and files, as it shows its opcodes, not the first interval's.
 func TestReportSumsIntervalStream(t *testing.T) {
+	t.Parallel()
 	src, mnt, _ := e2e.MountLabFS(t, e2e.Preset(t, "default")) // the page cache on
 	for i := range 16 {
 		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), bytes.Repeat([]byte{byte(i)}, 20000), 0o644)

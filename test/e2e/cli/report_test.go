@@ -41,6 +41,7 @@ const (
 // dialog, the figures of the records in the page's text, the hostile
 // name as text and no <img> element, and a screenshot that is not blank.
 func TestReportInChromium(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "chromium")
 	dir := t.TempDir()
 	src, mnt := t.TempDir(), t.TempDir()

@@ -21,6 +21,7 @@ import (
 // CSV, and with report: every view reads every kind. A bench run's text is
 // what bench printed.
 func TestShowEveryRecordKind(t *testing.T) {
+	t.Parallel()
 	src, mnt, _ := e2e.MountLabFS(t, e2e.Preset(t, "nocache"))
 	for i := range 5 {
 		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%d", i)), bytes.Repeat([]byte("x"), 10000), 0o644)

@@ -205,6 +205,7 @@ func asNobodyHelper(t *testing.T, name string, args ...string) string {
 // creating, and stat shows the mode and owner as they were set (go-fuse
 // once showed a mode of 0000 as 0644 and let nobody read such a file).
 func TestLabFSPermissionMatrix(t *testing.T) {
+	t.Parallel()
 	native := t.TempDir()
 	permissionMatrix(t, native)
 	want := asNobodyHelper(t, "check-permissions", native)
@@ -220,6 +221,7 @@ func TestLabFSPermissionMatrix(t *testing.T) {
 	}
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			_, mnt, _ := e2e.MountLabFS(t, cfg)
 			permissionMatrix(t, mnt)
 			got := asNobodyHelper(t, "check-permissions", mnt)
@@ -278,6 +280,7 @@ func lineDiff(got, want string, max int) string {
 // sized its splice pipe for the length, replied with the pipe's worth and
 // called it the end of the file (a quarter of such reads came back short).
 func TestLabFSDirectIOUnalignedReads(t *testing.T) {
+	t.Parallel()
 	src, mnt, _ := e2e.MountLabFS(t, e2e.Preset(t, "nocache"))
 	data := make([]byte, 8_500_000)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -478,6 +481,7 @@ func xattrs(t *testing.T, path string) string {
 // contents, in every mode; so does copying the tree with rsync -aHAXS,
 // after which a second rsync finds nothing to change (rsync -ani).
 func TestLabFSRealToolsRoundTrip(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "tar", "rsync", "setfacl")
 	tree, archive := t.TempDir(), filepath.Join(t.TempDir(), "tree.tar")
 	tarTree(t, tree)
@@ -522,6 +526,7 @@ func TestLabFSRealToolsRoundTrip(t *testing.T) {
 		}
 		for name, cfg := range labmodes.All() {
 			t.Run(tool+"/"+name, func(t *testing.T) {
+				t.Parallel() // a mount of its own
 				_, mnt, _ := e2e.MountLabFS(t, cfg)
 				if err := tools[tool](mnt); err != nil {
 					t.Fatal(err)
@@ -540,6 +545,7 @@ func TestLabFSRealToolsRoundTrip(t *testing.T) {
 // fetched 1 MiB chunks ahead of each random page read), and git commits
 // a tree, finds it clean and verifies every object.
 func TestLabFSSqliteAndGit(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "sqlite3", "git")
 	const sql = `PRAGMA journal_mode=WAL;
 CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT);
@@ -599,6 +605,7 @@ PRAGMA integrity_check;`
 	}
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			_, mnt, _ := e2e.MountLabFS(t, cfg)
 			got, err := run(mnt)
 			if err != nil {

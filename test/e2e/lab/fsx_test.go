@@ -104,6 +104,7 @@ func mountPlain(t *testing.T, cfg labfs.Config) (src, mnt string) {
 // in-process daemon under it. A failure prints the seed and the shortest
 // failing prefix; FUSESCOPE_FSX_SEED and FUSESCOPE_FSX_OPS replay it.
 func TestLabFSModelCheck(t *testing.T) {
+	t.Parallel()
 	ms := labmodes.All()
 	names := make([]string, 0, len(ms))
 	for name := range ms {
@@ -125,6 +126,7 @@ func TestLabFSModelCheck(t *testing.T) {
 // the race detector (make test), in the modes where the most goroutines
 // meet: every user-space feature, over direct_io and over write-back.
 func TestLabFSModelCheckRace(t *testing.T) {
+	t.Parallel()
 	ms := labmodes.All()
 	for _, name := range []string{"nocache+userspace", "writeback+userspace"} {
 		t.Run(name, func(t *testing.T) {
@@ -138,6 +140,7 @@ func TestLabFSModelCheckRace(t *testing.T) {
 // on a file system that stops working part-way: a lab file system whose
 // connection is aborted (every later request fails).
 func TestModelCheckerReportsFailures(t *testing.T) {
+	t.Parallel()
 	src, mnt, f := e2e.MountLabFS(t, e2e.Preset(t, "default"))
 	cmd := exec.Command(e2e.Fsx, "-json", "-seed", "7", "-ops", "100000", "-shrink-budget", "1s",
 		"-backing", filepath.Join(src, "fsx"), filepath.Join(mnt, "fsx"))
@@ -193,6 +196,7 @@ func runCoherence(t *testing.T, mnt string, d time.Duration, args ...string) coh
 // write-back, passthrough, close-to-open and the user-space features are
 // all coherent for users of one mount).
 func TestLabFSCoherence(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -229,6 +233,7 @@ func TestLabFSCoherence(t *testing.T) {
 // file's pages when a GETATTR finds a new mtime), and never while it stays
 // open without it. docs/labfs.md quotes these figures.
 func TestLabFSCoherenceBehindTheMount(t *testing.T) {
+	t.Parallel()
 	for _, inval := range []bool{true, false} {
 		t.Run(fmt.Sprintf("auto_inval_data=%v", inval), func(t *testing.T) {
 			t.Parallel()

@@ -12,6 +12,7 @@ import (
 // test process for the lab file system it mounts (go-fuse), the bindfs
 // process for bindfs's (libfuse 3, started by fusermount3).
 func TestConnectionHolders(t *testing.T) {
+	t.Parallel()
 	_, _, lab := e2e.MountLabFS(t, e2e.Preset(t, "default"))
 	_, bindMnt := e2e.MountBindfs(t, 1)
 	bindConn := e2e.ConnOf(t, bindMnt)

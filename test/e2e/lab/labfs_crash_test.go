@@ -49,6 +49,7 @@ func blocksKept(data []byte, blocks int) (kept int, wrong bool) {
 }
 
 func TestLabFSKilledDaemonLosesOnlyWhatWasNotSynced(t *testing.T) {
+	t.Parallel()
 	const blocks = 32
 	wb := []string{"--preset", "writeback"}
 	behind := []string{"--preset", "nocache", "--write-behind", "8", "--latency", "write=20ms"}

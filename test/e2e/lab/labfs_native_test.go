@@ -112,6 +112,7 @@ func writeBesideDirect(t *testing.T, dir, src string) string {
 // the writeback presets, fsync failed with EINVAL and the 1,000 bytes
 // written never reached SRC (close said nothing).
 func TestLabFSDirectReadAtEndOfFile(t *testing.T) {
+	t.Parallel()
 	native := t.TempDir()
 	fd, err := unix.Open(filepath.Join(native, "probe"), unix.O_CREAT|unix.O_RDWR|unix.O_DIRECT, 0o644)
 	if err != nil {
@@ -129,6 +130,7 @@ func TestLabFSDirectReadAtEndOfFile(t *testing.T) {
 	}
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			src, mnt, _ := e2e.MountLabFS(t, cfg)
 			if got := directReads(t, mnt, sizes); got != want {
 				t.Errorf("direct reads in %s differ from a native directory's:\n--- labfs\n%s--- native\n%s", name, got, want)
@@ -150,6 +152,7 @@ func TestLabFSDirectReadAtEndOfFile(t *testing.T) {
 // replaced by a rename; and a shell inside a removed directory stats and
 // lists it, as natively (before: ENOENT).
 func TestLabFSSyncfsAfterUnlink(t *testing.T) {
+	t.Parallel()
 	const script = `set -e
 echo hello > "$1/f"; rm "$1/f"; sync -f "$1"
 echo linked > "$1/g"; ln "$2/g" "$2/g2"; rm "$1/g"; sync -f "$1"
@@ -161,6 +164,7 @@ mkdir "$1/d"; cd "$1/d"; rmdir ../d; stat -c %h . >/dev/null; ls . >/dev/null`
 	}
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			src, mnt, f := e2e.MountLabFS(t, cfg)
 			if out, err := exec.Command("sh", "-c", script, "sh", mnt, src).CombinedOutput(); err != nil {
 				t.Errorf("%v (native: exit 0)\n%s", err, out)
@@ -247,6 +251,7 @@ func later(a, b time.Time) time.Time {
 // the backing file, and only writeback in the kernel's cache (until the
 // inode was read again).
 func TestLabFSChownNothingMovesCtime(t *testing.T) {
+	t.Parallel()
 	native := t.TempDir()
 	want := chownNothing(t, native, native)
 	if strings.Contains(want, "false") {
@@ -254,6 +259,7 @@ func TestLabFSChownNothingMovesCtime(t *testing.T) {
 	}
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			src, mnt, _ := e2e.MountLabFS(t, cfg)
 			if got := chownNothing(t, mnt, src); got != want {
 				t.Errorf("in %s:\n%swant, as natively:\n%s", name, got, want)

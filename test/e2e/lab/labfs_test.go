@@ -200,9 +200,11 @@ func crc(b []byte) uint32 {
 
 // Every mode behaves as the source directory does, operation by operation.
 func TestLabFSPresetsMatchNative(t *testing.T) {
+	t.Parallel()
 	want := fsScript(t, t.TempDir())
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			src, mnt, _ := e2e.MountLabFS(t, cfg)
 			if got := fsScript(t, mnt); got != want {
 				t.Errorf("preset %s differs from a native directory:\n--- labfs\n%s--- native\n%s", name, got, want)
@@ -303,6 +305,7 @@ func asNobody(t *testing.T, dir, script string) string {
 // set-group-ID directory, and the user's write clears set-user-ID, also
 // where writes never reach the daemon (passthrough).
 func TestLabFSPermissionsAsNative(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "setpriv", "setfacl")
 	native := t.TempDir()
 	permissionSetup(t, native)
@@ -316,6 +319,7 @@ func TestLabFSPermissionsAsNative(t *testing.T) {
 	}
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			src, mnt, _ := e2e.MountLabFS(t, cfg)
 			permissionSetup(t, mnt)
 			if got := asNobody(t, mnt, permissionScript); got != want {
@@ -340,6 +344,7 @@ func TestLabFSPermissionsAsNative(t *testing.T) {
 // fio write-then-verify (crc32c) in every mode, sequential, random and
 // through a shared mapping.
 func TestLabFSFioVerify(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "fio")
 	for name, cfg := range labmodes.All() {
 		// The third job mixes reads into unaligned writes of varying sizes:
@@ -350,6 +355,7 @@ func TestLabFSFioVerify(t *testing.T) {
 			{"randrw", "randrw", "sync", "--bsrange=512-64k"}, {"mmap-randwrite", "randwrite", "mmap", "--bs=4k"},
 		} {
 			t.Run(name+"/"+job.name, func(t *testing.T) {
+				t.Parallel() // a mount of its own
 				_, mnt, _ := e2e.MountLabFS(t, cfg)
 				args := []string{"--name=verify", "--directory=" + mnt, "--size=4m", "--ioengine=" + job.engine, "--rw=" + job.rw, job.bs,
 					"--verify=crc32c", "--do_verify=1", "--fsync_on_close=1", "--verify_fatal=1",
@@ -364,6 +370,7 @@ func TestLabFSFioVerify(t *testing.T) {
 
 // Injected latency shows in the kernel's measurement and in the daemon's.
 func TestLabFSLatencyInjection(t *testing.T) {
+	// Not parallel: it measures the injected latencies, which other tests' load would stretch.
 	cfg := e2e.Preset(t, "nocache")
 	const injected = 3 * time.Millisecond // mid-bucket: [2^21, 2^22) ns is 2.10-4.19 ms
 	cfg.Latency = labfs.LatencySpec{"GETATTR": {Base: injected}}
@@ -410,6 +417,7 @@ func TestLabFSLatencyInjection(t *testing.T) {
 // stat with --latency getattr=3ms took a few milliseconds in all, the
 // daemon's STATX p50 some 40 us.
 func TestLabFSGetattrLatencyCoversStatx(t *testing.T) {
+	// Not parallel: it measures the injected latencies, which other tests' load would stretch.
 	e2e.Need(t, "stat")
 	cfg := e2e.Preset(t, "nocache") // attributes time out at once: every stat asks
 	const injected = 3 * time.Millisecond
@@ -446,6 +454,7 @@ func TestLabFSGetattrLatencyCoversStatx(t *testing.T) {
 
 // --bandwidth holds READ data to the emulated link's rate.
 func TestLabFSBandwidth(t *testing.T) {
+	// Not parallel: it times a transfer against the bandwidth limit.
 	cfg := e2e.Preset(t, "nocache")
 	cfg.Bandwidth = 20 << 20
 	src, mnt, _ := e2e.MountLabFS(t, cfg)
@@ -466,6 +475,7 @@ func TestLabFSBandwidth(t *testing.T) {
 // --killpriv-v2=false restores the round trip per write.
 // Either way a write by an unprivileged user clears set-user-ID, as natively.
 func TestLabFSKillprivV2(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "setpriv")
 	const writes = 64
 	counts := map[bool]uint64{}
@@ -540,6 +550,7 @@ func TestLabFSKillprivV2(t *testing.T) {
 
 // The daemon's counts agree with the kernel's for the same run.
 func TestLabFSStatsAgreeWithTrace(t *testing.T) {
+	t.Parallel()
 	cfg := e2e.Preset(t, "nocache")
 	src, mnt, f := e2e.MountLabFS(t, cfg)
 	for i := 0; i < 20; i++ {
@@ -639,6 +650,7 @@ func TestLabFSStatsAgreeWithTrace(t *testing.T) {
 // The daemon counts the listing its READDIR and READDIRPLUS replies carried,
 // headers included, as the kernel does.
 func TestLabFSListingBytesAgreeWithTrace(t *testing.T) {
+	t.Parallel()
 	for _, plus := range []string{"off", "on"} {
 		cfg := e2e.Preset(t, "nocache")
 		cfg.Readdirplus = plus
@@ -669,6 +681,7 @@ func TestLabFSListingBytesAgreeWithTrace(t *testing.T) {
 // After SIGKILL of the daemon, the next mount finds the dead mount, cleans it
 // and says so; SIGTERM unmounts cleanly.
 func TestLabFSKilledDaemon(t *testing.T) {
+	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
 	daemon := startDaemon(t, src, mnt)
@@ -731,6 +744,7 @@ func TestLabFSKilledDaemon(t *testing.T) {
 // it busy, and neither its control socket nor its empty log is left in the
 // control directory.
 func TestLabFSKilledBackgroundDaemon(t *testing.T) {
+	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
 	out, err := exec.Command(e2e.Fusescope, "fs", "mount", "--background", src, mnt).CombinedOutput()
 	if err != nil {
@@ -779,6 +793,7 @@ func TestLabFSKilledBackgroundDaemon(t *testing.T) {
 
 // SIGTERM writes out what write-behind holds, even with a file still open.
 func TestLabFSSigtermFlushesWriteBehind(t *testing.T) {
+	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
 	daemon := exec.Command(e2e.Fusescope, "fs", "mount", "--preset", "nocache", "--write-behind", "32", "--latency", "write=5ms", src, mnt)
 	if err := daemon.Start(); err != nil {
@@ -832,6 +847,7 @@ func waitMounted(t *testing.T, mnt string) {
 
 // Bad input to fs mount gets one line and a non-zero exit.
 func TestLabFSBadInput(t *testing.T) {
+	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
 	_, bindfsMnt := e2e.MountBindfs(t, 1)
 	cases := []struct {
@@ -883,6 +899,7 @@ func TestLabFSBadInput(t *testing.T) {
 // does, and cached by the kernel for --negative-timeout when one is set: the
 // daemon's own LOOKUP counts show both.
 func TestLabFSNegativeLookups(t *testing.T) {
+	t.Parallel()
 	for _, neg := range []time.Duration{0, time.Hour} {
 		cfg := e2e.Preset(t, "default")
 		cfg.NegativeTimeout = neg
@@ -919,6 +936,8 @@ func TestLabFSNegativeLookups(t *testing.T) {
 // operations fail. Either way the directory the symlinks point to is left
 // as it was.
 func TestLabFSStaysInsideSource(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // the kernel's entries stay cached
 	cfg := e2e.Preset(t, "default")
 	cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(time.Hour), labfs.Timeout(time.Hour)
 	src, mnt, _ := e2e.MountLabFS(t, cfg)
@@ -1021,6 +1040,7 @@ func snapshot(t *testing.T, dir string) string {
 // unmounts; where /dev/fuse is not theirs to open (mode 0600 here, 0666 on
 // a stock Debian), one line says so instead of fusermount's exit code.
 func TestLabFSNotRoot(t *testing.T) {
+	t.Parallel()
 	bin := e2e.BinaryForNobody(t)
 	dir := filepath.Dir(bin)
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
@@ -1081,6 +1101,7 @@ func TestLabFSNotRoot(t *testing.T) {
 // intervals sum to what the daemon served over the run; the intervals
 // abut; show renders the stream with the configuration once.
 func TestLabFSStatsIntervals(t *testing.T) {
+	// Not parallel: its bursts of requests are paced to land in fs stats' 0.4 s intervals.
 	cfg := e2e.Preset(t, "nocache")
 	cfg.MDCacheTTL = time.Hour
 	src, mnt, f := e2e.MountLabFS(t, cfg)
@@ -1160,6 +1181,7 @@ func TestLabFSStatsIntervals(t *testing.T) {
 // them; a lab file system embedded in a longer process (these tests, a
 // library user) must close them itself, or SRC stays busy.
 func TestLabFSUnmountClosesWhatItHeld(t *testing.T) {
+	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", src).CombinedOutput(); err != nil {
 		t.Fatalf("tmpfs: %v %s", err, out)
@@ -1206,6 +1228,7 @@ func TestLabFSUnmountClosesWhatItHeld(t *testing.T) {
 // fs stats by a user other than the one who mounted says whose statistics
 // they are, not that no lab file system is there.
 func TestLabFSStatsOfAnotherUser(t *testing.T) {
+	t.Parallel()
 	bin := e2e.BinaryForNobody(t)
 	_, mnt, _ := e2e.MountLabFS(t, e2e.Preset(t, "default"))
 	os.Chmod(filepath.Dir(mnt), 0o755)
@@ -1220,6 +1243,7 @@ func TestLabFSStatsOfAnotherUser(t *testing.T) {
 // and goes on serving; the next Ctrl-C, once the process is gone, unmounts
 // it cleanly.
 func TestLabFSForegroundBusyCtrlC(t *testing.T) {
+	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
 	fs := proctest.Start(t, exec.Command(e2e.Fusescope, "fs", "mount", src, mnt), "Ctrl-C or fusescope fs umount", 30*time.Second)

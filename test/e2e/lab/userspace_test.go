@@ -25,6 +25,7 @@ func counter(t *testing.T, f *labfs.FS, name string) uint64 {
 // md-cache answers GETATTR from the daemon's memory: no backend delay, and
 // a change made through the mount is seen at once.
 func TestLabFSMDCache(t *testing.T) {
+	t.Parallel()
 	cfg := e2e.Preset(t, "nocache")
 	cfg.MDCacheTTL = time.Minute
 	cfg.Latency = labfs.LatencySpec{"GETATTR": {Base: 2 * time.Millisecond}}
@@ -55,6 +56,8 @@ func TestLabFSMDCache(t *testing.T) {
 // entry's attributes come with the listing, so the GETATTRs of the stats
 // that follow an `ls` are hits.
 func TestLabFSMDCacheLearnsFromListings(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // the kernel's entries, attributes and pages stay cached
 	cfg := e2e.Preset(t, "default")
 	cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(time.Hour), labfs.Timeout(0) // stat sends GETATTR, not LOOKUP
 	cfg.Readdirplus = "on"
@@ -85,6 +88,7 @@ func TestLabFSMDCacheLearnsFromListings(t *testing.T) {
 // Write-behind acknowledges writes before the backend has them, and close
 // reports the backend's error.
 func TestLabFSWriteBehind(t *testing.T) {
+	// Not parallel: it bounds the time 16 writes take to be acknowledged.
 	cfg := e2e.Preset(t, "nocache")
 	cfg.WriteBehind = 16
 	cfg.Latency = labfs.LatencySpec{"WRITE": {Base: 2 * time.Millisecond}}
@@ -156,6 +160,7 @@ func TestLabFSWriteBehind(t *testing.T) {
 
 // Read pipelining keeps reads in flight ahead of a sequential reader.
 func TestLabFSReadPipeline(t *testing.T) {
+	t.Parallel()
 	data := make([]byte, 4<<20)
 	for i := range data {
 		data[i] = byte(i * 7)
@@ -206,6 +211,8 @@ func TestLabFSReadPipeline(t *testing.T) {
 // Close-to-open: a file changed behind the mount's back is read fresh at the
 // next open; without the policy, keep_cache serves the stale pages.
 func TestLabFSCloseToOpen(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // the kernel's entries, attributes and pages stay cached
 	for _, policy := range []string{"cto", "none"} {
 		cfg := e2e.Preset(t, "cto")
 		cfg.Invalidation = policy
@@ -235,6 +242,8 @@ func TestLabFSCloseToOpen(t *testing.T) {
 // whether the kernel learned them by LOOKUP (stat) or from READDIRPLUS
 // replies (a listing: every entry is a reference, as a lookup is).
 func TestLabFSInodeLRU(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // the kernel's entries, attributes and pages stay cached
 	for _, how := range []string{"stat", "readdirplus"} {
 		t.Run(how, func(t *testing.T) {
 			cfg := e2e.Preset(t, "default")
@@ -276,6 +285,7 @@ func TestLabFSInodeLRU(t *testing.T) {
 // is a LOOKUP that adds a reference), none after the kernel has dropped its
 // caches and sent its FORGETs.
 func TestLabFSInodeCount(t *testing.T) {
+	e2e.DropsCaches(t) // Not parallel: drop_caches makes the kernel forget every mount's inodes
 	cfg := e2e.Preset(t, "default")
 	cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(0), labfs.Timeout(0)
 	src, mnt, f := e2e.MountLabFS(t, cfg)
@@ -305,6 +315,7 @@ func TestLabFSInodeCount(t *testing.T) {
 // every READDIR of the handle is answered without the backend's delay, and
 // the listing is the source directory's.
 func TestLabFSReaddirAhead(t *testing.T) {
+	t.Parallel()
 	cfg := e2e.Preset(t, "nocache") // readdirplus off: the kernel sends READDIR
 	cfg.ReaddirAhead = true
 	cfg.Latency = labfs.LatencySpec{"READDIR": {Base: 5 * time.Millisecond}}
@@ -344,6 +355,7 @@ func TestLabFSReaddirAhead(t *testing.T) {
 // also where the read pipeline fetched the old bytes while the write was on
 // its way to the backend; the chunks it drops unused count as wasted.
 func TestLabFSReadPipelineNeverStale(t *testing.T) {
+	t.Parallel()
 	cfg := e2e.Preset(t, "nocache") // direct_io: every read and write reaches the daemon
 	cfg.ReadPipeline, cfg.ReadChunk = 4, 64<<10
 	cfg.Latency = labfs.LatencySpec{"WRITE": {Base: 50 * time.Millisecond}}
@@ -410,6 +422,7 @@ func TestLabFSReadPipelineNeverStale(t *testing.T) {
 // The pipeline reads ahead of sequential readers only: random 4 KiB reads
 // make it fetch nothing beyond what a stream starting at offset 0 asks for.
 func TestLabFSReadPipelineRandomReads(t *testing.T) {
+	t.Parallel()
 	cfg := e2e.Preset(t, "nocache")
 	cfg.ReadPipeline, cfg.ReadChunk = 4, 1<<20
 	src, mnt, f := e2e.MountLabFS(t, cfg)
@@ -439,6 +452,7 @@ func TestLabFSReadPipelineRandomReads(t *testing.T) {
 // Passthrough writes go to the backing file without a request to the
 // daemon: its md-cache must not serve the size from before them.
 func TestLabFSPassthroughMDCache(t *testing.T) {
+	t.Parallel()
 	cfg := e2e.Preset(t, "passthrough")
 	cfg.MDCacheTTL = time.Minute
 	src, mnt, _ := e2e.MountLabFS(t, cfg)

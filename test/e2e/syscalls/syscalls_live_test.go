@@ -68,6 +68,7 @@ func decodeReport(t *testing.T, path string) *profile.SyscallReport {
 // calls by errno the log's, per-file
 // bytes are exact, and the unanswered UDP wait is the top wait.
 func TestSyscallsLiveAgainstStrace(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "python3")
 	dir := t.TempDir()
 	script, python, data := pythonScript(t, dir, syscallWorkload)
@@ -101,6 +102,7 @@ func TestSyscallsLiveAgainstStrace(t *testing.T) {
 // Children are followed through fork and exec: the same process tree and
 // per-syscall counts as strace -f.
 func TestSyscallsLiveChildren(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace")
 	script := "cat /etc/hostname >/dev/null; ls / >/dev/null; (exit 3); true"
 	r := liveReport(t, "--", "sh", "-c", script)
@@ -145,6 +147,7 @@ func TestSyscallsLiveChildren(t *testing.T) {
 // another, more than the 64 processes with per-fd counters, each read
 // their own file's bytes, exactly. Per-syscall counts equal strace -c's.
 func TestSyscallsLiveReusesSlots(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace")
 	dir := t.TempDir()
 	for i := range 100 {
@@ -188,6 +191,7 @@ func TestSyscallsLiveReusesSlots(t *testing.T) {
 // ring with redirections (each open and dup sent whole) and then starts
 // 50 programs; every call still counts, as strace -c counts them.
 func TestSyscallsLiveRingFull(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace")
 	data := filepath.Join(t.TempDir(), "data")
 	os.WriteFile(data, make([]byte, 5000), 0o644)
@@ -285,6 +289,7 @@ func runGated(t *testing.T, cmd *exec.Cmd, gate, done string, stop bool) {
 // shared one): every call is still counted, the drop says so, and no
 // process is credited with the calls of the threads counted together.
 func TestSyscallsLiveBeyondThreadSlots(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace")
 	script := "for i in $(seq 1 300); do sleep 1 & done; wait"
 	r := liveReport(t, "--", "sh", "-c", script)
@@ -346,6 +351,7 @@ os.chdir("/")
 // against the directory the process was in when it opened them. The oracle
 // is strace -y's own naming, analysed from its log.
 func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "python3")
 	dir := t.TempDir()
 	script, python, data := pythonScript(t, dir, fdNamingWorkload)
@@ -392,6 +398,7 @@ func TestSyscallsLiveNamesFdsLikeStrace(t *testing.T) {
 // before /proc can be asked about it. Every byte is still counted under a
 // name, as strace -y names it: the script by its path, the pipes as pipes.
 func TestSyscallsLiveNamesShellFds(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "bash")
 	dir := t.TempDir()
 	data, script := filepath.Join(dir, "data.txt"), filepath.Join(dir, "script.sh")
@@ -436,6 +443,7 @@ func TestSyscallsLiveNamesShellFds(t *testing.T) {
 // socket it opened before is named by its address; and tracing ends when
 // it exits.
 func TestSyscallsLivePID(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "python3")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "input.bin")
@@ -514,6 +522,7 @@ for w in workers:
 // exit status, or 128 plus the signal that killed it; the report is written
 // all the same and says so.
 func TestSyscallsLiveExitStatus(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		script string
 		code   int
@@ -541,6 +550,7 @@ func TestSyscallsLiveExitStatus(t *testing.T) {
 // Bad input to the live source: one line and a non-zero exit, and nothing
 // left attached.
 func TestSyscallsLiveBadInput(t *testing.T) {
+	t.Parallel()
 	probes := e2e.WatchProbes(t)
 	// An -o that cannot be written is refused before the command runs.
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -587,6 +597,7 @@ func syscallsOf(b []byte) (*profile.SyscallReport, error) {
 // to a second on a loaded machine), with a run's own programs or a
 // server's. The first bin of 20 ms holds the command's first calls.
 func TestSyscallsLiveTimeFromRelease(t *testing.T) {
+	// Not parallel: it times the run from the command's release.
 	e2e.Need(t, "python3")
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "syscalls.sock")

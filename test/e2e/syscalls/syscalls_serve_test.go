@@ -22,6 +22,7 @@ import (
 // line; its end, by SIGTERM or SIGKILL, leaves no program loaded and no
 // socket in the way.
 func TestSyscallsServe(t *testing.T) {
+	t.Parallel()
 	probes := e2e.WatchProbes(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "syscalls.sock")
@@ -151,6 +152,7 @@ func TestSyscallsServe(t *testing.T) {
 // root, and replaces only a socket no server answers on; a file, a
 // directory or a link at PATH is refused in one line and left as it was.
 func TestSyscallsServeKeepsWhatIsNotASocket(t *testing.T) {
+	t.Parallel()
 	probes := e2e.WatchProbes(t)
 	dir := t.TempDir()
 	file, empty, link := filepath.Join(dir, "file"), filepath.Join(dir, "empty"), filepath.Join(dir, "link")
@@ -191,6 +193,7 @@ func TestSyscallsServeKeepsWhatIsNotASocket(t *testing.T) {
 // root nor the run's own user gets nothing, and the run ends at once in
 // one line, its command never run.
 func TestSyscallsClientChecksServer(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "setpriv", "/usr/bin/python3")
 	dir, err := os.MkdirTemp("", "fusescope-shared-")
 	if err != nil {

@@ -44,6 +44,7 @@ func bothSources(t *testing.T, dir string, env []string, argv ...string) map[str
 // three programs of ~100 ms one after another in the root process, each
 // with its arguments, and its waits are the sleeps it waited for.
 func TestSyscallsShimChain(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "sleep")
 	dir := t.TempDir()
 	for i := 1; i <= 3; i++ {
@@ -103,6 +104,7 @@ func TestSyscallsShimChain(t *testing.T) {
 // directory of PATH with execve, and each failure is a row of the files
 // table with its exact count.
 func TestSyscallsMissingProbes(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "env")
 	dir := t.TempDir()
 	const runs = 7
@@ -135,6 +137,7 @@ func TestSyscallsMissingProbes(t *testing.T) {
 // namespace with its own resolv.conf: timeout 1 s, one attempt). The top
 // item of the critical path is the wait on that socket.
 func TestSyscallsDNSTimeoutCriticalPath(t *testing.T) {
+	// Not parallel: it measures the waits on the critical path, which other tests' load would stretch.
 	e2e.Need(t, "strace", "unshare", "ip", "getent", "python3")
 	dir := t.TempDir()
 	resolv := filepath.Join(dir, "resolv.conf")
@@ -187,6 +190,7 @@ exit 0
 // run (strace -c alone would count the 0.2 s sleep as almost nothing),
 // which --help says.
 func TestSyscallsSummaryLikeStraceC(t *testing.T) {
+	// Not parallel: it compares the time in each call with strace -w -c's, which other tests' load would skew.
 	e2e.Need(t, "strace")
 	dir := t.TempDir()
 	log := filepath.Join(dir, "trace.log")
@@ -256,6 +260,7 @@ func straceSeconds(t *testing.T, log string) map[string]float64 {
 // file three times with cat, sleeps a second, then opens another four
 // times with head and once with cat; the window is in the second between.
 func TestSyscallsFiltersLiveAsInLogs(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "cat", "head", "sleep")
 	dir := t.TempDir()
 	early, late := filepath.Join(dir, "early"), filepath.Join(dir, "late")

@@ -236,6 +236,7 @@ func pythonExecutable(t *testing.T) string {
 }
 
 func TestSyscallsAgainstStrace(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "python3")
 	dir := t.TempDir()
 	log := filepath.Join(dir, "trace.log")
@@ -265,6 +266,7 @@ func TestSyscallsAgainstStrace(t *testing.T) {
 }
 
 func TestSyscallsBadInput(t *testing.T) {
+	t.Parallel()
 	empty := filepath.Join(t.TempDir(), "empty.log")
 	os.WriteFile(empty, []byte("not an strace log\n"), 0o644)
 	// What strace -c writes instead of a log.
@@ -305,6 +307,7 @@ func TestSyscallsBadInput(t *testing.T) {
 
 // An strace -ff file set gives the same per-syscall counts as one -f log.
 func TestSyscallsFileSet(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace")
 	dir := t.TempDir()
 	e2e.Run(t, "strace", "-ff", "-tt", "-T", "-y", "-o", filepath.Join(dir, "set"), "sh", "-c", "cat /etc/hostname >/dev/null; ls / >/dev/null")
@@ -409,6 +412,7 @@ os.read(r, 5)
 // "strace -f") give the same per-file byte totals as the files' sizes:
 // fds are followed through opens, the fork and the thread.
 func TestSyscallsLogsWithoutY(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "python3")
 	dir := t.TempDir()
 	script, python, data := pythonScript(t, dir, forkWorkload)
@@ -445,6 +449,7 @@ func TestSyscallsLogsWithoutY(t *testing.T) {
 // fusescope show renders a saved syscalls report as fusescope syscalls
 // printed it, from a log and from a live trace.
 func TestShowSyscallsReport(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace")
 	dir := t.TempDir()
 	log, saved := filepath.Join(dir, "app.log"), filepath.Join(dir, "app.json")
@@ -522,6 +527,7 @@ os.read(r2, 5)
 // from one and written to the other, the same from a -y log, a log without
 // -y and the live source; each call counts once, as strace -c counts it.
 func TestSyscallsTransferCalls(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "python3")
 	dir := t.TempDir()
 	script, python, data := pythonScript(t, dir, transferWorkload)
@@ -573,6 +579,7 @@ func TestSyscallsTransferCalls(t *testing.T) {
 // has the traced program at its root, its threads folded in, and its
 // children under it.
 func TestSyscallsTerminalLog(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "python3")
 	dir := t.TempDir()
 	log, pidFile := filepath.Join(dir, "stderr.log"), filepath.Join(dir, "pid")
@@ -636,6 +643,7 @@ for _ in range(3):
 // byte of data printed as an escape): they parse, and the counts still
 // equal strace -c's of the same run.
 func TestSyscallsLongLines(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "strace", "dd")
 	dir := t.TempDir()
 	log := filepath.Join(dir, "dd.log")

@@ -47,6 +47,7 @@ func (o *bpftraceOracle) stop(t *testing.T) map[string]uint64 {
 }
 
 func TestTraceBindfsAgainstBpftrace(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	_, mnt := e2e.MountBindfs(t, n)
 	conn := e2e.ConnOf(t, mnt)
@@ -104,6 +105,7 @@ func TestTraceBindfsAgainstBpftrace(t *testing.T) {
 // --comm keeps only the requests made by the named command, and -p only those
 // of one process.
 func TestTraceFilters(t *testing.T) {
+	t.Parallel()
 	const n = 10
 	_, mnt := e2e.MountBindfs(t, n)
 	conn := e2e.ConnOf(t, mnt)

@@ -63,6 +63,7 @@ func traceLabRun(t *testing.T, src, name, lookupLatency string) (record string, 
 // its LOOKUP p50 grew by the injected factor (less the kernel's fixed cost
 // per request), and LOOKUP, whose total time grew most, comes first.
 func TestDiffInjectedLatency(t *testing.T) {
+	// Not parallel: it compares the latencies of two runs, which other tests' load would stretch.
 	src := t.TempDir()
 	const files = 200
 	for i := 0; i < files; i++ {

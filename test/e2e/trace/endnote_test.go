@@ -12,6 +12,7 @@ import (
 // that starts them says when, not "Hit Ctrl-C to end"; without a count
 // it says Ctrl-C ends them.
 func TestIntervalCountSaysWhenItEnds(t *testing.T) {
+	t.Parallel()
 	_, mnt, _ := e2e.MountLabFS(t, e2e.Preset(t, "nocache"))
 	for _, args := range [][]string{
 		{"trace", "--mount", mnt, "0.2", "2"},

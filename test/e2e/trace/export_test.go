@@ -56,6 +56,7 @@ func promQuery(t *testing.T, base, query string) []float64 {
 // returns the LOOKUPs the daemon counted itself, exactly; promtool finds
 // the exposition clean; every query of the Grafana dashboard returns data.
 func TestExportPrometheus(t *testing.T) {
+	t.Parallel()
 	probes := e2e.WatchProbes(t)
 	e2e.Need(t, "prometheus", "promtool")
 	mnt, cfs := mountLab(t, 300, 1, 0)
@@ -200,6 +201,7 @@ func scrapeCounter(t *testing.T, target, name, op string) float64 {
 // agree with the kernel's (fusescope export on the same mount): two
 // measurements that share no code but the names.
 func TestExportDaemonSide(t *testing.T) {
+	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
 	for i := 0; i < 100; i++ {
 		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("x"), 0o644)

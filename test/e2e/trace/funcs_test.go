@@ -15,6 +15,7 @@ import (
 // says what it lacks and what to do, and exits non-zero; an unknown
 // mechanism is refused with the list of the known ones.
 func TestTraceAttachFunctionsRefused(t *testing.T) {
+	t.Parallel()
 	_, pmu := os.Stat("/sys/bus/event_source/devices/kprobe")
 	_, events := os.Stat("/sys/kernel/tracing/kprobe_events")
 	cases := map[string]string{"bogus": `--attach "bogus": give auto, tp_btf, tracepoint, fentry or kprobe`}

@@ -35,6 +35,7 @@ func oneLineExit(t *testing.T, want string, args ...string) string {
 // instead, whichever way it is asked to attach. Kernels that have them
 // are test/guest's (kfunc_test.go).
 func TestKfuncRefusedWithoutKprobesOrFentry(t *testing.T) {
+	t.Parallel()
 	_, pmu := os.Stat("/sys/bus/event_source/devices/kprobe")
 	_, events := os.Stat("/sys/kernel/tracing/kprobe_events")
 	_, debugEvents := os.Stat("/sys/kernel/debug/tracing/kprobe_events")
@@ -62,6 +63,7 @@ func TestKfuncRefusedWithoutKprobesOrFentry(t *testing.T) {
 // Bad input gets one line that names the problem and a non-zero exit,
 // before anything is attached.
 func TestKfuncBadInput(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -97,6 +99,7 @@ func TestKfuncBadInput(t *testing.T) {
 // golden record of internal/report), in text with a unit, CSV and JSON;
 // the views that do not take it say so in one line.
 func TestShowKfuncRecord(t *testing.T) {
+	t.Parallel()
 	rec := "../../../internal/report/testdata/functions.json.golden"
 	want, err := os.ReadFile("../../../internal/report/testdata/functions.golden")
 	if err != nil {

@@ -122,8 +122,10 @@ func byteRows(ops []profile.OpStats, conn uint32) map[string]string {
 // Requests go-fuse refuses itself (ENOSYS) reach no handler and are the
 // kernel's alone.
 func TestLabFSStatsBytesAgreeWithTrace(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range labmodes.All() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a mount of its own
 			_, mnt, f := e2e.MountLabFS(t, cfg)
 			before := f.Record()
 			rec := filepath.Join(t.TempDir(), "rec.json")

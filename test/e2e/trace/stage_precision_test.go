@@ -28,6 +28,7 @@ import (
 // stages --slower 1ns sends whole. Sub-buckets start at 1 us, so a stage
 // quantile below that is held to its log2 bucket only.
 func TestStageQuantilesWithinASubBucket(t *testing.T) {
+	// Not parallel: it holds stage quantiles to 6.25% of the exact values, which other tests' load would skew.
 	cfg := labfs.Config{EntryTimeout: labfs.Timeout(0), AttrTimeout: labfs.Timeout(0)}
 	var err error
 	if cfg.Latency, err = labfs.ParseLatency("getattr=1ms"); err != nil {
@@ -97,6 +98,7 @@ func TestStageQuantilesWithinASubBucket(t *testing.T) {
 // once (split, or counted as a gap), the intervals add up to the daemon's
 // own count of READs, and show, report and diff read the stream.
 func TestStageIntervalsAddUp(t *testing.T) {
+	// Not parallel: its workload is timed to fit inside the trace's intervals.
 	cfg, err := labfs.Preset("nocache")
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +216,7 @@ func stageIndex(st profile.Stage) int {
 // such reply is split into stages (the header is found by the pipe, not by
 // the thread). Before, 4-5 READs in 2,048 were "not replied".
 func TestStagesSplicedRepliesAllSplit(t *testing.T) {
+	t.Parallel()
 	cfg, err := labfs.Preset("default")
 	if err != nil {
 		t.Fatal(err)
@@ -227,8 +230,11 @@ func TestStagesSplicedRepliesAllSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	script := fmt.Sprintf(`for r in 1 2; do echo 3 >/proc/sys/vm/drop_caches
-for i in 0 1 2 3; do dd if=%s/f$i of=/dev/null bs=128k 2>/dev/null & done; wait; done`, mnt)
+	// Each round reads the files cold: their pages dropped (dd's nocache
+	// with no block: the whole file), not every mount's (drop_caches), which
+	// tests running beside this one count on.
+	script := fmt.Sprintf(`for r in 1 2; do for i in 0 1 2 3; do dd if=%[1]s/f$i iflag=nocache count=0 2>/dev/null; done
+for i in 0 1 2 3; do dd if=%[1]s/f$i of=/dev/null bs=128k 2>/dev/null & done; wait; done`, mnt)
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	e2e.Run(t, e2e.Fusescope, "trace", "--mount", mnt, "--stages", "-o", rec, "--", "sh", "-c", script)
 	r := e2e.LoadRecord(t, rec)

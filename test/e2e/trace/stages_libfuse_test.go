@@ -113,6 +113,7 @@ func checkAllStaged(t *testing.T, plain, staged *profile.Record, conn uint32) {
 // FUSE passthrough serves reads and writes in the kernel: no READ or WRITE
 // reaches the daemon, and --stages counts the opens answered that way.
 func TestStagesLibfuseDaemons(t *testing.T) {
+	// Not parallel: it changes fs.pipe-max-size, the machine's.
 	hp, ll := libfuseExample(t, "passthrough_hp"), libfuseExample(t, "passthrough_ll")
 	cases := []struct {
 		name        string
@@ -188,6 +189,7 @@ func TestStagesLibfuseDaemons(t *testing.T) {
 // guess: every request is counted as not taken, and the record says the
 // ring was enabled.
 func TestStagesIOURing(t *testing.T) {
+	// Not parallel: it changes fuse's enable_uring, every mount's.
 	const param = "/sys/module/fuse/parameters/enable_uring"
 	was, err := os.ReadFile(param)
 	if err != nil {
@@ -232,6 +234,7 @@ func TestStagesIOURing(t *testing.T) {
 // 127.0.0.1: the daemon's time is the network round trip, and every request
 // is split into stages.
 func TestStagesSshfs(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "sshfs", "ssh-keygen")
 	sshd := "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -283,6 +286,7 @@ func freePort(t *testing.T) int {
 // goroutines read /dev/fuse, replies go out with writev, READ replies with
 // splice from the backing file): every request is split into stages.
 func TestStagesGoFuseLoopback(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "loopback")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fusescope/fusescope/test/bench/loopback").CombinedOutput(); err != nil {
 		t.Fatalf("building go-fuse's loopback: %v\n%s", err, out)

@@ -43,6 +43,7 @@ func stageOf(t *testing.T, s *profile.OpStats, st profile.Stage) *hist.Hist {
 // the same requests, which starts later (go-fuse has parsed the request)
 // and ends earlier (before go-fuse writes the reply).
 func TestStagesLabLatency(t *testing.T) {
+	// Not parallel: it measures the stages of injected latencies, which other tests' load would stretch.
 	for _, attach := range []string{"tp_btf", "tracepoint"} {
 		t.Run(attach, func(t *testing.T) {
 			cfg := labfs.Config{EntryTimeout: labfs.Timeout(0), AttrTimeout: labfs.Timeout(0)}
@@ -134,6 +135,7 @@ func TestStagesLabLatency(t *testing.T) {
 // request of the plain trace's counts is split into stages, and the counts
 // are the plain trace's, run side by side on the same workload.
 func TestStagesBindfsCounts(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "bindfs")
 	_, mnt := e2e.MountBindfs(t, 20)
 	conn := e2e.ConnOf(t, mnt)
@@ -173,6 +175,7 @@ func TestStagesBindfsCounts(t *testing.T) {
 // kernel's queue. The queue stage grows with N, about (N-1) services; the
 // daemon stage stays at the service time.
 func TestStagesSerialQueue(t *testing.T) {
+	// Not parallel: it measures the time requests queue behind a serial daemon.
 	const service = 1200 * time.Microsecond
 	const perClient = 40
 	mnt := mountSerialFS(t, 8, service)
@@ -255,6 +258,7 @@ func allStopped(pid int) bool {
 // "with the daemon"; trace lists both at its intervals as hung, where the
 // statistics, which count requests as they end, show nothing.
 func TestStagesHungRequests(t *testing.T) {
+	// Not parallel: it times requests against the --hung threshold.
 	for _, c := range []struct {
 		name, latency, stage string
 		stop                 bool
@@ -355,6 +359,7 @@ func TestStagesHungRequests(t *testing.T) {
 // file add up to the requests counted by opcode, the files made and
 // stat'ed during the trace carry their paths, and --slower's lines name them.
 func TestTraceFiles(t *testing.T) {
+	t.Parallel()
 	cfg := labfs.Config{EntryTimeout: labfs.Timeout(0), AttrTimeout: labfs.Timeout(0)}
 	src, mnt, _ := e2e.MountLabFS(t, cfg)
 	if err := os.WriteFile(filepath.Join(src, "old"), []byte("x"), 0o644); err != nil {
@@ -434,6 +439,8 @@ func TestTraceFiles(t *testing.T) {
 // every page a READ); the first read of a file with the cache is all
 // misses, the pages added to the cache as they are read.
 func TestTracePageCache(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // the kernel's pages and attributes stay cached
 	const size = 1 << 20
 	for _, c := range []struct {
 		name      string
@@ -505,6 +512,8 @@ func TestTracePageCache(t *testing.T) {
 // in between, this VM's proactive reclaim among others, is read again:
 // those pages are added, and the ratio is the rest's share).
 func TestTracePageCacheSmallFiles(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // the kernel's pages and attributes stay cached
 	src, mnt, _ := e2e.MountLabFS(t, labfs.Config{KeepCache: true})
 	var files []string
 	for i := range 10 {
@@ -553,6 +562,8 @@ func countOf(s *profile.OpStats) uint64 {
 // (strace -P: the calls on that file); with the kernel's caches on and the
 // file looked up before, repeated stats send no request: 100% cached.
 func TestTraceCalls(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // the kernel's pages and attributes stay cached
 	e2e.Need(t, "strace", "python3")
 	const stats, reads = 10, 3
 	script := fmt.Sprintf("import os, sys\np = sys.argv[1]\nfor _ in range(%d): os.stat(p)\nfd = os.open(p, os.O_RDONLY)\nfor _ in range(%d): os.read(fd, 10)\nos.close(fd)\n", stats, reads)
@@ -629,6 +640,7 @@ func TestTraceCalls(t *testing.T) {
 // trace --calls -p PID: a process already running is the application, its
 // calls counted from the trace's start to its exit, which ends the trace.
 func TestTraceCallsPID(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "python3")
 	src, mnt, _ := e2e.MountLabFS(t, e2e.Preset(t, "nocache"))
 	if err := os.WriteFile(filepath.Join(src, "f"), nil, 0o644); err != nil {
@@ -699,6 +711,7 @@ func straceCounts(t *testing.T, path string) map[string]uint64 {
 // when it was first watched and the text view names it, so the requests
 // before then, counted apart as not taken, are never guessed at.
 func TestStagesDaemonStartedLater(t *testing.T) {
+	t.Parallel()
 	e2e.Need(t, "bindfs")
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	tr := e2e.StartTrace(t, "--stages", "--json", "0.2", "-o", rec)
@@ -742,6 +755,7 @@ func TestStagesDaemonStartedLater(t *testing.T) {
 // system with 5 ms per GETATTR, p50, p90, p99 of the record against the
 // exact quantiles of the same requests, each sent whole by --slower 1ns.
 func TestTraceQuantilesWithinFivePercent(t *testing.T) {
+	// Not parallel: it holds quantiles to 5% of the exact values, which other tests' load would skew.
 	cfg := labfs.Config{EntryTimeout: labfs.Timeout(0), AttrTimeout: labfs.Timeout(0)}
 	var err error
 	if cfg.Latency, err = labfs.ParseLatency("getattr=5ms+-2ms"); err != nil {
@@ -786,6 +800,7 @@ func TestTraceQuantilesWithinFivePercent(t *testing.T) {
 // files (attributes not cached: a GETATTR each, no LOOKUP) are listed by
 // --files under their paths.
 func TestStagesReaddirplusNames(t *testing.T) {
+	t.Parallel()
 	cfg := labfs.Config{Readdirplus: "on", AttrTimeout: labfs.Timeout(0)}
 	src, mnt, _ := e2e.MountLabFS(t, cfg)
 	if err := os.Mkdir(filepath.Join(src, "d"), 0o755); err != nil {
@@ -837,6 +852,7 @@ func TestStagesReaddirplusNames(t *testing.T) {
 // on the CPUs where the other holds the index: every request of every
 // mount is split, and each mount's counts are its daemon's own.
 func TestStagesManyConnections(t *testing.T) {
+	t.Parallel()
 	const mounts = 5
 	var mnts []string
 	var daemons []*countingFS

@@ -110,6 +110,7 @@ func topRows(screen string) (ops []string, rates map[string]float64) {
 // about its rate; s sorts by rate, m picks the mount, p pauses; q leaves
 // the shell's screen as it was, with no probe left.
 func TestTopUnderTmux(t *testing.T) {
+	// Not parallel: it compares the rates top shows with the workload's.
 	probes := e2e.WatchProbes(t)
 	e2e.Need(t, "tmux")
 	mnt, cfs := mountLab(t, 50, 1, 0)
@@ -199,6 +200,7 @@ func TestTopUnderTmux(t *testing.T) {
 // counts its own getppid calls: the screen's getppid rate is the loop's,
 // its failed stats show as errors, and the process's exit ends top.
 func TestTopSyscallsUnderTmux(t *testing.T) {
+	// Not parallel: it compares the rates top shows with the workload's.
 	probes := e2e.WatchProbes(t)
 	e2e.Need(t, "tmux", "python3")
 	dir := t.TempDir()
@@ -276,6 +278,7 @@ while True:
 // below 80x12 while top runs shows the whole refusal, wrapped to its
 // width, and top's screen comes back when it grows.
 func TestTopMountsUnderTmux(t *testing.T) {
+	t.Parallel()
 	probes := e2e.WatchProbes(t)
 	e2e.Need(t, "tmux")
 	a, _ := mountLab(t, 50, 1, 0)
@@ -345,6 +348,7 @@ func TestTopMountsUnderTmux(t *testing.T) {
 // v1's init asked, and waited 5 s for an answer that never came), and
 // likewise under tmux, which answers.
 func TestTopStartsAtOnce(t *testing.T) {
+	// Not parallel: it times top's first screen.
 	probes := e2e.WatchProbes(t)
 	e2e.Need(t, "script", "tmux")
 	mnt, _ := mountLab(t, 5, 1, 0)

@@ -25,6 +25,7 @@ import (
 // LOOKUPs; every opcode's count must equal what the daemon served, whichever
 // way the programs attach.
 func TestTraceCountsMatchDaemon(t *testing.T) {
+	t.Parallel()
 	for _, attach := range []string{"tp_btf", "tracepoint"} {
 		t.Run(attach, func(t *testing.T) { traceCountsMatchDaemon(t, attach) })
 	}
@@ -85,6 +86,7 @@ func traceCountsMatchDaemon(t *testing.T, attach string) {
 // A daemon that sleeps 2 ms in GETATTR must show GETATTR's p50 inside
 // [2^21, 2^22) ns.
 func TestTraceInjectedLatency(t *testing.T) {
+	// Not parallel: it measures injected latencies, which other tests' load would stretch.
 	// 2^21 ns is 2.097 ms: a sleep of exactly 2 ms put the p50 in bucket
 	// 20 in 2 of 15 runs here, whenever the request path and the sleep's
 	// overshoot added less than 97 us. 2.2 ms is a "2 ms" daemon whose p50
@@ -124,6 +126,7 @@ func TestTraceInjectedLatency(t *testing.T) {
 // [2^21, 2^22) ns, so a difference of cumulative snapshots cannot tell
 // them apart), on both ways of attaching.
 func TestTraceIntervalExtremes(t *testing.T) {
+	// Not parallel: it times requests against the interval records' boundaries.
 	for _, attach := range []string{"tp_btf", "tracepoint"} {
 		t.Run(attach, func(t *testing.T) { traceIntervalExtremes(t, attach) })
 	}
@@ -188,6 +191,7 @@ func traceIntervalExtremes(t *testing.T, attach string) {
 // ECONNABORTED: the tracer counts them as such and keeps nothing in flight
 // for them (the in-flight table must not leak), on both ways of attaching.
 func TestTraceAbortedConnection(t *testing.T) {
+	t.Parallel()
 	for _, attach := range []string{"tp_btf", "tracepoint"} {
 		t.Run(attach, func(t *testing.T) { traceAbortedConnection(t, attach) })
 	}
@@ -266,6 +270,7 @@ func traceAbortedConnection(t *testing.T, attach string) {
 // the daemon served), with the latency the kernel saw, the command and
 // process that asked, and the inode; on both ways of attaching.
 func TestTraceSlower(t *testing.T) {
+	// Not parallel: it times requests against the --slower threshold.
 	e2e.Need(t, "stat")
 	const injected = 2200 * time.Microsecond
 	for _, v := range []struct {
@@ -375,6 +380,7 @@ func TestTraceSlower(t *testing.T) {
 // to after its last: every request the daemon served for it is counted,
 // and fusescope exits with the command's status.
 func TestTraceCommand(t *testing.T) {
+	t.Parallel()
 	const nFiles = 20
 	mnt, daemon := mountLab(t, nFiles, 1, 0)
 	rec := filepath.Join(t.TempDir(), "rec.json")
@@ -426,6 +432,7 @@ func TestTraceCommand(t *testing.T) {
 // started a child of its own and outlives `trace 0.2 2` is ended with it,
 // a line says so, and fusescope exits with the command's status, 143.
 func TestTraceCountEndsTheCommand(t *testing.T) {
+	t.Parallel()
 	mnt, _ := mountLab(t, 1, 1, 0)
 	pids := filepath.Join(t.TempDir(), "pids")
 	cmd := exec.Command(e2e.Fusescope, "trace", "--mount", mnt, "--counts", "0.2", "2", "--",
@@ -455,6 +462,7 @@ func TestTraceCountEndsTheCommand(t *testing.T) {
 // at least once per request traced (they run for every FUSE mount's, and
 // other packages' tests may mount some meanwhile).
 func TestTraceRecordsProgramCostWhenTheKernelAccountsIt(t *testing.T) {
+	// Not parallel: it turns on kernel.bpf_stats_enabled, the machine's.
 	const sysctl = "/proc/sys/kernel/bpf_stats_enabled"
 	was, err := os.ReadFile(sysctl)
 	if err != nil {
