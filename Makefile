@@ -16,7 +16,7 @@ DEPS_TEST := $(DEPS_RUN) bpftrace:bpftrace bpftool:bpftool git:git fio:fio setpr
 	gcc:gcc sshfs:sshfs /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus promtool:prometheus chromium:chromium tmux:tmux
 DEPS_BENCH := $(DEPS_TEST) hyperfine:hyperfine
 
-.PHONY: all build release generate vmlinux check-generated lint test unit e2e test-kernels bench demo deps clean peers
+.PHONY: all build release generate vmlinux check-generated lint test test-packages test-kernels-quick unit e2e test-kernels bench demo deps clean peers
 
 all: build
 
@@ -88,12 +88,21 @@ e2e: build
 
 # With the race detector (it needs cgo, hence gcc): the lab file system and
 # the test file systems run inside the test processes, under real workloads.
-test: $(TOOLS)/gotestsum
-	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE)
+# The tests spend most of their time waiting (on daemons, injected
+# latencies, guests), so the packages run side by side (-p 4: the
+# end-to-end tests are four packages, test/e2e/...), and the lint and the
+# kernel matrix's quick pass run beside them; make test fails if any of the
+# three does, once all three have ended.
+test: $(TOOLS)/gotestsum $(TOOLS)/staticcheck
+	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE) $(DEPS_KERNELS)
 	@scripts/libfuse-examples.sh
-	$(MAKE) --no-print-directory check-generated lint
-	gotestsum --format testname -- -race -count=1 -timeout 40m ./...
-	@scripts/deps.sh $(DEPS_KERNELS)
+	$(MAKE) --no-print-directory check-generated
+	$(MAKE) --no-print-directory -j3 lint test-packages test-kernels-quick
+
+test-packages: $(TOOLS)/gotestsum
+	gotestsum --format testname -- -race -count=1 -p 4 -timeout 40m ./...
+
+test-kernels-quick:
 	test/kernels/run.sh --quick
 
 # The kernel matrix: Debian's 5.10 to the newest trixie-backports kernel,
