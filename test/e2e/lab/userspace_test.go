@@ -224,7 +224,8 @@ func TestLabFSCloseToOpen(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(mnt, "doc")); string(b) != "version 1" {
 			t.Fatalf("first read %q", b)
 		}
-		time.Sleep(10 * time.Millisecond)
+		e2e.WaitIdle(t, f.Conn)                                             // the RELEASE, sent after close returned, ends the daemon's open
+		afterCoarseClock(t, ctimeOf(t, filepath.Join(src, "doc")))          // the file's times tick with the coarse clock
 		os.WriteFile(filepath.Join(src, "doc"), []byte("version 2"), 0o644) // same length, new mtime
 		b, _ := os.ReadFile(filepath.Join(mnt, "doc"))
 		switch {

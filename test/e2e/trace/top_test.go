@@ -366,9 +366,9 @@ func TestTopStartsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	for !strings.Contains(screen.String(), "keys: s sort") && time.Since(start) < 20*time.Second {
-		time.Sleep(20 * time.Millisecond)
-	}
+	e2e.Eventually(t, 20*time.Second, "top's first screen", func() (bool, string) {
+		return strings.Contains(screen.String(), "keys: s sort"), fmt.Sprintf("%q", screen.String())
+	})
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("the first screen took %v on a terminal that answers nothing:\n%q", took.Round(time.Millisecond), screen.String())
 	}
