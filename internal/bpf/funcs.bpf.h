@@ -97,6 +97,28 @@ static __always_inline void req_out_header(struct fuse_req *req, struct fuse_out
 	}
 }
 
+/* Both headers, in one probed read where the request holds them side by
+ * side (every layout Debian's kernels have: 5.10 to 7.3): the end's second
+ * read was a helper call per request. */
+static __always_inline void req_headers(struct fuse_req *req, struct fuse_in_header *in, struct fuse_out_header *out,
+					const int probed)
+{
+	__u32 in_off = bpf_core_field_offset(struct fuse_req, in.h);
+	if (probed && bpf_core_field_offset(struct fuse_req, out.h) == in_off + sizeof(*in)) {
+		struct {
+			struct fuse_in_header in;
+			struct fuse_out_header out;
+		} both;
+		if (bpf_probe_read_kernel(&both, sizeof(both), (void *)req + in_off))
+			__builtin_memset(&both, 0, sizeof(both));
+		*in = both.in;
+		*out = both.out;
+		return;
+	}
+	req_in_header(req, in, probed);
+	req_out_header(req, out, probed);
+}
+
 /* The send, as SEND_BTF's under key_by_address (fusereq.bpf.c). */
 static __always_inline int func_send(struct fuse_req *req, const int probed, const int slow, const int stages)
 {
@@ -120,8 +142,7 @@ static __always_inline int func_end(struct fuse_req *req, const int probed, cons
 		stamp_reply(req, probed);
 	struct fuse_in_header in;
 	struct fuse_out_header out;
-	req_in_header(req, &in, probed);
-	req_out_header(req, &out, probed);
+	req_headers(req, &in, &out, probed);
 	__u32 tag = req_tag(req);
 	return on_end(0, tag, out.len, out.error, tag, (slow || files) ? in.nodeid : 0, in.unique, slow, stages, files);
 }
