@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -81,15 +80,15 @@ once, forced if busy, after the write-behind queues are written.
 			}
 			base.Override(&cfg, cmd.Flags().Changed)
 			if base.Latency, err = labfs.ParseLatency(latency); err != nil {
-				return asFlags(err)
+				return err
 			}
 			if base.Bandwidth, err = labfs.ParseBandwidth(bandwidth); err != nil {
-				return asFlags(err)
+				return err
 			}
 			if err := base.Validate(); err != nil {
-				return asFlags(err)
+				return err
 			}
-			return asFlags(mountConfigured(args[0], args[1], base, background, metrics))
+			return mountConfigured(args[0], args[1], base, background, metrics)
 		},
 	}
 	f := c.Flags()
@@ -170,16 +169,6 @@ func (p *metricsPublisher) Publish(ctx context.Context, record func() (*profile.
 }
 
 func (p *metricsPublisher) Close() error { return p.l.Close() }
-
-// asFlags words the lab fs's option errors as fs mount's flags
-// (--latency); other errors are returned as they are.
-func asFlags(err error) error {
-	var oe *labfs.OptionError
-	if !errors.As(err, &oe) {
-		return err
-	}
-	return errors.New(oe.Word(func(option string) string { return "--" + option }))
-}
 
 func newFSUmountCmd() *cobra.Command {
 	return &cobra.Command{

@@ -129,7 +129,7 @@ func PresetNames() []string {
 func PresetDoc(name string) string { return presets[name].doc }
 
 // Validate checks combinations the kernel would reject or ignore silently;
-// its errors are *OptionError.
+// its errors are *option.Error.
 func (c *Config) Validate() error {
 	if c.KeepCache && c.DirectIO {
 		return optionErr("keep-cache", "and {direct-io} contradict each other: choose one")
