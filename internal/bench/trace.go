@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"errors"
 	"io"
 	"os"
 
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/option"
 )
 
 // OpenTracer traces every FUSE connection's requests for the bench, with
@@ -22,11 +24,23 @@ func OpenTracer(stages, calls bool) (Tracer, func(), error) {
 	s, err := ktrace.OpenRequests(cfg)
 	if err != nil && stages {
 		cfg.Stages = false
-		if s, err = ktrace.OpenRequests(cfg); err != nil {
-			return nil, nil, err
-		}
+		s, err = ktrace.OpenRequests(cfg)
+	}
+	if err != nil {
+		return nil, nil, errors.New(option.Reword(err, yamlSetting))
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// yamlSetting spells a tracer setting as a bench file sets it.
+func yamlSetting(key string) string {
+	switch key {
+	case "calls":
+		return "a workload's calls: true"
+	case "stages":
+		return "trace: stages"
+	}
+	return key
 }
 
 // Bar is a Progress bar with the runs done, the rate and the time left,
