@@ -36,8 +36,8 @@ func TestFlagErrors(t *testing.T) {
 }
 
 // What users read says what a thing is, not which of the project's source
-// documents it came from (issue 39, 29: "seed 000's show_diff", "GFFS used
-// 4" and "Seed 001" in --help and the presets): every command's help, its
+// documents it came from (--help and the presets once cited "seed 000's
+// show_diff", "GFFS used 4" and "Seed 001"): every command's help, its
 // flags' and the presets' descriptions and published figures' sources.
 func TestHelpSaysWhatThingsAre(t *testing.T) {
 	internal := regexp.MustCompile(`(?i)\bseeds?\b[' ]+(0\d\d|experiment|and)|\bseed's\b|\bthe seeds'|\bGFFS used\b`)

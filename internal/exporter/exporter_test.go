@@ -211,8 +211,8 @@ func BenchmarkScrape(b *testing.B) {
 	}
 }
 
-// The series are bounded by default (issue 39, 11: 100 mounts with
-// --stages made ~400,000, and a scrape outlasted Prometheus's interval):
+// The series are bounded by default (unbounded, 100 mounts with --stages
+// made ~400,000, and a scrape outlasted Prometheus's interval):
 // 50 mounts x 40 opcodes with three stages each would make 216,350; the
 // default budget labels the first mounts that fit, in connection order,
 // sums the others under "other", and the exposition holds as many series

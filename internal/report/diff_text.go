@@ -17,7 +17,7 @@ import (
 // DiffOptions choose what the text of a diff shows.
 type DiffOptions struct {
 	Unit   hist.Unit // latencies' unit (bcc's -m, -u)
-	Counts bool      // counts alone, as seed 000's show_diff
+	Counts bool      // counts alone: requests and errors, no latency
 	Hist   bool      // the total latency histograms of A and B side by side, per row
 	Top    int       // rows (0: all)
 	Color  bool      // a terminal: changes coloured

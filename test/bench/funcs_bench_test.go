@@ -19,7 +19,7 @@ import (
 )
 
 // TestBenchMechanisms is what each way of attaching costs per FUSE request,
-// in one run on one kernel (issue 40): the tracepoints (tp_btf, classic)
+// in one run on one kernel: the tracepoints (tp_btf, classic)
 // where the kernel has them, fentry and kprobes on its functions where it
 // has those, each plain and with --stages (the system-call side on the
 // tracepoints, the kernel's side of /dev/fuse on fentry and kprobes).

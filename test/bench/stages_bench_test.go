@@ -15,7 +15,7 @@ import (
 	"github.com/fusescope/fusescope/internal/stats"
 )
 
-// BenchmarkStagesCost measures what trace --stages costs (issue 29), in one
+// BenchmarkStagesCost measures what trace --stages costs, in one
 // interleaved run:
 //
 //	(a) per FUSE request, every program included (send, end and the stage

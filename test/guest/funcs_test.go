@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// The function mechanism (issue 40): before 6.12 the kernel has no fuse
+// The function mechanism: before 6.12 the kernel has no fuse
 // tracepoints, and fusescope attaches to the functions that queue and end a
 // request instead, fentry where fuse has BTF, else kprobes; --stages times
 // the kernel's side of /dev/fuse there. The counts of each way of attaching
