@@ -346,7 +346,7 @@ func (n *confinedNode) handle(fd int, flags uint32) fs.FileHandle {
 }
 
 // Read answers with the part of the file that is there, for go-fuse to
-// splice: a result as long as the reply, never longer.
+// splice (fileRead): a result as long as the reply, never longer.
 func (h *openHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	fd := h.fd
 	if h.direct {
@@ -362,7 +362,7 @@ func (h *openHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.Read
 	if n == 0 {
 		return fuse.ReadResultData(nil), 0
 	}
-	return fuse.ReadResultFd(uintptr(fd), off, n), 0
+	return fileRead(uintptr(fd), off, n), 0
 }
 
 func (h *openHandle) Release(ctx context.Context) syscall.Errno {

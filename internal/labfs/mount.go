@@ -41,6 +41,7 @@ type FS struct {
 	timerNs  float64
 	killed   string // what CleanStale found, for the caller to say
 	unmounts chan struct{}
+	ownMount bool // mounted by mountDevFuse, not by go-fuse: unmounted by us
 
 	controlOnce sync.Once
 }
@@ -188,7 +189,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	root := os.Geteuid() == 0
 	if cfg.Passthrough && !root {
-		return nil, optionErr("passthrough", "needs root (the kernel requires CAP_SYS_ADMIN to register backing files)")
+		return nil, fmt.Errorf("--passthrough needs root (the kernel requires CAP_SYS_ADMIN to register backing files)")
 	}
 	if !root {
 		if err := canMountAsUser(); err != nil {
@@ -210,7 +211,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	mopts := fuse.MountOptions{
 		// Other users may use the mount only where the kernel checks their
 		// permissions: the daemon, as root, would let them do anything.
-		FsName: src, Name: "fusescope", AllowOther: root && !cfg.NoDefaultPermissions, DirectMount: root,
+		FsName: src, Name: "fusescope", AllowOther: root && !cfg.NoDefaultPermissions,
 		MaxWrite: cfg.MaxWrite, MaxReadAhead: cfg.MaxReadahead, MaxBackground: cfg.MaxBackground,
 		CongestionThreshold: cfg.Congestion, DisableReadDirPlus: cfg.Readdirplus == "off",
 		ExtraCapabilities: extra, DisabledCapabilities: disabled,
@@ -284,8 +285,19 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 			}
 		}
 	}
-	f.server, err = fuse.NewServer(w, mnt, &mopts)
+	// As root, mounted here with /dev/fuse close-on-exec (devfuse.go);
+	// otherwise, or where that fails, by go-fuse through fusermount.
+	serveAt := mnt
+	if root {
+		if at, err := mountDevFuse(mnt, &mopts); err == nil {
+			serveAt, f.ownMount = at, true
+		}
+	}
+	f.server, err = fuse.NewServer(w, serveAt, &mopts)
 	if err != nil {
+		if f.ownMount {
+			unix.Unmount(mnt, unix.MNT_DETACH)
+		}
 		unix.Close(loop.src)
 		return nil, fmt.Errorf("mounting %s at %s: %w", src, mnt, err)
 	}
@@ -300,8 +312,11 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		close(f.unmounts)
 	}()
 	if err := f.server.WaitMount(); err != nil {
-		f.server.Unmount()
+		f.unmountOnce()
 		return nil, fmt.Errorf("mounting %s at %s: %w", src, mnt, err)
+	}
+	if f.ownMount {
+		pollHack(mnt)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err == nil {
@@ -323,7 +338,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	if cfg.Passthrough && f.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		f.Unmount()
-		return nil, optionErr("passthrough", ": kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernel.Release())
+		return nil, fmt.Errorf("--passthrough: kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernel.Release())
 	}
 	if f.control, err = serveControl(f); err != nil {
 		f.Unmount()
@@ -413,7 +428,7 @@ func (f *FS) Unmount() error {
 	f.raw.wb.drainAll()
 	var err error
 	for i := 0; i < 20; i++ {
-		if err = f.server.Unmount(); err == nil {
+		if err = f.unmountOnce(); err == nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "github.com/fusescope/fusescope/internal/thirdparty/bubbletea"
 
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"

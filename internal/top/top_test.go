@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "github.com/fusescope/fusescope/internal/thirdparty/bubbletea"
 
 	"github.com/fusescope/fusescope/internal/golden"
 	"github.com/fusescope/fusescope/internal/profile"
