@@ -13,7 +13,7 @@ import (
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
-	"github.com/fusescope/fusescope/internal/systrace"
+	"github.com/fusescope/fusescope/internal/syslive"
 	"github.com/fusescope/fusescope/internal/top"
 )
 
@@ -102,7 +102,7 @@ q, Esc or Ctrl-C quits and leaves the terminal as it was.`,
 				}
 				_, err := session.Run(ctx, run, func(target session.Target) (session.Source, error) {
 					if syscalls {
-						return systrace.OpenTop(ktrace.SyscallOptions{PID: pid}, version, target)
+						return syslive.OpenTop(ktrace.SyscallOptions{PID: pid}, version, target)
 					}
 					return ktrace.OpenRequests(cfg)
 				})

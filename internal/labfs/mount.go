@@ -189,7 +189,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	root := os.Geteuid() == 0
 	if cfg.Passthrough && !root {
-		return nil, fmt.Errorf("--passthrough needs root (the kernel requires CAP_SYS_ADMIN to register backing files)")
+		return nil, optionErr("passthrough", "needs root (the kernel requires CAP_SYS_ADMIN to register backing files)")
 	}
 	if !root {
 		if err := canMountAsUser(); err != nil {
@@ -338,7 +338,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	}
 	if cfg.Passthrough && f.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		f.Unmount()
-		return nil, fmt.Errorf("--passthrough: kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernel.Release())
+		return nil, optionErr("passthrough", ": kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernel.Release())
 	}
 	if f.control, err = serveControl(f); err != nil {
 		f.Unmount()

@@ -48,20 +48,24 @@ var layers = []struct {
 		"internal/stats", "internal/bpf", "internal/bpf/vmlinuxgen", "internal/golden", "internal/option",
 		"internal/thirdparty/bubbletea"}},
 	{name: "model", pkgs: []string{"internal/profile"}, may: []string{"data"}},
+	// strace's log format: the parser and the events both system-call sources hand the analyzers.
+	{name: "formats", pkgs: []string{"internal/strace"}, may: []string{"data", "model"}},
 	// FUSE connections and the run loop know the model, no source.
 	{name: "connections", pkgs: []string{"internal/fuseconn"}, may: []string{"data", "model"}},
 	{name: "run", pkgs: []string{"internal/session"}, may: []string{"data", "model"}},
 	// Sources fill records; the kernel side (ktrace) hands typed events
 	// to the interpretations built on it, never the other way.
-	{name: "sources", pkgs: []string{"internal/ktrace", "internal/kfunc", "internal/labfs", "internal/systrace"},
-		may:    []string{"data", "model", "connections", "run"},
-		within: map[string]string{"internal/kfunc": "internal/ktrace", "internal/systrace": "internal/ktrace"}},
+	{name: "sources", pkgs: []string{"internal/ktrace", "internal/kfunc", "internal/labfs", "internal/systrace", "internal/sysserve"},
+		may:    []string{"data", "model", "formats", "connections", "run"},
+		within: map[string]string{"internal/kfunc": "internal/ktrace", "internal/sysserve": "internal/ktrace"}},
+	// The live system-call source: ktrace's programs (or sysserve's) and systrace's analyzers.
+	{name: "live", pkgs: []string{"internal/syslive"}, may: []string{"data", "model", "formats", "connections", "run", "sources"}},
 	// Views read records and nothing else.
 	{name: "views", pkgs: []string{"internal/report", "internal/exporter", "internal/top"}, may: []string{"data", "model"},
 		within: map[string]string{"internal/top": "internal/report"}},
 	// A driver of runs uses sources and records, never a view or cmd/.
 	{name: "drivers", pkgs: []string{"internal/bench"}, may: []string{"data", "model", "connections", "run", "sources"}},
-	{name: "cmd", pkgs: []string{"cmd/fusescope"}, may: []string{"data", "model", "connections", "run", "sources", "views", "drivers"}},
+	{name: "cmd", pkgs: []string{"cmd/fusescope"}, may: []string{"data", "model", "connections", "run", "sources", "live", "views", "drivers"}},
 }
 
 func TestPackageLayering(t *testing.T) {
