@@ -55,6 +55,30 @@ func newDefaultACLs(ttl time.Duration) *defaultACLs {
 	return &defaultACLs{ttl: ttl, m: map[uint64]aclSeen{}}
 }
 
+// defaultACLKeep is the upkeep of labRaw's defaultACLs as a feature: a
+// directory is forgotten when its default ACL changes through the mount or
+// the kernel forgets it.
+type defaultACLKeep struct {
+	noHooks
+	*defaultACLs
+}
+
+func newDefaultACLKeep(w *labRaw) feature {
+	acls := newDefaultACLs(w.cfg.attrTimeout())
+	if acls == nil {
+		return nil
+	}
+	w.acls = acls // for creationMode
+	return &defaultACLKeep{defaultACLs: acls}
+}
+
+func (d *defaultACLKeep) observe(e event) fuse.Status {
+	if e.kind == forgotten || e.kind == attrsChanged && e.name == aclDefault {
+		d.drop(e.node)
+	}
+	return fuse.OK
+}
+
 func (d *defaultACLs) get(dir uint64, now time.Duration) (has, known bool) {
 	if d == nil {
 		return false, false

@@ -3,7 +3,10 @@ package labfs
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // inodeLRU remembers which inodes the kernel holds references to and, past
@@ -14,12 +17,17 @@ import (
 // nothing, so victims are asked again after a pause, by the next lookup or
 // the periodic check.
 type inodeLRU struct {
+	noHooks
 	max    int
 	c      *counters
 	notify func(victims []lruNode)
 	mu     sync.Mutex
 	order  *list.List               // front: most recent
 	nodes  map[uint64]*list.Element // of *lruNode
+	// server is the mount's, to notify; set once it is up.
+	server   atomic.Pointer[fuse.Server]
+	stop     chan struct{} // closed when serving stops
+	stopOnce sync.Once
 }
 
 type lruNode struct {
@@ -37,11 +45,71 @@ const retryAfter = 50 * time.Millisecond
 // go-fuse's own inode tree when asked for (countInodes), and lookups pay
 // nothing for it. Tracking every inode here cost each LOOKUP ~1 us, which
 // made the default mode's lookups slower than go-fuse's loopback.
-func newInodeLRU(max int, c *counters) *inodeLRU {
-	if max <= 0 {
+func newInodeLRU(w *labRaw) feature {
+	if w.cfg.MaxInodes <= 0 {
 		return nil
 	}
-	return &inodeLRU{max: max, c: c, order: list.New(), nodes: map[uint64]*list.Element{}}
+	l := &inodeLRU{max: w.cfg.MaxInodes, c: &counters{}, order: list.New(), nodes: map[uint64]*list.Element{}, stop: make(chan struct{})}
+	l.notify = l.prune
+	return l
+}
+
+func (l *inodeLRU) observe(e event) fuse.Status {
+	switch e.kind {
+	case referenced:
+		l.looked(e.parent, e.name, e.node)
+	case listed:
+		names, ids, _ := e.list.lookedUp()
+		l.lookedAll(e.node, names, ids)
+	case used:
+		l.touch(e.node)
+	case forgotten:
+		l.forgot(e.node, e.n)
+	case mounted:
+		l.server.Store(e.server)
+		go l.enforceEvery(4 * retryAfter)
+	case stopped:
+		l.stopOnce.Do(func() { close(l.stop) })
+	}
+	return fuse.OK
+}
+
+func (l *inodeLRU) count(m map[string]uint64) { m["inode_evictions"] = l.c.evictions.Load() }
+
+// enforceEvery evicts what exceeds the limit every period, until serving
+// stops: a prune of a busy inode did nothing, and nothing else may come to
+// ask again.
+func (l *inodeLRU) enforceEvery(period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			l.enforce()
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// prune asks the kernel to drop victims. FUSE_NOTIFY_PRUNE (Linux 6.16+)
+// drops the inodes' unused dentries and the inodes, so their FORGETs
+// follow. Invalidating a name alone only unhashes the dentry, which may
+// linger until memory pressure.
+func (l *inodeLRU) prune(victims []lruNode) {
+	server := l.server.Load()
+	if server == nil {
+		return // not mounted yet: the periodic check asks again
+	}
+	ids := make([]uint64, len(victims))
+	for i, v := range victims {
+		ids[i] = v.id
+	}
+	if server.PruneNotify(ids) == fuse.ENOSYS {
+		for _, v := range victims {
+			server.EntryNotify(v.parent, v.name)
+		}
+	}
 }
 
 // looked records a reply that handed the kernel a reference to id.

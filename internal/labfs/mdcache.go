@@ -2,8 +2,11 @@ package labfs
 
 import (
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -37,10 +40,7 @@ type mdEntry struct {
 	dropped uint64 // > 0: no answer, dropped at this generation
 }
 
-func newMDCache(ttl time.Duration) *mdCache {
-	if ttl <= 0 {
-		return nil
-	}
+func newAttrCache(ttl time.Duration) *mdCache {
 	return &mdCache{ttl: ttl, m: map[uint64]mdEntry{}, writers: map[uint64]int{}}
 }
 
@@ -139,4 +139,81 @@ func (c *mdCache) closed(node uint64) {
 	}
 	c.mu.Unlock()
 	c.drop(node)
+}
+
+// mdCacheFeature is --md-cache as a feature: it answers GETATTR, caches
+// what LOOKUP, GETATTR and READDIRPLUS fetch, and drops what a change makes
+// stale.
+type mdCacheFeature struct {
+	*mdCache
+	passthrough  bool
+	hits, misses atomic.Uint64
+}
+
+func newMDCache(w *labRaw) feature {
+	if w.cfg.MDCacheTTL <= 0 {
+		return nil
+	}
+	return &mdCacheFeature{mdCache: newAttrCache(w.cfg.MDCacheTTL), passthrough: w.cfg.Passthrough}
+}
+
+func (f *mdCacheFeature) wraps(op fuseproto.Opcode) bool {
+	return op == fuseproto.Lookup || op == fuseproto.Getattr || op == fuseproto.Readdirplus
+}
+
+func (f *mdCacheFeature) around(r *request) fuse.Status {
+	if r.op == fuseproto.Getattr {
+		if f.get(r.node, r.attr) {
+			f.hits.Add(1)
+			return fuse.OK
+		}
+		f.misses.Add(1)
+	}
+	since := f.begin()
+	st := r.next()
+	if st != fuse.OK {
+		return st
+	}
+	switch r.op {
+	case fuseproto.Getattr:
+		f.put(r.node, r.attr, since)
+	case fuseproto.Lookup:
+		out := r.entry
+		f.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr}, since)
+	case fuseproto.Readdirplus:
+		if r.list != nil {
+			_, ids, outs := r.list.lookedUp()
+			for i, out := range outs {
+				f.put(ids[i], &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr}, since)
+			}
+		}
+	}
+	return st
+}
+
+func (f *mdCacheFeature) observe(e event) fuse.Status {
+	switch e.kind {
+	case forgotten:
+		f.forget(e.node)
+	case dataChanged, attrsChanged:
+		f.drop(e.node)
+	case namespaceChanged:
+		f.clear()
+	case opened:
+		// A passthrough file open for writing: its writes go to the
+		// backing file without a request to the daemon, so the cache
+		// must not hold its attributes while it is open.
+		if f.passthrough && e.flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+			f.opened(e.node)
+		}
+	case released:
+		if f.passthrough && e.flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+			f.closed(e.node)
+		}
+	}
+	return fuse.OK
+}
+
+func (f *mdCacheFeature) count(m map[string]uint64) {
+	m["md_cache_hits"], m["md_cache_misses"] = f.hits.Load(), f.misses.Load()
 }

@@ -248,18 +248,11 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if len(cfg.Latency) > 0 || cfg.Bandwidth > 0 {
 		sl = newSleeper()
 	}
-	c := &counters{}
 	w := &labRaw{
 		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
-		c: c, md: newMDCache(cfg.MDCacheTTL), wb: newWriteBehind(cfg.WriteBehind, c), lru: newInodeLRU(cfg.MaxInodes, c),
-		rda: newReaddirAhead(cfg.ReaddirAhead, c), lastClose: map[uint64]fileVersion{}, acls: newDefaultACLs(cfg.attrTimeout()),
-		shrinks: loop.shrinks, ord: newWriteOrder(&f.Config),
+		shrinks: loop.shrinks,
 	}
-	chunk := cfg.ReadChunk
-	if chunk == 0 {
-		chunk = DefaultReadChunk
-	}
-	w.pipe = newPipeline(cfg.ReadPipeline, chunk, c, w.fetchChunk)
+	w.features = newFeatureSet(w, registered)
 	f.raw = w
 	f.root = loop.EmbeddedInode()
 	if cfg.Threads > 0 {
@@ -269,22 +262,6 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	// Set before serving starts: requests read them. f.server is set by
 	// the time they are called.
 	w.invalidateAttr = func(node uint64) { f.server.InodeNotify(node, -1, 0) }
-	if w.lru != nil {
-		w.lru.notify = func(victims []lruNode) {
-			// FUSE_NOTIFY_PRUNE (Linux 6.16+) drops the inodes' unused dentries
-			// and the inodes, so their FORGETs follow. Invalidating a name alone
-			// only unhashes the dentry, which may linger until memory pressure.
-			ids := make([]uint64, len(victims))
-			for i, v := range victims {
-				ids[i] = v.id
-			}
-			if f.server.PruneNotify(ids) == fuse.ENOSYS {
-				for _, v := range victims {
-					f.server.EntryNotify(v.parent, v.name)
-				}
-			}
-		}
-	}
 	// As root, mounted here with /dev/fuse close-on-exec (devfuse.go);
 	// otherwise, or where that fails, by go-fuse through fusermount.
 	serveAt := mnt
@@ -305,8 +282,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		f.server.Serve()
 		// Serving has stopped, from Unmount or from outside: finish what
 		// was acknowledged, then close what the kernel never released.
-		w.wb.stopAll()
-		w.pipe.forgetAll()
+		w.tell(event{kind: stopped})
 		loop.held.closeAll()
 		unix.Close(loop.src)
 		close(f.unmounts)
@@ -322,20 +298,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 	if err := unix.Stat(mnt, &st); err == nil {
 		f.Conn = unix.Minor(st.Dev)
 	}
-	if cfg.MaxInodes > 0 {
-		go func() {
-			tick := time.NewTicker(4 * retryAfter)
-			defer tick.Stop()
-			for {
-				select {
-				case <-tick.C:
-					w.lru.enforce()
-				case <-f.unmounts:
-					return
-				}
-			}
-		}()
-	}
+	w.tell(event{kind: mounted, server: f.server})
 	if cfg.Passthrough && f.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		f.Unmount()
 		return nil, optionErr("passthrough", ": kernel %s does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH)", kernel.Release())
@@ -397,7 +360,7 @@ var ErrBusy = errors.New("busy")
 // TryUnmount unmounts once, without forcing: while anything under the
 // mount is in use it returns ErrBusy and the file system goes on serving.
 func (f *FS) TryUnmount() error {
-	f.raw.wb.drainAll()
+	f.raw.tell(event{kind: unmounting})
 	var err error
 	if os.Geteuid() == 0 {
 		err = unix.Unmount(f.MountPoint, 0)
@@ -425,7 +388,7 @@ func (f *FS) TryUnmount() error {
 // processes still using it then get ENOTCONN.
 func (f *FS) Unmount() error {
 	f.closeControl()
-	f.raw.wb.drainAll()
+	f.raw.tell(event{kind: unmounting})
 	var err error
 	for i := 0; i < 20; i++ {
 		if err = f.unmountOnce(); err == nil {
@@ -511,7 +474,7 @@ func maxPagesLimit() uint32 {
 // counters are the user-space features' counters and the number of inodes
 // the daemon holds.
 func (f *FS) counters() map[string]uint64 {
-	m := f.raw.c.snapshot(&f.Config)
+	m := f.raw.count()
 	m["inodes"] = countInodes(f.root)
 	return m
 }

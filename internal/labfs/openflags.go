@@ -31,12 +31,3 @@ func (w *labRaw) backingFlags(flags uint32) uint32 {
 	}
 	return flags
 }
-
-// openedForWrite tells the md-cache about a passthrough file opened for
-// writing: its writes go to the backing file without a request to the
-// daemon, so the cache must not hold its attributes while it is open.
-func (w *labRaw) openedForWrite(node uint64, flags uint32) {
-	if w.cfg.Passthrough && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		w.md.opened(node)
-	}
-}

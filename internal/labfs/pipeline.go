@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -43,10 +44,74 @@ type pipeChunk struct {
 	used bool // a reader took it (under pipeline.mu)
 }
 
-func newPipeline(depth, chunk int, c *counters, fetch func(node, fh uint64, off int64, size int) ([]byte, bool)) *pipeline {
-	if depth <= 0 {
+func newPipeline(w *labRaw) feature {
+	if w.cfg.ReadPipeline <= 0 {
 		return nil
 	}
+	chunk := w.cfg.ReadChunk
+	if chunk == 0 {
+		chunk = DefaultReadChunk
+	}
+	return &pipelineFeature{pipeline: newReadAhead(w.cfg.ReadPipeline, chunk, &counters{}, w.fetchChunk)}
+}
+
+// pipelineFeature is --read-pipeline as a feature: it answers READs from
+// the chunks fetched ahead, and drops them when the file changes.
+type pipelineFeature struct {
+	*pipeline
+}
+
+func (f *pipelineFeature) wraps(op fuseproto.Opcode) bool { return op == fuseproto.Read }
+
+func (f *pipelineFeature) around(r *request) fuse.Status {
+	if data, ok := f.read(r.node, r.fh, int64(r.read.Offset), int(r.read.Size)); ok {
+		r.reply = data
+		return fuse.OK
+	}
+	return r.next()
+}
+
+func (f *pipelineFeature) observe(e event) fuse.Status {
+	switch e.kind {
+	case dataChanging:
+		f.begin(e.node)
+	case dataChanged:
+		f.end(e.node)
+	case releasing:
+		f.forget(e.fh)
+	case stopped:
+		f.forgetAll()
+	}
+	return fuse.OK
+}
+
+func (f *pipelineFeature) count(m map[string]uint64) {
+	c := f.c
+	m["read_pipeline_hits"], m["read_pipeline_misses"] = c.pipeHits.Load(), c.pipeMisses.Load()
+	m["read_pipeline_fetched_bytes"], m["read_pipeline_wasted_bytes"] = c.pipeFetched.Load(), c.pipeWasted.Load()
+}
+
+// fetchChunk reads one pipelined chunk from the backend, paying the emulated
+// READ delay and bandwidth as a READ request would.
+func (w *labRaw) fetchChunk(node, fh uint64, off int64, size int) ([]byte, bool) {
+	if d := w.cfg.Latency.For(fuseproto.Read); d > 0 {
+		w.sleep.sleep(d)
+	}
+	buf := make([]byte, size)
+	res, st := w.RawFileSystem.Read(nil, &fuse.ReadIn{InHeader: fuse.InHeader{NodeId: node}, Fh: fh, Offset: uint64(off), Size: uint32(size)}, buf)
+	if st != fuse.OK || res == nil {
+		return nil, false
+	}
+	data, st := res.Bytes(buf)
+	res.Done()
+	if st != fuse.OK {
+		return nil, false
+	}
+	w.link.wait(len(data))
+	return data, true
+}
+
+func newReadAhead(depth, chunk int, c *counters, fetch func(node, fh uint64, off int64, size int) ([]byte, bool)) *pipeline {
 	if chunk <= 0 {
 		chunk = 1 << 20
 	}
@@ -153,14 +218,6 @@ func (p *pipeline) dropLocked(node uint64) {
 			p.wasted(c)
 		}
 	}
-}
-
-// change runs do, a change to node's data in the backend, so that no chunk
-// fetched before it completed is served after it.
-func (p *pipeline) change(node uint64, do func() fuse.Status) fuse.Status {
-	p.begin(node)
-	defer p.end(node)
-	return do()
 }
 
 // begin and end bracket a change to node's data: from the moment a client

@@ -2,7 +2,6 @@ package labfs
 
 import (
 	"bytes"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -15,7 +14,9 @@ import (
 // request passes: it times each one from receipt to reply, injects the
 // emulated backend's latency and bandwidth, limits concurrency (--threads),
 // sets the open flags of the caching modes, and carries out the suid/sgid
-// clearing that FUSE_HANDLE_KILLPRIV_V2 hands to the daemon.
+// clearing that FUSE_HANDLE_KILLPRIV_V2 hands to the daemon. The optional
+// features (features.go) follow what its requests do through events, and
+// wrap the requests they answer; labRaw names none of them.
 type labRaw struct {
 	fuse.RawFileSystem
 	cfg   *Config
@@ -24,17 +25,8 @@ type labRaw struct {
 	sleep *sleeper
 	slots chan struct{} // nil: no concurrency limit
 
-	c    *counters
-	md   *mdCache      // nil unless --md-cache
-	wb   *writeBehind  // nil unless --write-behind
-	pipe *pipeline     // nil unless --read-pipeline
-	lru  *inodeLRU     // nil unless --max-inodes
-	rda  *readdirAhead // nil unless --readdir-ahead
-	ord  *writeOrder   // nil where the kernel orders READ after WRITE itself
-
-	ctoMu     sync.Mutex
-	lastClose map[uint64]fileVersion // --invalidation cto
-	acls      *defaultACLs           // nil: asked at every create
+	features featureSet
+	acls     *defaultACLs // creationMode's; nil: asked at every create
 
 	invalidateAttr func(node uint64) // drops the kernel's cached attributes of a node
 	shrinks        *atomic.Uint64    // the mount's requests that may shorten a file (confinedNode.readable)
@@ -42,12 +34,9 @@ type labRaw struct {
 
 func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	return w.serve(h, fuseproto.Lookup, func(remote backend) (fuse.Status, int) {
-		remote.wait()
-		since := w.md.begin()
-		st := w.RawFileSystem.Lookup(c, h, name, out)
+		st := w.run(&request{op: fuseproto.Lookup, c: c, node: h.NodeId, lookup: &lookupRequest{h, name}, entry: out, remote: remote})
 		if st == fuse.OK {
-			w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr}, since)
-			w.lru.looked(h.NodeId, name, out.NodeId)
+			w.tell(event{kind: referenced, parent: h.NodeId, name: name, node: out.NodeId})
 		}
 		return st, 0
 	})
@@ -55,48 +44,33 @@ func (w *labRaw) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *f
 
 // entry records a reply that created a name (create, mkdir, link...).
 func (w *labRaw) entry(parent uint64, name string, out *fuse.EntryOut, st fuse.Status) fuse.Status {
-	w.md.clear()
+	w.tell(event{kind: namespaceChanged})
 	if st == fuse.OK {
-		w.lru.looked(parent, name, out.NodeId)
+		w.tell(event{kind: referenced, parent: parent, name: name, node: out.NodeId})
 	}
 	return st
 }
 
 func (w *labRaw) Forget(nodeid, nlookup uint64) {
-	w.lru.forgot(nodeid, nlookup)
-	w.md.forget(nodeid)
-	w.wb.forget(nodeid)
-	w.acls.drop(nodeid)
+	w.tell(event{kind: forgotten, node: nodeid, n: nlookup})
 	w.RawFileSystem.Forget(nodeid, nlookup)
 }
 
 func (w *labRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Getattr, func(remote backend) (fuse.Status, int) {
-		w.wb.drain(in.NodeId, false)
-		w.lru.touch(in.NodeId)
-		if w.md != nil {
-			if w.md.get(in.NodeId, out) {
-				w.c.mdHits.Add(1)
-				return fuse.OK, 0
-			}
-			w.c.mdMisses.Add(1)
-		}
-		remote.wait()
-		since := w.md.begin()
-		st := w.RawFileSystem.GetAttr(c, in, out)
-		if st == fuse.OK {
-			w.md.put(in.NodeId, out, since)
-		}
-		return st, 0
+		w.tell(event{kind: drain, c: c, node: in.NodeId})
+		w.tell(event{kind: used, node: in.NodeId})
+		return w.run(&request{op: fuseproto.Getattr, c: c, node: in.NodeId, getattr: in, attr: out, remote: remote}), 0
 	})
 }
 
 func (w *labRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Setattr, func(remote backend) (fuse.Status, int) {
-		w.wb.drain(in.NodeId, false)
+		w.tell(event{kind: drain, c: c, node: in.NodeId})
 		remote.wait()
-		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.SetAttr(c, in, out) })
-		w.md.drop(in.NodeId) // after the change: an answer fetched before it is not cached
+		w.tell(event{kind: dataChanging, node: in.NodeId})
+		st := w.RawFileSystem.SetAttr(c, in, out)
+		w.tell(event{kind: dataChanged, node: in.NodeId}) // after the change: an answer fetched before it is not kept
 		if in.Valid&fuse.FATTR_SIZE != 0 {
 			w.shrinks.Add(1)
 		}
@@ -126,7 +100,7 @@ func (w *labRaw) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fu
 func (w *labRaw) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	return w.serve(h, fuseproto.Unlink, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		defer w.md.clear()
+		defer w.tell(event{kind: namespaceChanged})
 		return w.RawFileSystem.Unlink(c, h, name), 0
 	})
 }
@@ -134,7 +108,7 @@ func (w *labRaw) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.S
 func (w *labRaw) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	return w.serve(h, fuseproto.Rmdir, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		defer w.md.clear()
+		defer w.tell(event{kind: namespaceChanged})
 		return w.RawFileSystem.Rmdir(c, h, name), 0
 	})
 }
@@ -142,7 +116,7 @@ func (w *labRaw) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.St
 func (w *labRaw) Rename(c <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Rename, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		defer w.md.clear()
+		defer w.tell(event{kind: namespaceChanged})
 		return w.RawFileSystem.Rename(c, in, oldName, newName), 0
 	})
 }
@@ -212,10 +186,7 @@ func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, d
 		if st == fuse.OK && attr == aclAccess && in.SetXAttrFlags&fuse.SETXATTR_ACL_KILL_SGID != 0 {
 			w.killSgid(c, &in.InHeader)
 		}
-		w.md.drop(in.NodeId) // an ACL changes the mode with it
-		if attr == aclDefault {
-			w.acls.drop(in.NodeId)
-		}
+		w.tell(event{kind: attrsChanged, node: in.NodeId, name: attr}) // an ACL changes the mode with it
 		return st, 0
 	})
 }
@@ -224,10 +195,7 @@ func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) f
 	return w.serve(h, fuseproto.Removexattr, func(remote backend) (fuse.Status, int) {
 		remote.wait()
 		st := w.RawFileSystem.RemoveXAttr(c, h, attr)
-		w.md.drop(h.NodeId)
-		if attr == aclDefault {
-			w.acls.drop(h.NodeId)
-		}
+		w.tell(event{kind: attrsChanged, node: h.NodeId, name: attr})
 		return st, 0
 	})
 }
@@ -243,7 +211,7 @@ func (w *labRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *
 		}
 		if st == fuse.OK {
 			w.openFlags(&out.OpenOut)
-			w.openedForWrite(out.NodeId, in.Flags)
+			w.tell(event{kind: opened, node: out.NodeId, flags: in.Flags})
 		}
 		return st, 0
 	})
@@ -271,17 +239,15 @@ const (
 
 func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Open, func(remote backend) (fuse.Status, int) {
-		remote.wait()
 		in.Flags = w.backingFlags(in.Flags)
-		w.lru.touch(in.NodeId)
-		st := w.RawFileSystem.Open(c, in, out)
+		w.tell(event{kind: used, node: in.NodeId})
+		st := w.run(&request{op: fuseproto.Open, c: c, node: in.NodeId, openIn: in, open: out, remote: remote})
 		if in.Flags&syscall.O_TRUNC != 0 {
 			w.shrinks.Add(1)
 		}
 		if st == fuse.OK {
 			w.openFlags(out)
-			w.openedForWrite(in.NodeId, in.Flags)
-			w.closeToOpen(c, in.NodeId, out)
+			w.tell(event{kind: opened, node: in.NodeId, flags: in.Flags})
 			// O_TRUNC by a caller without CAP_FSETID (FUSE_OPEN_KILL_SUIDGID).
 			if in.Mode&1 != 0 && in.Flags&syscall.O_TRUNC != 0 {
 				var a fuse.AttrOut
@@ -294,43 +260,19 @@ func (w *labRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fus
 	})
 }
 
-// fetchChunk reads one pipelined chunk from the backend, paying the emulated
-// READ delay and bandwidth as a READ request would.
-func (w *labRaw) fetchChunk(node, fh uint64, off int64, size int) ([]byte, bool) {
-	if d := w.cfg.Latency.For(fuseproto.Read); d > 0 {
-		w.sleep.sleep(d)
-	}
-	buf := make([]byte, size)
-	res, st := w.RawFileSystem.Read(nil, &fuse.ReadIn{InHeader: fuse.InHeader{NodeId: node}, Fh: fh, Offset: uint64(off), Size: uint32(size)}, buf)
-	if st != fuse.OK || res == nil {
-		return nil, false
-	}
-	data, st := res.Bytes(buf)
-	res.Done()
-	if st != fuse.OK {
-		return nil, false
-	}
-	w.link.wait(len(data))
-	return data, true
-}
-
 func (w *labRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (res fuse.ReadResult, st fuse.Status) {
 	start := monotonic()
-	w.ord.wait(in.NodeId, in.Unique, in.Offset, int(in.Size))
+	w.tell(event{kind: readReceived, node: in.NodeId, unique: in.Unique, off: in.Offset, size: int(in.Size)})
 	n, deferred := 0, false
 	w.serveFrom(start, &in.InHeader, fuseproto.Read, func(remote backend) (fuse.Status, int) {
-		w.wb.drain(in.NodeId, false)
-		if w.pipe != nil {
-			if data, ok := w.pipe.read(in.NodeId, in.Fh, int64(in.Offset), int(in.Size)); ok {
-				res, st = fuse.ReadResultData(data), fuse.OK
-				return st, len(data)
-			}
+		w.tell(event{kind: drain, c: c, node: in.NodeId})
+		r := request{op: fuseproto.Read, c: c, node: in.NodeId, fh: in.Fh, read: in, buf: buf, remote: remote}
+		st = w.run(&r)
+		if r.reply != nil { // a feature's answer
+			res = fuse.ReadResultData(r.reply)
+			return st, len(r.reply)
 		}
-		remote.wait()
-		if in.Flags&syscall.O_DIRECT != 0 { // the kernel sends the caller's open flags
-			defer markDirect(c)()
-		}
-		res, st = w.RawFileSystem.Read(c, in, buf)
+		res = r.result
 		if st == fuse.OK && res != nil {
 			n = res.Size() // exact: openHandle.Read sizes it to the file
 			if n == 0 {
@@ -364,65 +306,56 @@ func (w *labRaw) Writev(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (n u
 	for _, d := range data {
 		size += len(d)
 	}
-	applied := w.ord.begin(in.NodeId, in.Unique, in.Offset, size) // before the wait for a slot, which a later READ may pass
-	defer applied()
-	// The caller's direct I/O, not the page cache's write-back, which the
-	// kernel sends through any open file of the inode.
-	direct := in.Flags&syscall.O_DIRECT != 0 && in.WriteFlags&fuse.WRITE_CACHE == 0
+	received := event{kind: writeReceived, node: in.NodeId, unique: in.Unique, off: in.Offset, size: size}
+	w.tell(received) // before the wait for a slot, which a later READ may pass
+	defer func() { received.kind = writeAnswered; w.tell(received) }()
 	w.serve(&in.InHeader, fuseproto.Write, func(remote backend) (fuse.Status, int) {
-		node := in.NodeId
 		// The caches are dropped once the backend has the data: an answer
-		// fetched before it must not be kept after it (pipeline.begin,
-		// mdCache.put).
-		w.pipe.begin(node)
-		write := func(c <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
-			remote.wait()
-			w.link.wait(size)
-			if direct {
-				defer markDirect(c)()
-			}
-			n, st := w.RawFileSystem.Writev(c, in, data)
-			if st == fuse.ENOSYS {
-				n, st = w.RawFileSystem.Write(c, in, bytes.Join(data, nil))
-			}
-			if st == fuse.OK && int(n) != size {
-				st = fuse.EIO // a short write the client was told succeeded
-			}
-			if st == fuse.OK && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
-				var a fuse.AttrOut
-				w.killSuidgid(c, &in.InHeader, in.Fh, &a)
-			}
-			w.pipe.end(node)
-			w.md.drop(node)
-			return n, st
-		}
-		if w.wb == nil {
-			n, st = write(c, in, data)
-			return st, 0
-		}
-		// Write-behind: copy the request (go-fuse reuses its buffers) and
-		// acknowledge it; the queue writes it in order, a direct write
-		// from a page-aligned copy.
-		inCopy, dataCopy := *in, bytes.Join(data, nil)
-		var queued <-chan struct{} // names the request as direct I/O
-		if direct {
-			aligned := alignedBuffer(len(dataCopy))
-			copy(aligned, dataCopy)
-			dataCopy, queued = aligned, make(chan struct{})
-		}
-		w.wb.submit(in.NodeId, func() fuse.Status {
-			_, st := write(queued, &inCopy, [][]byte{dataCopy})
-			return st
-		})
-		n, st = uint32(size), fuse.OK
+		// fetched before it must not be kept after it (dataChanged).
+		w.tell(event{kind: dataChanging, node: in.NodeId})
+		r := request{op: fuseproto.Write, c: c, node: in.NodeId, fh: in.Fh, write: in, data: data, remote: remote,
+			// The caller's direct I/O, not the page cache's write-back,
+			// which the kernel sends through any open file of the inode.
+			direct: in.Flags&syscall.O_DIRECT != 0 && in.WriteFlags&fuse.WRITE_CACHE == 0}
+		st = w.run(&r)
+		n = r.written
 		return st, 0
 	})
 	return n, st
 }
 
+// writeBackend writes r's payload to the backend, and tells the features
+// the node's data changed.
+func (w *labRaw) writeBackend(r *request) fuse.Status {
+	c, in, data := r.c, r.write, r.data
+	size := 0
+	for _, d := range data {
+		size += len(d)
+	}
+	r.remote.wait()
+	w.link.wait(size)
+	if r.direct {
+		defer markDirect(c)()
+	}
+	n, st := w.RawFileSystem.Writev(c, in, data)
+	if st == fuse.ENOSYS {
+		n, st = w.RawFileSystem.Write(c, in, bytes.Join(data, nil))
+	}
+	if st == fuse.OK && int(n) != size {
+		st = fuse.EIO // a short write the client was told succeeded
+	}
+	if st == fuse.OK && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+		var a fuse.AttrOut
+		w.killSuidgid(c, &in.InHeader, in.Fh, &a)
+	}
+	w.tell(event{kind: dataChanged, node: in.NodeId})
+	r.written = n
+	return st
+}
+
 func (w *labRaw) Lseek(c <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Lseek, func(remote backend) (fuse.Status, int) {
-		w.wb.drain(in.NodeId, false)
+		w.tell(event{kind: drain, c: c, node: in.NodeId})
 		remote.wait()
 		return w.RawFileSystem.Lseek(c, in, out), 0
 	})
@@ -448,42 +381,38 @@ func (w *labRaw) SetLkw(c <-chan struct{}, in *fuse.LkIn) fuse.Status {
 
 func (w *labRaw) Release(c <-chan struct{}, in *fuse.ReleaseIn) {
 	w.serve(&in.InHeader, fuseproto.Release, func(remote backend) (fuse.Status, int) {
-		w.wb.drain(in.NodeId, false)
-		w.pipe.forget(in.Fh)
-		w.noteClose(c, in.NodeId)
+		w.tell(event{kind: drain, c: c, node: in.NodeId})
+		w.tell(event{kind: releasing, c: c, node: in.NodeId, fh: in.Fh})
 		remote.wait()
 		w.RawFileSystem.Release(c, in)
-		if w.cfg.Passthrough && in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-			w.md.closed(in.NodeId)
-		}
+		w.tell(event{kind: released, node: in.NodeId, fh: in.Fh, flags: in.Flags})
 		return fuse.OK, 0
 	})
 }
 
 func (w *labRaw) CopyFileRange(c <-chan struct{}, in *fuse.CopyFileRangeIn) (n uint32, st fuse.Status) {
 	w.serve(&in.InHeader, fuseproto.CopyFileRange, func(remote backend) (fuse.Status, int) {
-		w.wb.drain(in.NodeId, false)
-		w.wb.drain(in.NodeIdOut, false)
+		w.tell(event{kind: drain, c: c, node: in.NodeId})
+		w.tell(event{kind: drain, c: c, node: in.NodeIdOut})
 		remote.wait()
-		st = w.pipe.change(in.NodeIdOut, func() fuse.Status {
-			n, st = w.RawFileSystem.CopyFileRange(c, in)
-			return st
-		})
-		w.md.drop(in.NodeIdOut)
+		w.tell(event{kind: dataChanging, node: in.NodeIdOut})
+		n, st = w.RawFileSystem.CopyFileRange(c, in)
+		w.tell(event{kind: dataChanged, node: in.NodeIdOut})
 		return st, 0
 	})
 	return n, st
 }
 
-// Flush (close) and fsync report write-behind errors, so none is lost.
+// Flush (close) and fsync report the errors of writes acknowledged before
+// the backend had them (write-behind), so none is lost.
 func (w *labRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Flush, func(remote backend) (fuse.Status, int) {
-		queued := w.wb.drain(in.NodeId, true)
+		queued := w.tell(event{kind: drain, c: c, node: in.NodeId, report: true})
 		remote.wait()
 		st := w.RawFileSystem.Flush(c, in)
 		// close() sends FLUSH and waits for it; RELEASE comes later and
 		// asynchronously, too late for an open that follows at once.
-		w.noteClose(c, in.NodeId)
+		w.tell(event{kind: flushed, c: c, node: in.NodeId, fh: in.Fh})
 		if queued == fuse.OK {
 			return st, 0
 		}
@@ -493,7 +422,7 @@ func (w *labRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 
 func (w *labRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Fsync, func(remote backend) (fuse.Status, int) {
-		queued := w.wb.drain(in.NodeId, true)
+		queued := w.tell(event{kind: drain, c: c, node: in.NodeId, report: true})
 		remote.wait()
 		if st := w.RawFileSystem.Fsync(c, in); queued == fuse.OK {
 			return st, 0
@@ -504,10 +433,11 @@ func (w *labRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Fallocate, func(remote backend) (fuse.Status, int) {
-		w.wb.drain(in.NodeId, false)
+		w.tell(event{kind: drain, c: c, node: in.NodeId})
 		remote.wait()
-		st := w.pipe.change(in.NodeId, func() fuse.Status { return w.RawFileSystem.Fallocate(c, in) })
-		w.md.drop(in.NodeId)
+		w.tell(event{kind: dataChanging, node: in.NodeId})
+		st := w.RawFileSystem.Fallocate(c, in)
+		w.tell(event{kind: dataChanged, node: in.NodeId})
 		w.shrinks.Add(1) // FALLOC_FL_COLLAPSE_RANGE shortens
 		return st, 0
 	})
@@ -515,77 +445,68 @@ func (w *labRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status 
 
 func (w *labRaw) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Opendir, func(remote backend) (fuse.Status, int) {
-		remote.wait()
-		st := w.RawFileSystem.OpenDir(c, in, out)
-		if st == fuse.OK && w.rda != nil {
-			op := w.cfg.listingOp()
-			w.rda.start(out.Fh, backend{w, op}.wait)
-		}
-		return st, 0
+		return w.run(&request{op: fuseproto.Opendir, c: c, node: in.NodeId, openIn: in, open: out, remote: remote}), 0
 	})
-}
-
-// listing answers a READDIR(PLUS): from the readdir-ahead prefetch when the
-// handle has one, otherwise with a round trip to the backend.
-func (w *labRaw) listing(fh uint64, remote backend) {
-	if w.rda == nil || !w.rda.wait(fh) {
-		remote.wait()
-	}
 }
 
 func (w *labRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Readdir, func(remote backend) (fuse.Status, int) {
-		w.listing(in.Fh, remote)
 		before := len(out.Bytes())
-		st := w.RawFileSystem.ReadDir(c, in, out)
+		st := w.run(&request{op: fuseproto.Readdir, c: c, node: in.NodeId, fh: in.Fh, read: in, dirs: out, remote: remote})
 		return st, len(out.Bytes()) - before
 	})
 }
 
 func (w *labRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Readdirplus, func(remote backend) (fuse.Status, int) {
-		w.listing(in.Fh, remote)
 		before := len(out.Bytes())
-		since := w.md.begin()
-		st := w.RawFileSystem.ReadDirPlus(c, in, out)
-		if st == fuse.OK {
-			w.lookedPlus(in.NodeId, out.Bytes()[before:], since)
+		r := request{op: fuseproto.Readdirplus, c: c, node: in.NodeId, fh: in.Fh, read: in, dirs: out, remote: remote}
+		st := w.run(&r)
+		if st == fuse.OK && r.list != nil {
+			w.tell(event{kind: listed, node: in.NodeId, list: r.list})
 		}
 		return st, len(out.Bytes()) - before
 	})
 }
 
-// lookedPlus learns from a READDIRPLUS reply what a LOOKUP of each entry
-// would have taught: the entry's attributes for the md-cache, and the
-// reference the kernel now holds (one per entry with a node id; the kernel
-// skips "." and ".."), so that an `ls -l` cannot take the inode count past
-// --max-inodes.
-func (w *labRaw) lookedPlus(dir uint64, reply []byte, since uint64) {
-	if (w.lru == nil && w.md == nil) || len(reply) == 0 {
-		return
+// dirListing is a READDIRPLUS reply, parsed when a feature asks for its
+// entries.
+type dirListing struct {
+	reply   []byte
+	parsed  bool
+	names   []string
+	ids     []uint64
+	entries []fuse.EntryOut
+}
+
+// lookedUp is what a LOOKUP of each entry would have taught: the entries
+// with a node id (the kernel takes a reference to each, and skips "." and
+// "..").
+func (l *dirListing) lookedUp() (names []string, ids []uint64, outs []fuse.EntryOut) {
+	if l.parsed {
+		return l.names, l.ids, l.entries
 	}
-	entries, outs, err := fuse.ParseDirLookupEntries(reply)
+	l.parsed = true
+	if len(l.reply) == 0 {
+		return nil, nil, nil
+	}
+	entries, all, err := fuse.ParseDirLookupEntries(l.reply)
 	if err != nil {
-		return
+		return nil, nil, nil
 	}
-	names, ids := make([]string, 0, len(entries)), make([]uint64, 0, len(entries))
 	for i, e := range entries {
-		out := &outs[i]
-		if out.NodeId == 0 || e.Name == "." || e.Name == ".." {
+		if all[i].NodeId == 0 || e.Name == "." || e.Name == ".." {
 			continue
 		}
-		names, ids = append(names, e.Name), append(ids, out.NodeId)
-		w.md.put(out.NodeId, &fuse.AttrOut{AttrValid: out.AttrValid, AttrValidNsec: out.AttrValidNsec, Attr: out.Attr}, since)
+		l.names, l.ids, l.entries = append(l.names, e.Name), append(l.ids, all[i].NodeId), append(l.entries, all[i])
 	}
-	w.lru.lookedAll(dir, names, ids)
+	return l.names, l.ids, l.entries
 }
 
 func (w *labRaw) ReleaseDir(in *fuse.ReleaseIn) {
 	w.serve(&in.InHeader, fuseproto.Releasedir, func(remote backend) (fuse.Status, int) {
 		remote.wait()
-		if w.rda != nil {
-			w.rda.release(in.Fh)
-		}
+		w.tell(event{kind: dirReleased, node: in.NodeId, fh: in.Fh})
 		w.RawFileSystem.ReleaseDir(in)
 		return fuse.OK, 0
 	})
@@ -610,4 +531,49 @@ func (w *labRaw) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) 
 		remote.wait()
 		return w.RawFileSystem.Statx(c, in, out), 0
 	})
+}
+
+// backendCall is where a request that features may wrap reaches the
+// backend (request.next, after the last of them).
+func (w *labRaw) backendCall(r *request) fuse.Status {
+	switch r.op {
+	case fuseproto.Lookup:
+		r.remote.wait()
+		return w.RawFileSystem.Lookup(r.c, r.lookup.h, r.lookup.name, r.entry)
+	case fuseproto.Getattr:
+		r.remote.wait()
+		return w.RawFileSystem.GetAttr(r.c, r.getattr, r.attr)
+	case fuseproto.Open:
+		r.remote.wait()
+		return w.RawFileSystem.Open(r.c, r.openIn, r.open)
+	case fuseproto.Opendir:
+		r.remote.wait()
+		return w.RawFileSystem.OpenDir(r.c, r.openIn, r.open)
+	case fuseproto.Read:
+		r.remote.wait()
+		if r.read.Flags&syscall.O_DIRECT != 0 { // the kernel sends the caller's open flags
+			defer markDirect(r.c)()
+		}
+		var st fuse.Status
+		r.result, st = w.RawFileSystem.Read(r.c, r.read, r.buf)
+		return st
+	case fuseproto.Write:
+		return w.writeBackend(r)
+	case fuseproto.Readdir:
+		if !r.local {
+			r.remote.wait()
+		}
+		return w.RawFileSystem.ReadDir(r.c, r.read, r.dirs)
+	case fuseproto.Readdirplus:
+		if !r.local {
+			r.remote.wait()
+		}
+		before := len(r.dirs.Bytes())
+		st := w.RawFileSystem.ReadDirPlus(r.c, r.read, r.dirs)
+		if st == fuse.OK && len(w.features.all) > 0 {
+			r.list = &dirListing{reply: r.dirs.Bytes()[before:]}
+		}
+		return st
+	}
+	return fuse.ENOSYS
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // readdirAhead emulates gluster's readdir-ahead: at OPENDIR the daemon
@@ -14,16 +15,49 @@ import (
 // from the source directory, as without readdir-ahead; what the feature
 // changes is when, and how many times, the backend's latency is paid.
 type readdirAhead struct {
+	w     *labRaw
 	c     *counters
 	mu    sync.Mutex
 	fetch map[uint64]chan struct{} // by directory handle: closed when fetched
 }
 
-func newReaddirAhead(on bool, c *counters) *readdirAhead {
-	if !on {
+func newReaddirAhead(w *labRaw) feature {
+	if !w.cfg.ReaddirAhead {
 		return nil
 	}
-	return &readdirAhead{c: c, fetch: map[uint64]chan struct{}{}}
+	return &readdirAhead{w: w, c: &counters{}, fetch: map[uint64]chan struct{}{}}
+}
+
+func (r *readdirAhead) wraps(op fuseproto.Opcode) bool {
+	return op == fuseproto.Opendir || op == fuseproto.Readdir || op == fuseproto.Readdirplus
+}
+
+// around starts the prefetch when a directory is opened, and answers its
+// listings from it.
+func (r *readdirAhead) around(req *request) fuse.Status {
+	if req.op == fuseproto.Opendir {
+		st := req.next()
+		if st == fuse.OK {
+			r.start(req.open.Fh, backend{r.w, r.w.cfg.listingOp()}.wait)
+		}
+		return st
+	}
+	if r.wait(req.fh) {
+		req.local = true
+	}
+	return req.next()
+}
+
+func (r *readdirAhead) observe(e event) fuse.Status {
+	if e.kind == dirReleased {
+		r.release(e.fh)
+	}
+	return fuse.OK
+}
+
+func (r *readdirAhead) count(m map[string]uint64) {
+	m["readdir_ahead_fetches"], m["readdir_ahead_hits"] = r.c.rdaFetches.Load(), r.c.rdaHits.Load()
+	m["readdir_ahead_misses"] = r.c.rdaMisses.Load()
 }
 
 // start begins the background fetch for handle fh; remote pays the

@@ -13,7 +13,7 @@ import (
 // reports the first error once.
 func TestWriteBehindBoundsUnwrittenWrites(t *testing.T) {
 	c := &counters{}
-	wb := newWriteBehind(3, c)
+	wb := newWriteQueues(3, c)
 	release := make(chan struct{})
 	first := true
 	job := func() fuse.Status {
@@ -53,7 +53,7 @@ func TestWriteBehindBoundsUnwrittenWrites(t *testing.T) {
 // A queue's goroutine ends when the kernel forgets its inode and when
 // serving stops; a write to a node id given again takes a new queue.
 func TestWriteBehindQueuesEnd(t *testing.T) {
-	wb := newWriteBehind(2, &counters{})
+	wb := newWriteQueues(2, &counters{})
 	var written atomic.Int32
 	job := func() fuse.Status { written.Add(1); return fuse.OK }
 	wb.submit(1, job)

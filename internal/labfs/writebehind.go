@@ -1,10 +1,12 @@
 package labfs
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"sync"
 
+	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -38,11 +40,66 @@ type wbQueue struct {
 	closed  bool // jobs is closed: a submit must take a new queue
 }
 
-func newWriteBehind(depth int, c *counters) *writeBehind {
-	if depth <= 0 {
+func newWriteQueues(depth int, c *counters) *writeBehind {
+	return &writeBehind{depth: depth, c: c, nodes: map[uint64]*wbQueue{}}
+}
+
+func newWriteBehind(w *labRaw) feature {
+	if w.cfg.WriteBehind <= 0 {
 		return nil
 	}
-	return &writeBehind{depth: depth, c: c, nodes: map[uint64]*wbQueue{}}
+	return &writeBehindFeature{writeBehind: newWriteQueues(w.cfg.WriteBehind, &counters{})}
+}
+
+// writeBehindFeature is --write-behind as a feature: it answers WRITE and
+// queues it for the backend; requests that must see acknowledged writes
+// drain the node's queue first.
+type writeBehindFeature struct {
+	*writeBehind
+}
+
+func (f *writeBehindFeature) wraps(op fuseproto.Opcode) bool { return op == fuseproto.Write }
+
+// around acknowledges a WRITE: the request is copied (go-fuse reuses its
+// buffers) and queued; the queue writes it in order, a direct write from a
+// page-aligned copy.
+func (f *writeBehindFeature) around(r *request) fuse.Status {
+	size := 0
+	for _, d := range r.data {
+		size += len(d)
+	}
+	queued, in := *r, *r.write
+	queued.write, queued.data = &in, [][]byte{bytes.Join(r.data, nil)}
+	queued.c = nil
+	if r.direct {
+		aligned := alignedBuffer(size)
+		copy(aligned, queued.data[0])
+		queued.data[0] = aligned
+		queued.c = make(chan struct{}) // names the request as direct I/O
+	}
+	f.submit(r.node, queued.next)
+	r.written = uint32(size)
+	return fuse.OK
+}
+
+func (f *writeBehindFeature) observe(e event) fuse.Status {
+	switch e.kind {
+	case drain:
+		return f.drain(e.node, e.report)
+	case forgotten:
+		f.forget(e.node)
+	case unmounting:
+		f.drainAll()
+	case stopped:
+		f.stopAll()
+	}
+	return fuse.OK
+}
+
+func (f *writeBehindFeature) count(m map[string]uint64) {
+	c := f.c
+	m["write_behind_queued"], m["write_behind_drains"] = c.wbQueued.Load(), c.wbDrains.Load()
+	m["write_behind_errors"], m["write_behind_max_depth"] = c.wbErrors.Load(), c.wbMaxDepth.Load()
 }
 
 func (wb *writeBehind) queue(node uint64) *wbQueue {

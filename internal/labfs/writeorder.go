@@ -1,6 +1,10 @@
 package labfs
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
 
 // writeOrder makes a READ wait for the WRITEs of the same bytes that the
 // kernel sent before it and the daemon has not yet applied.
@@ -18,6 +22,7 @@ import "sync"
 // READ waits only for earlier WRITEs: a later one may itself be waiting
 // for the page the READ keeps locked.
 type writeOrder struct {
+	noHooks
 	mu      sync.Mutex
 	applied *sync.Cond
 	pending map[uint64][]pendingWrite // by node
@@ -32,52 +37,67 @@ type pendingWrite struct {
 // newWriteOrder returns nil where the kernel keeps the page locked or
 // tracked until the WRITE is answered (write-back caching) or keeps no
 // pages (direct_io): there is nothing to order.
-func newWriteOrder(cfg *Config) *writeOrder {
-	if cfg.DirectIO || cfg.WritebackCache {
+func newWriteOrder(w *labRaw) feature {
+	if w.cfg.DirectIO || w.cfg.WritebackCache {
 		return nil
 	}
+	return newWriteOrdering()
+}
+
+func newWriteOrdering() *writeOrder {
 	o := &writeOrder{pending: map[uint64][]pendingWrite{}}
 	o.applied = sync.NewCond(&o.mu)
 	return o
 }
 
+// observe holds a READ for the earlier WRITEs of its bytes, and follows
+// WRITEs from their receipt to their answer (which, under write-behind, is
+// when the queue has them).
+func (o *writeOrder) observe(e event) fuse.Status {
+	switch e.kind {
+	case readReceived:
+		o.wait(e.node, e.unique, e.off, e.size)
+	case writeReceived:
+		o.begin(e.node, e.unique, e.off, e.size) // done at writeAnswered
+	case writeAnswered:
+		o.done(e.node, pendingWrite{unique: e.unique, start: e.off, end: e.off + uint64(e.size)})
+	}
+	return fuse.OK
+}
+
 // begin notes a WRITE received; call done once the backend has its bytes.
 func (o *writeOrder) begin(node, unique, off uint64, size int) (done func()) {
-	if o == nil {
-		return func() {}
-	}
 	w := pendingWrite{unique: unique, start: off, end: off + uint64(size)}
 	o.mu.Lock()
 	o.pending[node] = append(o.pending[node], w)
 	o.mu.Unlock()
-	return func() {
-		o.mu.Lock()
-		ws := o.pending[node]
-		for i := range ws {
-			if ws[i] == w {
-				ws[i] = ws[len(ws)-1]
-				ws = ws[:len(ws)-1]
-				break
-			}
+	return func() { o.done(node, w) }
+}
+
+func (o *writeOrder) done(node uint64, w pendingWrite) {
+	o.mu.Lock()
+	ws := o.pending[node]
+	for i := range ws {
+		if ws[i] == w {
+			ws[i] = ws[len(ws)-1]
+			ws = ws[:len(ws)-1]
+			break
 		}
-		if len(ws) == 0 {
-			delete(o.pending, node)
-		} else {
-			o.pending[node] = ws
-		}
-		if o.waiters > 0 {
-			o.applied.Broadcast()
-		}
-		o.mu.Unlock()
 	}
+	if len(ws) == 0 {
+		delete(o.pending, node)
+	} else {
+		o.pending[node] = ws
+	}
+	if o.waiters > 0 {
+		o.applied.Broadcast()
+	}
+	o.mu.Unlock()
 }
 
 // wait returns once no WRITE of node sent before the READ unique and
 // overlapping [off, off+size) is still to be applied.
 func (o *writeOrder) wait(node, unique, off uint64, size int) {
-	if o == nil {
-		return
-	}
 	end := off + uint64(size)
 	o.mu.Lock()
 	defer o.mu.Unlock()
