@@ -103,7 +103,8 @@ func (d *daemonStats) profile(conn uint32) profile.Profile {
 }
 
 // TimerOverhead measures what one request's clock reads cost on this
-// machine: the instrumentation's own cost per request (seed 000's Figure 8).
+// machine: the instrumentation's own cost per request, which the daemon's
+// timings include and a reader subtracts when comparing them.
 func TimerOverhead() time.Duration {
 	const n = 20000
 	start := monotonic()

@@ -44,11 +44,11 @@ func runGate(t *testing.T, release []byte, argv ...string) (stdout, stderr strin
 }
 
 // The gate executes the command as given: argv[0] as the caller wrote it,
-// the arguments, the environment untouched, the pipe closed.
+// the arguments, the environment untouched, the socket closed.
 func TestGateExecutes(t *testing.T) {
-	script := `tr '\0' '|' </proc/$$/cmdline; echo; tr '\0' '|' </proc/$$/environ; echo; [ -e /proc/$$/fd/3 ] && echo pipe-open || echo pipe-closed`
+	script := `tr '\0' '|' </proc/$$/cmdline; echo; tr '\0' '|' </proc/$$/environ; echo; [ -e /proc/$$/fd/3 ] && echo socket-open || echo socket-closed`
 	out, errOut, code := runGate(t, []byte{1}, "/bin/sh", "NAME", "-c", script, "ARG")
-	want := "NAME|-c|" + script + "|ARG|\nFOO=bar baz|EMPTY=|\npipe-closed\n"
+	want := "NAME|-c|" + script + "|ARG|\nFOO=bar baz|EMPTY=|\nsocket-closed\n"
 	if code != 0 || errOut != "" || out != want {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

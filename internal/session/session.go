@@ -69,8 +69,8 @@ type Releaser interface {
 // Target is what a source is opened for.
 type Target struct {
 	// CommandPID is the -- CMD command's process, held at the gate until
-	// the source is open; 0 without one. Its fd GateFD is the gate's pipe,
-	// closed as it executes the command.
+	// the source is open; 0 without one. Its fd GateFD is the gate's
+	// socket, closed as it executes the command.
 	CommandPID int
 	GateFD     int
 }

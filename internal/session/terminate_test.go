@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// One rule for every -- CMD (issue 39, 12): a command still running when
+// One rule for every -- CMD: a command still running when
 // the run ends under it (its count reached, a SIGTERM, a second Ctrl-C)
 // is ended, with the processes it started, as timeout ends its command:
 // SIGTERM, then SIGKILL after the grace period; a line says so, and Run
