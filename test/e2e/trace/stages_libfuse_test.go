@@ -20,7 +20,7 @@ import (
 // test builds from Debian's fuse3 source (scripts/libfuse-examples.sh).
 func libfuseExample(t *testing.T, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", ".cache", "libfuse", "build", "example", name))
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", ".cache", "libfuse", "build", "example", name))
 	if err != nil {
 		t.Fatal(err)
 	}
