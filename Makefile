@@ -88,11 +88,12 @@ e2e: build
 
 # With the race detector (it needs cgo, hence gcc): the lab file system and
 # the test file systems run inside the test processes, under real workloads.
-# The tests spend most of their time waiting (on daemons, injected
+# The tests spend much of their time waiting (on daemons, injected
 # latencies, guests), so the packages run side by side (-p 4: the
-# end-to-end tests are four packages, test/e2e/...), and the lint and the
-# kernel matrix's quick pass run beside them; make test fails if any of the
-# three does, once all three have ended.
+# end-to-end tests are four packages, test/e2e/...), four of a package's
+# parallel tests at a time (-parallel 4, not one per core), and the lint
+# and the kernel matrix's quick pass run beside them; make test fails if
+# any of the three does, once all three have ended.
 test: $(TOOLS)/gotestsum $(TOOLS)/staticcheck
 	@scripts/deps.sh $(DEPS_TEST) $(DEPS_GENERATE) $(DEPS_KERNELS)
 	@scripts/libfuse-examples.sh
@@ -100,7 +101,7 @@ test: $(TOOLS)/gotestsum $(TOOLS)/staticcheck
 	$(MAKE) --no-print-directory -j3 lint test-packages test-kernels-quick
 
 test-packages: $(TOOLS)/gotestsum
-	gotestsum --format testname -- -race -count=1 -p 4 -timeout 40m ./...
+	gotestsum --format testname -- -race -count=1 -p 4 -parallel 4 -timeout 40m ./...
 
 test-kernels-quick:
 	test/kernels/run.sh --quick
