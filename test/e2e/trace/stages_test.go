@@ -603,12 +603,15 @@ func TestTraceCalls(t *testing.T) {
 		}
 	})
 	t.Run("cached", func(t *testing.T) {
-		src, mnt, _ := e2e.MountLabFS(t, labfs.Config{})
+		// Cached for an hour, not the default second: a loaded machine
+		// took longer than that to start the trace.
+		forever := labfs.Timeout(time.Hour)
+		src, mnt, _ := e2e.MountLabFS(t, labfs.Config{EntryTimeout: forever, AttrTimeout: forever})
 		if err := os.WriteFile(filepath.Join(src, "f"), make([]byte, 100), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		file := filepath.Join(mnt, "f")
-		if _, err := os.Stat(file); err != nil { // looked up, attributes cached for 1 s
+		if _, err := os.Stat(file); err != nil { // looked up, its entry and attributes cached
 			t.Fatal(err)
 		}
 		rec := filepath.Join(t.TempDir(), "rec.json")
