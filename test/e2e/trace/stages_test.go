@@ -23,6 +23,7 @@ import (
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
 	"github.com/fusescope/fusescope/test/e2e"
+	"golang.org/x/sys/unix"
 )
 
 // stageOf returns a stage's histogram of an operation, failing the test if
@@ -465,6 +466,7 @@ func TestTracePageCache(t *testing.T) {
 				if _, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil {
 					t.Fatal(err)
 				}
+				lockPages(t, filepath.Join(mnt, "f"), size)
 			}
 			conn := e2e.ConnOf(t, mnt)
 			rec := filepath.Join(t.TempDir(), "rec.json")
@@ -548,6 +550,27 @@ func TestTracePageCacheSmallFiles(t *testing.T) {
 			t.Errorf("%s: hit ratio %.3f (%v), %d pages asked for, %d added: want %.3f, 20, %d", c.name, ratio, ok, pc.ReadPages, pc.Added, wantRatio, wantAdded)
 		}
 	}
+}
+
+// lockPages keeps a file's cached pages in memory until the test ends
+// (mlock): the machine's proactive reclaim (DAMON's pageout here) took 8
+// of 256 idle pages while a loaded machine started the trace.
+func lockPages(t *testing.T, path string, size int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mlock(m); err != nil {
+		unix.Munmap(m)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
 }
 
 func countOf(s *profile.OpStats) uint64 {
