@@ -529,6 +529,11 @@ func TestTracePageCacheSmallFiles(t *testing.T) {
 		name   string
 		cached bool
 	}{{"first cat", false}, {"second cat", true}} {
+		if c.cached {
+			for _, f := range files {
+				lockPages(t, f, 8192) // cached by the first cat
+			}
+		}
 		rec := filepath.Join(t.TempDir(), "rec.json")
 		tr := e2e.StartTrace(t, "--mount", mnt, "--page-cache", "-o", rec)
 		e2e.Run(t, "cat", files...)
