@@ -74,6 +74,12 @@ func Main(m *testing.M, opts Options) {
 		fmt.Fprintln(os.Stderr, "e2e: skipped, these tests mount FUSE file systems and load BPF programs: run as root (make test)")
 		os.Exit(0)
 	}
+	// File systems served in this process wait for a P like any goroutine,
+	// and a thread of this process blocked in the kernel on one of them
+	// can hold its P (a vfork waiting for a child that flushes an inherited
+	// file of the mount): with one P a core, two such threads left the lab
+	// package with none to serve them (a hang, its goroutine runnable).
+	runtime.GOMAXPROCS(max(8, runtime.GOMAXPROCS(0)))
 	// The bpftrace oracle may start before fusescope has mounted tracefs.
 	if _, err := ktrace.EnsureTracefs(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
