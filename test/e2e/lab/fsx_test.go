@@ -237,6 +237,7 @@ func TestLabFSCoherenceBehindTheMount(t *testing.T) {
 	for _, inval := range []bool{true, false} {
 		t.Run(fmt.Sprintf("auto_inval_data=%v", inval), func(t *testing.T) {
 			t.Parallel()
+			e2e.KeepsCaches(t) // without auto_inval_data the reader's pages stay cached
 			cfg := e2e.Preset(t, "default")
 			cfg.NoAutoInvalData = !inval
 			src, mnt := mountPlain(t, cfg)
