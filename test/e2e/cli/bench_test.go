@@ -90,7 +90,7 @@ func TestBenchQuickPreset(t *testing.T) {
 			}
 		}
 	}
-	// A run's extremes are its own, exact (issue 39, 3: 30-40% sat on a
+	// A run's extremes are its own, exact (once 30-40% sat on a
 	// bucket's edge, LOOKUP count 2, sum 40,602,005 ns, max 37,770,625,
 	// min 2,097,152): where a run made one or two requests of an opcode,
 	// its sum tells what they were.

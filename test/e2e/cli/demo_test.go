@@ -98,7 +98,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("%s: kernel %q, daemon %q: the two views saw different requests", op, kernel[op], daemon[op])
 		}
 	}
-	// A newcomer finishes it knowing what each part means (issue 39, 31):
+	// A newcomer finishes it knowing what each part means:
 	// each part is explained, the two views' counts too where they differ,
 	// grep's status, the bench's columns, and what to try next; and the
 	// previous demo's directory is gone, this one's alone is left.

@@ -10,7 +10,7 @@ import (
 )
 
 // --attach fentry and --attach kprobe trace the kernel's fuse functions
-// (issue 40; the kernels that have them are test/guest's). A kernel that
+// (the kernels that have them are test/guest's). A kernel that
 // has neither, as this project's machines, refuses each in one line that
 // says what it lacks and what to do, and exits non-zero; an unknown
 // mechanism is refused with the list of the known ones.

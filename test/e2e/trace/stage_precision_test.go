@@ -21,8 +21,8 @@ import (
 	"github.com/fusescope/fusescope/test/e2e"
 )
 
-// Stage quantiles as precise as the totals' (issue 39, 1: a stage's log2
-// bucket alone put the daemon stage's median of 1 ms LOOKUPs at 1.6 ms):
+// Stage quantiles as precise as the totals' (a stage's log2
+// bucket alone once put the daemon stage's median of 1 ms LOOKUPs at 1.6 ms):
 // the lab file system with 1 ms per GETATTR, each stage's p50, p90 and p99
 // of the record against the exact quantiles of the same requests, whose
 // stages --slower 1ns sends whole. Sub-buckets start at 1 us, so a stage
@@ -90,7 +90,7 @@ func TestStageQuantilesWithinASubBucket(t *testing.T) {
 	}
 }
 
-// Interval records with stages are whole records (issue 39, 2: a request
+// Interval records with stages are whole records (once, a request
 // counted in one interval's total and the next one's stages made show,
 // report and diff refuse the stream): READs of 2 ms each from two readers
 // under `trace --stages --json 0.2 N`, so that requests are in flight at

@@ -506,7 +506,7 @@ func TestTracePageCache(t *testing.T) {
 	}
 }
 
-// Files smaller than a read (issue 39, 25: cat asks for 128 KiB, and the
+// Files smaller than a read (cat asks for 128 KiB, and the
 // pages past each 8 KiB file's end were counted as hits, a ratio of 0.938
 // where every byte came through FUSE): cat of ten never-read 8 KiB files
 // asks the cache for their 20 pages, finds none of them, and the hit ratio
@@ -781,7 +781,7 @@ func TestStagesDaemonStartedLater(t *testing.T) {
 	}
 }
 
-// Quantiles within 5% of the exact ones (issue 29: a log2 bucket alone put
+// Quantiles within 5% of the exact ones (a log2 bucket alone once put
 // the median of a 5 ms WAN's 11.25 ms round trips at 14.0 ms): the lab file
 // system with 5 ms per GETATTR, p50, p90, p99 of the record against the
 // exact quantiles of the same requests, each sent whole by --slower 1ns.

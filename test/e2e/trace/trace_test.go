@@ -427,7 +427,7 @@ func TestTraceCommand(t *testing.T) {
 	}
 }
 
-// trace's count ends the command with the trace (issue 39, 12: trace 1 20
+// trace's count ends the command with the trace (once, trace 1 20
 // -- CMD exited after its count and left CMD running): a command that
 // started a child of its own and outlives `trace 0.2 2` is ended with it,
 // a line says so, and fusescope exits with the command's status, 143.
