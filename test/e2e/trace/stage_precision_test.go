@@ -196,8 +196,11 @@ func TestStageIntervalsAddUp(t *testing.T) {
 		}
 	}
 	t.Logf("%d READs in %d intervals; the daemon counted %d", sum, busy, read)
-	if sum != read || busy < 5 {
-		t.Errorf("the intervals hold %d READs in %d intervals, the daemon counted %d: want all of them, in at least 5 intervals", sum, busy, read)
+	// At least three intervals with READs: two interval ends with requests
+	// in flight (1.5 s of reads makes seven, fewer when make test's
+	// parallel packages hold the CPUs: four once).
+	if sum != read || busy < 3 {
+		t.Errorf("the intervals hold %d READs in %d intervals, the daemon counted %d: want all of them, in at least 3 intervals", sum, busy, read)
 	}
 	for _, args := range [][]string{{"show", stream}, {"report", "-o", filepath.Join(t.TempDir(), "r.html"), stream}, {"diff", stream, stream}} {
 		if out, err := exec.Command(e2e.Fusescope, args...).CombinedOutput(); err != nil {
