@@ -5,8 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/fusescope/fusescope/internal/labfs"
 )
@@ -63,4 +68,35 @@ func MountBindfs(t testing.TB, n int) (src, mnt string) {
 		}
 	})
 	return src, mnt
+}
+
+// NewServer is fuse.NewServer for the tests' in-process file systems, with
+// its /dev/fuse fd close-on-exec: go-fuse opens it without O_CLOEXEC, and
+// processes other tests started meanwhile (prometheus, fusescope) inherited
+// it and held on to the connection after its unmount, whose number a later
+// mount reused (TestTraceBindfsAgainstBpftrace found them among bindfs's
+// daemons). ForkLock, held for reading, keeps every fork of this process out
+// between the open and the flag; DirectMountStrict, since a fallback to
+// fusermount would fork under it.
+func NewServer(fsys fuse.RawFileSystem, mnt string, opts *fuse.MountOptions) (*fuse.Server, error) {
+	o := *opts
+	o.DirectMountStrict = true
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	srv, err := fuse.NewServer(fsys, mnt, &o)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return srv, nil
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
+			if fd, err := strconv.Atoi(e.Name()); err == nil {
+				unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+			}
+		}
+	}
+	return srv, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/test/e2e"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -168,7 +169,7 @@ func mountLab(t *testing.T, nFiles, bigPages int, getattrDelay time.Duration) (s
 	raw := fs.NewNodeFS(&labTree{nFiles: nFiles, bigPages: bigPages}, &fs.Options{EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero})
 	cfs := &countingFS{RawFileSystem: raw, counts: map[fuseproto.Opcode]uint64{}}
 	cfs.getattrDelay.Store(int64(getattrDelay))
-	srv, err := fuse.NewServer(cfs, mnt, &fuse.MountOptions{
+	srv, err := e2e.NewServer(cfs, mnt, &fuse.MountOptions{
 		FsName: "fusescope-testfs", Name: "testfs", DirectMount: true, MaxReadAhead: 4096,
 	})
 	if err != nil {

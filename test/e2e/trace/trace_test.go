@@ -204,7 +204,7 @@ func traceAbortedConnection(t *testing.T, attach string) {
 	// Every GETATTR takes 3 s: long enough to abort the connection under it.
 	daemon := &countingFS{RawFileSystem: raw, counts: map[fuseproto.Opcode]uint64{}}
 	daemon.getattrDelay.Store(int64(3 * time.Second))
-	srv, err := fuse.NewServer(daemon, mnt, &fuse.MountOptions{FsName: "fusescope-testfs", Name: "testfs", DirectMount: true})
+	srv, err := e2e.NewServer(daemon, mnt, &fuse.MountOptions{FsName: "fusescope-testfs", Name: "testfs", DirectMount: true})
 	if err != nil {
 		t.Fatalf("mounting the test file system: %v", err)
 	}
