@@ -28,6 +28,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	__u64 utime; /* ns */
 	__u64 stime;
+	struct task_struct *real_parent;
 } __attribute__((preserve_access_index));
 
 struct linux_binprm {
@@ -37,7 +38,10 @@ struct linux_binprm {
 /* A run's settings: set by the loader before each run, not frozen, so that
  * programs loaded once (syscalls --serve) trace one run after another. */
 volatile __u32 follow_tgid = 0; /* -p: its threads are adopted on their first call */
-volatile __u32 gate_pid = 0;    /* -- CMD: traced from its exec on */
+/* -- CMD: the first exec, once set, by a child of this process (fusescope,
+ * which starts the command once the programs are attached) is the
+ * command's, traced from there on; the programs then clear it. */
+volatile __u32 gate_parent = 0;
 volatile __u64 detail_ns = 1000000;
 volatile __u64 bin_ns = 0; /* timeline bin width; 0: no timeline */
 volatile __u64 t0_ns = 0;
@@ -589,14 +593,15 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, int old_pid, struct linu
 	__u32 tid = bpf_get_current_pid_tgid();
 	struct task_state *s = current_state(tid);
 	if (!s) {
-		if (!gate_pid || p->tgid != gate_pid)
+		if (!gate_parent || p->real_parent->tgid != gate_parent)
 			return 0;
+		gate_parent = 0;
 		s = claim(tid);
 		if (!s)
 			return 0;
 		s->tslot = new_tslot();
 		s->pslot = 0;
-		s->nr = 59;                       /* the gate calls execve */
+		s->nr = 59;                       /* the command's execve */
 		s->start_ns = bpf_ktime_get_ns(); /* which returns from here */
 	}
 	struct sys_event *e = reserve(SEV_EXEC, bpf_ktime_get_ns());

@@ -107,7 +107,7 @@ const (
 	SysTraceVarFlushArg          = "flush_arg"
 	SysTraceVarFollowTgid        = "follow_tgid"
 	SysTraceVarFromNs            = "from_ns"
-	SysTraceVarGatePid           = "gate_pid"
+	SysTraceVarGateParent        = "gate_parent"
 	SysTraceVarIoKind            = "io_kind"
 	SysTraceVarNextPslot         = "next_pslot"
 	SysTraceVarNextTslot         = "next_tslot"
@@ -202,7 +202,7 @@ type SysTraceVariableSpecs struct {
 	FlushArg       *ebpf.VariableSpec `ebpf:"flush_arg"`
 	FollowTgid     *ebpf.VariableSpec `ebpf:"follow_tgid"`
 	FromNs         *ebpf.VariableSpec `ebpf:"from_ns"`
-	GatePid        *ebpf.VariableSpec `ebpf:"gate_pid"`
+	GateParent     *ebpf.VariableSpec `ebpf:"gate_parent"`
 	IoKind         *ebpf.VariableSpec `ebpf:"io_kind"`
 	NextPslot      *ebpf.VariableSpec `ebpf:"next_pslot"`
 	NextTslot      *ebpf.VariableSpec `ebpf:"next_tslot"`
@@ -281,7 +281,7 @@ type SysTraceVariables struct {
 	FlushArg       *ebpf.Variable `ebpf:"flush_arg"`
 	FollowTgid     *ebpf.Variable `ebpf:"follow_tgid"`
 	FromNs         *ebpf.Variable `ebpf:"from_ns"`
-	GatePid        *ebpf.Variable `ebpf:"gate_pid"`
+	GateParent     *ebpf.Variable `ebpf:"gate_parent"`
 	IoKind         *ebpf.Variable `ebpf:"io_kind"`
 	NextPslot      *ebpf.Variable `ebpf:"next_pslot"`
 	NextTslot      *ebpf.Variable `ebpf:"next_tslot"`

@@ -38,8 +38,9 @@ type RequestConfig struct {
 	// Files: records list the Files files with the most FUSE time
 	// (Options.Files is set from it); 0 lists none.
 	Files int
-	// CommandPID is the -- CMD command's process (session.Target): with
-	// Options.Calls, the application.
+	// CommandPID is the application's process when it is not -p's nor
+	// the run's -- CMD (session.CommandWatcher): with Options.Calls, a
+	// benchmark that traces itself.
 	CommandPID int
 	// ProgramCost has the kernel account the programs' run time while the
 	// source is open (BPF_ENABLE_STATS: two clock reads per run) and
@@ -119,6 +120,12 @@ func OpenRequests(cfg RequestConfig) (*RequestSource, error) {
 		}
 	}
 	return s, nil
+}
+
+// CommandStarted watches the run's -- CMD, held before its first
+// instruction, as the application (--calls).
+func (s *RequestSource) CommandStarted(pid int, _ []int) error {
+	return s.t.WatchApplication(pid)
 }
 
 // countPageCaches has --page-cache count the traced connections' pages,

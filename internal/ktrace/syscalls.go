@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -128,9 +129,10 @@ type SyscallOptions struct {
 	// PID traces a running process: each of its threads from its next
 	// call, and the processes it creates from then on.
 	PID int
-	// GatePID traces a process from its next exec on: the started command,
-	// held before its exec until the programs are attached.
-	GatePID int
+	// GateParent traces the command a process starts once the programs
+	// are attached: the first exec by a child of GateParent, and what it
+	// does from there on.
+	GateParent int
 	// MinWait: calls at least this long are kept whole (they make the
 	// waits list); 0 means DefaultMinWait.
 	MinWait time.Duration
@@ -163,7 +165,7 @@ type SyscallTracer struct {
 	clock  kernel.Clock // anchored at t0
 	began  time.Time
 	ended  time.Time
-	root   int
+	root   atomic.Int64      // -p's process, or the command's once its exec was read
 	exe    string            // -p: the program the process was running when tracing began
 	tids   map[uint32]uint32 // tslot -> tid
 	tgids  map[uint32]uint32 // tslot -> its process
@@ -174,7 +176,7 @@ type SyscallTracer struct {
 	setup  time.Duration // loading and attaching
 	live   liveCounts    // CountLive: counts that left the maps (top --syscalls)
 	closed bool
-	// alive: the threads the programs took up (forks, the gate's exec,
+	// alive: the threads the programs took up (forks, the command's exec,
 	// -p's adoptions) that have not exited.
 	alive    map[uint32]bool
 	detached chan struct{} // closed once the programs are detached
@@ -422,7 +424,7 @@ func (o *sysObjects) start(opts SyscallOptions, start time.Time) (*SyscallTracer
 	for _, set := range []struct {
 		v   *ebpf.Variable
 		val any
-	}{{v.FollowTgid, uint32(opts.PID)}, {v.GatePid, uint32(opts.GatePID)}, {v.DetailNs, uint64(minWait.Nanoseconds())},
+	}{{v.FollowTgid, uint32(opts.PID)}, {v.GateParent, uint32(opts.GateParent)}, {v.DetailNs, uint64(minWait.Nanoseconds())},
 		{v.BinNs, bin}} {
 		if err := set.v.Set(set.val); err != nil {
 			return nil, fmt.Errorf("setting the run's %s: %w", set.v, err)
@@ -431,11 +433,9 @@ func (o *sysObjects) start(opts SyscallOptions, start time.Time) (*SyscallTracer
 	if err := t.SetOrigin(); err != nil {
 		return nil, err
 	}
+	// -p's process; the command's is learned from its exec (process slot 0).
 	root := opts.PID
-	if root == 0 {
-		root = opts.GatePID
-	}
-	t.root = root
+	t.root.Store(int64(root))
 	t.pslots[0] = uint32(root)
 	// For -p, the program the process runs: its exec came before tracing.
 	if opts.PID != 0 {
@@ -540,7 +540,7 @@ func (t *SyscallTracer) Running() map[int]string {
 	if t.exe == "" {
 		return nil
 	}
-	return map[int]string{t.root: t.exe}
+	return map[int]string{t.Root(): t.exe}
 }
 
 // Began and Ended are when the programs were attached and detached (zero
@@ -548,8 +548,8 @@ func (t *SyscallTracer) Running() map[int]string {
 func (t *SyscallTracer) Began() time.Time { return t.began }
 func (t *SyscallTracer) Ended() time.Time { return t.ended }
 
-// Root is the traced process: -p's, or the command held at its gate.
-func (t *SyscallTracer) Root() int { return t.root }
+// Root is the traced process: -p's, or the command once its exec was read.
+func (t *SyscallTracer) Root() int { return int(t.root.Load()) }
 
 func (t *SyscallTracer) wall(ts uint64) float64 { return t.clock.Seconds(ts) }
 
@@ -595,12 +595,12 @@ func (t *SyscallTracer) detachAsync() <-chan struct{} {
 // quiet reports whether no program can write the maps any more, detached
 // or not: under -- CMD, once every thread the programs took up has exited
 // (each came with an event, and none was lost to a full ring buffer) and
-// the gate is shut, they only ever look up a thread and return.
+// no command is awaited, they only ever look up a thread and return.
 func (t *SyscallTracer) quiet() bool {
 	if t.opts.PID != 0 || len(t.alive) > 0 {
 		return false // -p adopts threads on their next call
 	}
-	if err := t.objs.GatePid.Set(uint32(0)); err != nil {
+	if err := t.objs.GateParent.Set(uint32(0)); err != nil {
 		return false
 	}
 	drops, err := t.drops()
@@ -624,7 +624,7 @@ func (t *SyscallTracer) Close() error {
 // Run passes the trace's events to emit until stop is closed, then detaches,
 // drains the ring buffer and emits the counted calls. It fills info.
 func (t *SyscallTracer) Run(stop <-chan struct{}, emit func(*sysevent.Event), info *profile.LiveInfo) error {
-	t.ev = sysevent.Event{Kind: sysevent.Start, Root: t.root, Time: t.wall(t.t0)}
+	t.ev = sysevent.Event{Kind: sysevent.Start, Root: t.Root(), Time: t.wall(t.t0)}
 	emit(&t.ev)
 	var rec ringbuf.Record
 	draining := false
@@ -734,6 +734,7 @@ func (t *SyscallTracer) handle(raw []byte, emit func(*sysevent.Event)) {
 		t.bind(ev.Tslot, ev.Tid, ev.Pid)
 		if ev.Pslot == 0 {
 			t.pslots[0] = ev.Pid
+			t.root.CompareAndSwap(0, int64(ev.Pid))
 		}
 		*e = sysevent.Event{Kind: sysevent.Exec, TID: int(ev.Tid), PID: int(ev.Pid), Str: cstring(ev.Str[:], ev.StrLen),
 			Argv: execArgs(unsafe.Slice((*byte)(unsafe.Pointer(&ev.Flushed[0])), unsafe.Sizeof(ev.Flushed)), ev.Args[0])}
@@ -959,7 +960,7 @@ func (t *SyscallTracer) finish(emit func(*sysevent.Event), info *profile.LiveInf
 			return fmt.Errorf("reading the timeline: %w", err)
 		}
 	}
-	info.PID = t.root
+	info.PID = t.Root()
 	info.MinWaitS = t.minWait().Seconds()
 	info.WallS = t.ended.Sub(t.began).Seconds()
 	info.SetupS = t.setup.Seconds()

@@ -29,10 +29,8 @@ func Trace(ctx context.Context, cfg TraceConfig) error {
 		}
 	}
 	_, err := session.Run(ctx, run, func(target session.Target) (session.Source, error) {
-		req := cfg.Requests
-		req.CommandPID = target.CommandPID
 		var err error
-		source, err = OpenRequests(req)
+		source, err = OpenRequests(cfg.Requests)
 		if err != nil {
 			return nil, err
 		}

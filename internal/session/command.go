@@ -17,43 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A run's -- CMD starts as a gate: a process that waits on a socket until the
-// sources are attached, then executes the command, so that tracing begins
-// exactly at the command's exec and a source knows the command's PID
-// before it runs. The socket is the first fd after those the command
-// inherits from us (a shell's 3>&1 reaches the command as it would without
-// fusescope). The gate is a small program of its own (gate_amd64.go) or,
-// where that cannot run, fusescope itself, marked by gateEnv, with
-// gateFDEnv saying which fd the socket is.
-const (
-	gateEnv   = "FUSESCOPE_GATE"
-	gateFDEnv = "FUSESCOPE_GATE_FD"
-)
-
-// RunGateIfAsked executes the command this process was started to hold
-// at the gate, once released; it returns at once in any other process.
-// main calls it first.
-func RunGateIfAsked() {
-	path := os.Getenv(gateEnv)
-	if path == "" {
-		return
-	}
-	fd, err := strconv.Atoi(os.Getenv(gateFDEnv))
-	os.Unsetenv(gateEnv)
-	os.Unsetenv(gateFDEnv)
-	b := []byte{1}
-	if n, _ := syscall.Write(fd, b); err != nil || n != 1 { // it runs
-		os.Exit(127)
-	}
-	if n, _ := syscall.Read(fd, b); n != 1 {
-		os.Exit(127) // the run gave up before attaching
-	}
-	syscall.Close(fd)
-	err = syscall.Exec(path, os.Args[1:], os.Environ())
-	fmt.Fprintf(os.Stderr, "fusescope: executing %s: %v\n", path, err)
-	os.Exit(127)
-}
-
 // LookCommand finds the program a command names, as a shell would, or
 // says in one line why it cannot run.
 func LookCommand(name string) (string, error) {
@@ -69,15 +32,17 @@ func LookCommand(name string) (string, error) {
 	return path, nil
 }
 
-// command is a run's -- CMD: started held at the gate, released once the
-// sources are attached; its exit ends the run.
+// command is a run's -- CMD: held before its first instruction (hold.go)
+// until the sources are attached; its exit ends the run.
 type command struct {
 	cmd       *exec.Cmd
-	gate      *os.File   // our end of the gate's socket; nil once released
-	gateFD    int        // the gate's end, in the command
+	name      string     // as the user gave it, for messages
+	pid       int        // its process, once started
+	fds       []int      // the fds it has when it executes
 	inherited []*os.File // our fds it inherits, kept from the garbage collector's finalizers
 
 	mu       sync.Mutex
+	held     hold // nil until started, and once released or abandoned
 	released bool
 	done     chan struct{} // closed when it has been waited for
 	exit     Exit
@@ -90,8 +55,10 @@ type Exit struct {
 	Ran      time.Duration // from its release to its exit
 }
 
-// startGated starts argv held at the gate, and waits until the gate runs.
-func startGated(argv []string) (*command, error) {
+// prepareCommand finds argv's program and, where it cannot be held as our
+// tracee, starts it at the gate: before the sources attach, which must
+// not see fusescope's own exec.
+func prepareCommand(argv []string) (*command, error) {
 	path, err := LookCommand(argv[0])
 	if err != nil {
 		return nil, err
@@ -99,67 +66,47 @@ func startGated(argv []string) (*command, error) {
 	if err := checkExecutable(path); err != nil {
 		return nil, err
 	}
-	// A socket pair, not a pipe: the gate says it runs before it waits for
-	// the release. Until then its own exec may still be under way, and a
-	// source attached meanwhile would see it (a server's programs attach
-	// in a millisecond).
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	ours, theirs := os.NewFile(uintptr(fds[0]), "gate"), os.NewFile(uintptr(fds[1]), "gate")
-	defer theirs.Close()
 	// The fds we inherited without close-on-exec go on to the command at
-	// their numbers, as a shell's would; the gate's socket comes after them.
+	// their numbers, as a shell's would.
 	var inherited []*os.File
-	for _, fd := range inheritedFDs(ours.Fd()) {
+	fds := []int{0, 1, 2}
+	for _, fd := range inheritedFDs() {
 		for len(inherited) < fd-3 {
 			inherited = append(inherited, nil) // closed in the child: close-on-exec here anyway
 		}
 		inherited = append(inherited, os.NewFile(uintptr(fd), "inherited"))
+		fds = append(fds, fd)
 	}
-	gateFD := 3 + len(inherited)
-	c, err := startGate(path, argv, append(slices.Clip(inherited), theirs), gateFD)
-	if err != nil {
-		ours.Close()
-		return nil, fmt.Errorf("starting %s: %v", argv[0], err)
-	}
-	if n, _ := ours.Read(make([]byte, 1)); n != 1 {
-		ours.Close()
-		c.Wait()
-		return nil, fmt.Errorf("starting %s: the gate ended before it ran", argv[0])
-	}
-	return &command{cmd: c, gate: ours, gateFD: gateFD, inherited: inherited, done: make(chan struct{})}, nil
-}
-
-// selfGate makes fusescope the gate always: tests of that gate.
-var selfGate = false
-
-// startGate starts the gate for path (argv as given) with files from fd 3
-// on: the small gate, or fusescope itself where the kernel will not
-// execute a memfd (vm.memfd_noexec) or the small gate does not exist.
-func startGate(path string, argv []string, files []*os.File, gateFD int) (*exec.Cmd, error) {
-	gate := func() *exec.Cmd {
-		return &exec.Cmd{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: files}
-	}
-	if small, err := newGate(gateFD); err == nil && !selfGate {
-		defer small.Close() // its exec has opened it, through our fd table, when Start returns
-		c := gate()
-		c.Path = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), small.Fd())
-		c.Args = append([]string{"fusescope-gate", path}, argv...)
-		if err := c.Start(); err == nil {
-			return c, nil
+	c := &command{name: argv[0], fds: fds, inherited: inherited, done: make(chan struct{}),
+		cmd: &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: slices.Clip(inherited)}}
+	if selfGate || !canTrace() {
+		h, err := startGate(c.cmd, path)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %v", argv[0], err)
 		}
+		c.held, c.pid = h, c.cmd.Process.Pid
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	c := gate()
-	c.Path, c.Args = self, append([]string{self}, argv...)
-	c.Env = append(os.Environ(), gateEnv+"="+path, gateFDEnv+"="+strconv.Itoa(gateFD))
-	return c, c.Start()
+	return c, nil
 }
+
+// start starts a command to be traced, once the sources are attached, and
+// returns when its exec is done; one at the gate has started already.
+func (c *command) start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held != nil {
+		return nil
+	}
+	h, err := startTraced(c.cmd)
+	if err != nil {
+		return fmt.Errorf("starting %s: %v", c.name, err)
+	}
+	c.held, c.pid = h, h.pid
+	return nil
+}
+
+// selfGate holds commands at fusescope's gate always: tests of that hold.
+var selfGate = false
 
 // checkExecutable refuses, in one line, a file the kernel would not
 // execute: neither a program nor a script with its #! line.
@@ -177,10 +124,9 @@ func checkExecutable(path string) error {
 	return fmt.Errorf("%s is neither a program nor a script with a #! line: run it with its interpreter, as in sh %[1]s", path)
 }
 
-// inheritedFDs lists our fds from 3 on without close-on-exec, but for
-// skip (our end of the gate's socket, which the command must not hold): the ones
+// inheritedFDs lists our fds from 3 on without close-on-exec: the ones
 // fusescope was started with, that a command run by a shell would get.
-func inheritedFDs(skip uintptr) []int {
+func inheritedFDs() []int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return nil
@@ -188,7 +134,7 @@ func inheritedFDs(skip uintptr) []int {
 	var fds []int
 	for _, e := range ents {
 		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd < 3 || uintptr(fd) == skip {
+		if err != nil || fd < 3 {
 			continue
 		}
 		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
@@ -199,23 +145,17 @@ func inheritedFDs(skip uintptr) []int {
 	return fds
 }
 
-// pid is the command's process, at the gate and after its exec.
-func (c *command) pid() int { return c.cmd.Process.Pid }
-
 // release lets the command execute; ended is called when it has exited.
 func (c *command) release(ended func()) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err := c.gate.Write([]byte{1})
-	c.gate.Close()
-	c.gate = nil
-	if err != nil {
-		c.cmd.Process.Kill()
-		c.cmd.Wait()
-		return fmt.Errorf("starting %s: %v", c.cmd.Args[1], err)
+	h := c.held
+	c.held = nil
+	start := time.Now()
+	if err := h.release(); err != nil {
+		return fmt.Errorf("starting %s: %v", c.name, err)
 	}
 	c.released = true
-	start := time.Now()
 	go func() {
 		c.cmd.Wait()
 		e := Exit{Ran: time.Since(start)}
@@ -246,17 +186,14 @@ func (c *command) signal(s os.Signal) bool {
 }
 
 // abandon kills a command that was never released (the run failed before
-// its sources were attached) and waits for it.
+// its sources were attached) and waits for it; one never started is left.
 func (c *command) abandon() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released || c.gate == nil {
-		return
+	if c.held != nil {
+		c.held.abandon()
+		c.held = nil
 	}
-	c.gate.Close() // the gate exits 127 on EOF; kill it in case it is stopped
-	c.gate = nil
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
 }
 
 // ended is how the command ended, or nil while it runs (the run ended

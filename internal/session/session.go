@@ -1,5 +1,5 @@
 // Package session drives a run of fusescope's sources: it opens them once
-// a -- CMD is held at its gate, reports intervals (differences of
+// a -- CMD is held before its exec, reports intervals (differences of
 // cumulative snapshots, or what a source says its interval was), polls
 // sources that have events, ends the run on Ctrl-C, on the command's exit
 // or on -p's process's exit, and writes the -o record atomically. trace,
@@ -61,18 +61,29 @@ type Finisher interface {
 
 // Releaser is a source whose clock starts with the command (syscalls'
 // --since and --until count from it, as a log's from its first line): Run
-// calls Releasing just before it releases the command from its gate.
+// calls Releasing just before it starts the command, or releases it from
+// the gate (its exec follows).
 type Releaser interface {
 	Releasing() error
 }
 
 // Target is what a source is opened for.
 type Target struct {
-	// CommandPID is the -- CMD command's process, held at the gate until
-	// the source is open; 0 without one. Its fd GateFD is the gate's
-	// socket, closed as it executes the command.
-	CommandPID int
-	GateFD     int
+	// CommandParent is set when a -- CMD will run: it is this process,
+	// and the command is the first of its children to execute once the
+	// source is open. Sources that trace from the command's exec arm for
+	// it; 0 without a command.
+	CommandParent int
+}
+
+// CommandWatcher is a source that learns the command's process while it
+// is held, before its first instruction: its PID and the fds it has when
+// it executes (its own numbers, which are ours too: its stdio, and what
+// we inherited without close-on-exec). Held after its exec, or at the
+// gate before it (see hold.go), it may then have other fds that its exec
+// closes.
+type CommandWatcher interface {
+	CommandStarted(pid int, fds []int) error
 }
 
 // Config is one run.
@@ -100,7 +111,7 @@ type Config struct {
 // returns the record of the whole run. The error is the run's (a source's
 // Poll that ended it, the command's exit status as an *ExitError) after
 // the last record was emitted and saved, or why the run could not be
-// made. Sources are closed, the command is never left held at its gate,
+// made. Sources are closed, the command is never left held,
 // and a -o file is never left half written.
 func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (whole *profile.Record, err error) {
 	out, err := CreateOutput(cfg.Output)
@@ -117,7 +128,7 @@ func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (wh
 
 	var cmd *command
 	if len(cfg.Command) > 0 {
-		if cmd, err = startGated(cfg.Command); err != nil {
+		if cmd, err = prepareCommand(cfg.Command); err != nil {
 			return nil, err
 		}
 		defer cmd.abandon()
@@ -167,7 +178,7 @@ func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (wh
 
 	target := Target{}
 	if cmd != nil {
-		target.CommandPID, target.GateFD = cmd.pid(), cmd.gateFD
+		target.CommandParent = os.Getpid()
 	}
 	src, err := open(target)
 	if err != nil {
@@ -180,6 +191,14 @@ func Run(ctx context.Context, cfg Config, open func(Target) (Source, error)) (wh
 	if cmd != nil {
 		if r, ok := src.(Releaser); ok {
 			if err := r.Releasing(); err != nil {
+				return nil, err
+			}
+		}
+		if err := cmd.start(); err != nil {
+			return nil, err
+		}
+		if w, ok := src.(CommandWatcher); ok {
+			if err := w.CommandStarted(cmd.pid, cmd.fds); err != nil {
 				return nil, err
 			}
 		}

@@ -9,9 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -120,8 +120,20 @@ func TestRunImmediate(t *testing.T) {
 	}
 }
 
-// -- CMD: the command is held at the gate while the source opens (the
-// small gate, or this binary where it cannot run; not yet sh), then runs; its exit ends the run, the source
+// watchingSource learns the command's process while it is held.
+type watchingSource struct {
+	finishingSource
+	started func(pid int, fds []int)
+}
+
+func (w *watchingSource) CommandStarted(pid int, fds []int) error {
+	w.started(pid, fds)
+	return nil
+}
+
+// -- CMD: the command is held before its first instruction while the
+// source learns its process (stopped after its exec as our tracee, or at
+// this binary's gate), then runs; its exit ends the run, the source
 // learns how it ended, and Run passes its status on.
 func TestRunCommand(t *testing.T) {
 	for _, self := range []bool{false, true} {
@@ -132,15 +144,40 @@ func TestRunCommand(t *testing.T) {
 }
 
 func testRunCommand(t *testing.T) {
-	src := &finishingSource{}
 	self, _ := os.Executable()
-	var heldExe string
-	_, err := Run(context.Background(), Config{Command: []string{"sh", "-c", "exit 3"}}, func(tg Target) (Source, error) {
-		heldExe, _ = os.Readlink(filepathProc(tg.CommandPID, "exe"))
+	sh, _ := filepath.EvalSymlinks("/bin/sh")
+	ran := filepath.Join(t.TempDir(), "ran")
+	var parent, held int
+	var heldExe, heldState string
+	var ranEarly bool
+	src := &watchingSource{started: func(pid int, _ []int) {
+		held = pid
+		heldExe, _ = os.Readlink(filepathProc(pid, "exe"))
+		stat, _ := os.ReadFile(filepathProc(pid, "stat"))
+		if _, after, ok := strings.Cut(string(stat), ") "); ok {
+			heldState = after[:1]
+		}
+		_, statErr := os.Stat(ran)
+		ranEarly = statErr == nil
+	}}
+	_, err := Run(context.Background(), Config{Command: []string{"sh", "-c", ": > " + ran + "; exit 3"}}, func(tg Target) (Source, error) {
+		parent = tg.CommandParent
 		return src, nil
 	})
-	if selfGate && heldExe != self || !selfGate && !strings.HasPrefix(heldExe, "/memfd:fusescope-gate") {
-		t.Errorf("at open, the command's process runs %q, want the gate (/memfd:fusescope-gate or %s)", heldExe, self)
+	if parent != os.Getpid() {
+		t.Errorf("the source was told the command's parent is %d, want us (%d)", parent, os.Getpid())
+	}
+	// Held, it has not run a single instruction of the command: stopped
+	// after its exec (t: tracing stop), or at the gate, this binary.
+	switch {
+	case held == 0:
+		t.Errorf("the source was not told the command's process")
+	case !selfGate && (heldExe != sh || heldState != "t"):
+		t.Errorf("held, the command's process runs %s in state %q, want %s stopped by its tracer (t)", heldExe, heldState, sh)
+	case selfGate && heldExe != self:
+		t.Errorf("held, the command's process runs %s, want the gate (%s)", heldExe, self)
+	case ranEarly:
+		t.Errorf("the command ran before its release")
 	}
 	var ee *ExitError
 	if !errors.As(err, &ee) || ee.Code != 3 {
@@ -151,22 +188,53 @@ func testRunCommand(t *testing.T) {
 	}
 }
 
-// A source that cannot open leaves no command held at its gate and no -o
-// temporary file.
+// A source that cannot open leaves no command held and no -o temporary
+// file: not started (traced), or its gate killed.
 func TestRunOpenFails(t *testing.T) {
+	for _, self := range []bool{false, true} {
+		selfGate = self
+		t.Run(fmt.Sprintf("selfGate=%v", self), testRunOpenFails)
+	}
+	selfGate = false
+}
+
+func testRunOpenFails(t *testing.T) {
 	dir := t.TempDir()
-	var pid int
+	before := children(t)
+	var during []int
 	_, err := Run(context.Background(), Config{Command: []string{"sleep", "100"}, Output: filepath.Join(dir, "rec.json")},
-		func(tg Target) (Source, error) { pid = tg.CommandPID; return nil, errors.New("no probes") })
+		func(tg Target) (Source, error) { during = children(t); return nil, errors.New("no probes") })
 	if err == nil || err.Error() != "no probes" {
 		t.Fatalf("Run: %v", err)
 	}
-	if pid == 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
-		t.Errorf("the held command (pid %d) is still there", pid)
+	if selfGate && len(during) != len(before)+1 {
+		t.Errorf("at open, our children were %v, after %v before: want the gate among them", during, before)
+	}
+	if after := children(t); !slices.Equal(after, before) {
+		t.Errorf("our children were %v, and are %v: the command is left", before, after)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("left behind: %v", ents)
 	}
+}
+
+// children lists this process's child processes, of all its threads.
+func children(t *testing.T) []int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, task := range tasks {
+		b, _ := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "children"))
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
 }
 
 // -p: the process's exit ends the run, with a note.
@@ -190,9 +258,17 @@ func filepathProc(pid int, name string) string {
 }
 
 // A command inherits the fds we were given, at their numbers, as it would
-// from a shell (the demo's workload writes to 3>&1); the gate's pipe is
-// not among them once it runs.
+// from a shell (the demo's workload writes to 3>&1), and the sources are
+// told which fds it has when it executes.
 func TestRunCommandInheritsFDs(t *testing.T) {
+	for _, self := range []bool{false, true} {
+		selfGate = self
+		t.Run(fmt.Sprintf("selfGate=%v", self), testRunCommandInheritsFDs)
+	}
+	selfGate = false
+}
+
+func testRunCommandInheritsFDs(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -206,9 +282,9 @@ func TestRunCommandInheritsFDs(t *testing.T) {
 	w.Close()
 	defer unix.Close(fd)
 	script := fmt.Sprintf("echo through >/proc/self/fd/%d", fd)
-	var gate int
-	_, err = Run(context.Background(), Config{Command: []string{"sh", "-c", script}},
-		func(tg Target) (Source, error) { gate = tg.GateFD; return &finishingSource{}, nil })
+	var fds []int
+	src := &watchingSource{started: func(_ int, f []int) { fds = f }}
+	_, err = Run(context.Background(), Config{Command: []string{"sh", "-c", script}}, opener(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +293,7 @@ func TestRunCommandInheritsFDs(t *testing.T) {
 	if string(b) != "through\n" {
 		t.Errorf("the command wrote %q to its fd %d, want through", b, fd)
 	}
-	if gate <= fd {
-		t.Errorf("the gate's fd %d is not after the inherited %d", gate, fd)
+	if len(fds) < 4 || fds[0] != 0 || fds[1] != 1 || fds[2] != 2 || !slices.Contains(fds, fd) {
+		t.Errorf("the sources were told the command has fds %v, want 0, 1, 2 and %d among them", fds, fd)
 	}
 }

@@ -59,7 +59,7 @@ func (c *command) terminate(why string, log func(string)) *Exit {
 			also = fmt.Sprintf(" and the %d processes it started", started)
 		}
 		log(fmt.Sprintf("%s (pid %d) was still running when %s: sent it%s %s; it ended %s.",
-			filepath.Base(c.cmd.Args[1]), c.pid(), why, also, sent, e.describe()))
+			filepath.Base(c.name), c.pid, why, also, sent, e.describe()))
 	}
 	return e
 }
@@ -71,7 +71,7 @@ func (c *command) addTree(ps *processes) int {
 	case <-c.done:
 		return 0
 	default:
-		return ps.add(c.pid())
+		return ps.add(c.pid)
 	}
 }
 

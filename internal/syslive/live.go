@@ -52,21 +52,24 @@ func NewLive(proc Proc) *Live {
 
 // Begin learns what the traced process holds already: its inherited fds
 // and its working directory. It is called once the kernel side is
-// attached, before the process runs on (a command held at its gate). The
-// fds in skip are left out: the gate's socket, closed at its exec, which
-// would cost /proc/net's tables to name (~5 ms).
-func (l *Live) Begin(root int, skip ...int) {
+// attached, before the process runs on. With only, just those fds are
+// named: a command held before its exec has only those once it executes,
+// and may hold others until then (sockets, which would cost /proc/net's
+// tables to name, ~5 ms).
+func (l *Live) Begin(root int, only []int) {
 	l.root = root
 	p := l.get(root)
 	p.Cwd, _ = l.proc.Cwd(root)
-	if fds, err := l.proc.FDs(root); err == nil {
-		for _, fd := range fds {
-			if slices.Contains(skip, fd) {
-				continue
-			}
-			if target, err := l.proc.FD(root, fd); err == nil {
-				p.FDs[fd] = target
-			}
+	fds, err := l.proc.FDs(root)
+	if err != nil {
+		return
+	}
+	for _, fd := range fds {
+		if only != nil && !slices.Contains(only, fd) {
+			continue
+		}
+		if target, err := l.proc.FD(root, fd); err == nil {
+			p.FDs[fd] = target
 		}
 	}
 }

@@ -28,7 +28,7 @@ func replayReport(t *testing.T, path string) *profile.SyscallReport {
 		t.Fatal(err)
 	}
 	live := NewLive(rp)
-	live.Begin(rp.Root)
+	live.Begin(rp.Root, nil)
 	first, last := rp.Events[0].Time, rp.Events[0].Time
 	for _, ev := range rp.Events {
 		last = max(last, ev.Time)
@@ -99,7 +99,7 @@ func TestLiveFollowsFDs(t *testing.T) {
 	proc := &fakeProc{fds: map[[2]int]string{{10, 0}: "/dev/pts/0", {10, 3}: "/data/log"}, cwd: map[int]string{10: "/home/u"},
 		gone: map[[2]int]bool{{11, 3}: true}}
 	l := NewLive(proc)
-	l.Begin(10)
+	l.Begin(10, nil)
 	var got []string
 	emit := func(e *strace.Event) {
 		if e.Kind == strace.Syscall || e.Kind == strace.PeerIO {
@@ -197,7 +197,7 @@ func FuzzReadReplay(f *testing.F) {
 			return
 		}
 		live := NewLive(rp)
-		live.Begin(rp.Root)
+		live.Begin(rp.Root, nil)
 		systrace.Analyze(func(emit func(*strace.Event)) error {
 			for _, ev := range rp.Events {
 				live.Handle(ev, emit)

@@ -77,10 +77,10 @@ type LiveSource struct {
 }
 
 // OpenLive attaches the live source to the process the run traces: the
-// command held at its gate (target.CommandPID), or cfg.PID.
+// command about to start (target.CommandParent), or cfg.PID.
 func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 	opts := cfg.SyscallOptions
-	opts.GatePID = target.CommandPID
+	opts.GateParent = target.CommandParent
 	opts.Category = strace.Category
 	tr, err := openKernelSide(cfg, opts)
 	if err != nil {
@@ -97,11 +97,6 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 	}
 	s := &LiveSource{cfg: cfg, tr: tr, live: NewLive(proc), info: profile.LiveInfo{Command: cfg.Traced},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	var gate []int
-	if opts.GatePID != 0 {
-		gate = append(gate, target.GateFD)
-	}
-	s.live.Begin(tr.Root(), gate...)
 	o := cfg.Analysis
 	// Shorter calls reach user space only when they name an fd or a
 	// process: ranked with the long ones, they would push out waits that
@@ -129,23 +124,28 @@ func OpenLive(cfg LiveConfig, target session.Target) (*LiveSource, error) {
 			rec.close()
 		}
 	}
-	if opts.GatePID == 0 {
+	if opts.GateParent == 0 {
+		s.live.Begin(tr.Root(), nil)
 		s.begin() // -p: time 0 is the attach
 	}
 	return s, nil
 }
 
-// Releasing is called as the run releases its command from the gate: time
-// 0 of --since, --until and the timeline is now, as a log's is its first
-// line (the command's exec, which follows at once). Otherwise it would be
-// when the programs were loaded, 0.04 s before, or up to a second on a
-// loaded machine.
-func (s *LiveSource) Releasing() error {
-	if err := s.tr.SetOrigin(); err != nil {
-		return err
-	}
+// CommandStarted learns what the command holds, stopped before its first
+// instruction, and starts the analysis of the events.
+func (s *LiveSource) CommandStarted(pid int, fds []int) error {
+	s.live.Begin(pid, fds)
 	s.begin()
 	return nil
+}
+
+// Releasing is called as the run starts its command: time 0 of --since,
+// --until and the timeline is now, as a log's is its first line (the
+// command's exec, which follows at once). Otherwise it would be when the
+// programs were loaded, 0.04 s before, or up to a second on a loaded
+// machine.
+func (s *LiveSource) Releasing() error {
+	return s.tr.SetOrigin()
 }
 
 // begin starts the analysis of the events, from the origin on.

@@ -41,7 +41,7 @@ const DefaultSocket = "/run/fusescope/syscalls.sock"
 
 // serveProtocol changes whenever the messages or the programs do: a
 // client and a server of different builds never share a run.
-const serveProtocol = 2
+const serveProtocol = 3
 
 type serveRequest struct {
 	Protocol int
@@ -236,6 +236,9 @@ func serveRun(ctx context.Context, conn *net.UnixConn, progs *ktrace.SyscallProg
 		return
 	}
 	opts := req.Options
+	if opts.GateParent != 0 {
+		opts.GateParent = req.PID // the client starts the command: no other process's child
+	}
 	opts.Category = strace.Category
 	opts.EmptyPrograms = false
 	tr, err := progs.Start(opts)
@@ -267,7 +270,7 @@ func serveRun(ctx context.Context, conn *net.UnixConn, progs *ktrace.SyscallProg
 		}
 	}()
 	stopped := false
-	if opts.GatePID != 0 {
+	if opts.GateParent != 0 {
 		// Time 0 is when the client releases its command, as a log's is
 		// its first line: the client waits for this answer to release it.
 		m, ok := <-msgs

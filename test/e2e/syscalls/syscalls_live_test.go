@@ -99,6 +99,31 @@ func TestSyscallsLiveAgainstStrace(t *testing.T) {
 	}
 }
 
+// Under strace -f, whose tracer would take the command before fusescope
+// could, the command is held at fusescope's gate instead of as its
+// tracee: the trace is the same, per-syscall counts equal to strace -c's
+// (the gate's own exec is not among them: it came before the programs
+// attached).
+func TestSyscallsLiveAtTheGate(t *testing.T) {
+	t.Parallel()
+	e2e.Need(t, "strace", "python3")
+	dir := t.TempDir()
+	script, python, data := pythonScript(t, dir, syscallWorkload)
+	out := filepath.Join(dir, "report.json")
+	cmd := exec.Command("strace", "-f", "-o", "/dev/null", e2e.Fusescope, "syscalls", "--json", "--top", "0", "-o", out,
+		"--", python, script, data, workloadSizes(t))
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, msg)
+	}
+	r := decodeReport(t, out)
+	log := filepath.Join(dir, "strace.log")
+	e2e.Run(t, "strace", "-f", "-C", "-o", log, python, script, data, workloadSizes(t))
+	assertCallsEqual(t, r, log)
+	if len(r.Processes) != 1 || r.Processes[0].Exec != python {
+		t.Errorf("processes %+v, want one: %s", r.Processes, python)
+	}
+}
+
 // Children are followed through fork and exec: the same process tree and
 // per-syscall counts as strace -f.
 func TestSyscallsLiveChildren(t *testing.T) {
