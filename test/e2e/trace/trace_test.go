@@ -93,6 +93,27 @@ func TestTraceInjectedLatency(t *testing.T) {
 	// belongs in [2^21, 2^22) whatever the overshoot.
 	const injected = 2200 * time.Microsecond
 	mnt, _ := mountLab(t, 4, 1, injected)
+	// Other packages' tests run beside this one (make test), and a busy
+	// machine stretches the daemon's sleeps and wake-ups past 4.2 ms
+	// (a p50 of 5.07 ms once): a p50 above the bucket is measured again,
+	// up to five times. Below the injected latency is an error at once.
+	var tries []string
+	for try := 1; ; try++ {
+		p50, ok := injectedLatencyP50(t, mnt, injected)
+		if ok {
+			return
+		}
+		tries = append(tries, fmt.Sprintf("%.0f ns (bucket %d)", p50, hist.Bucket(uint64(p50))))
+		if try == 5 {
+			t.Fatalf("GETATTR p50 in 5 tries: %s; want bucket 21 [2^21, 2^22) ns", strings.Join(tries, ", "))
+		}
+	}
+}
+
+// injectedLatencyP50 traces 100 GETATTRs of mnt and checks them against
+// the injected latency: ok when their p50 is in bucket 21. An error is
+// reported for what no load explains.
+func injectedLatencyP50(t *testing.T, mnt string, injected time.Duration) (float64, bool) {
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	tr := e2e.StartTrace(t, "--mount", mnt, "--op", "GETATTR", "-o", rec)
 	for i := 0; i < 100; i++ {
@@ -108,17 +129,15 @@ func TestTraceInjectedLatency(t *testing.T) {
 	}
 	p50 := s.Latency.Quantile(0.5)
 	t.Logf("GETATTR n=%d min=%d p50=%.0f max=%d", s.Count, s.Latency.Min, p50, s.Latency.Max)
-	if b := hist.Bucket(uint64(p50)); b != 21 {
-		t.Errorf("GETATTR p50 = %.0f ns in bucket %d, want bucket 21 [2^21, 2^22) ns", p50, b)
-	}
-	if s.Latency.Min < uint64(injected) {
-		t.Errorf("GETATTR min %d ns is below the injected %v", s.Latency.Min, injected)
+	if s.Latency.Min < uint64(injected) || p50 < float64(injected) {
+		t.Fatalf("GETATTR min %d ns, p50 %.0f ns: below the injected %v", s.Latency.Min, p50, injected)
 	}
 	for _, o := range r.Profile.Ops {
 		if o.Op != "GETATTR" {
 			t.Errorf("--op GETATTR let %s through", o.Op)
 		}
 	}
+	return p50, hist.Bucket(uint64(p50)) == 21
 }
 
 // An interval's minimum and maximum are its own, not the run's so far, even
