@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,10 +22,9 @@ import (
 //     first exec by a child of ours (Target.CommandParent) have seen it.
 //     Release detaches it. Nothing is executed but the command, and no
 //     ptrace request is made but the one detach.
-//   - at the gate (gate.go): where ptrace is not ours to use (Yama's
-//     ptrace_scope 3, or fusescope itself traced, whose tracer would take
-//     the child), fusescope started again before the sources attach,
-//     waiting on a socket; released, it executes the command.
+//   - at the gate (gate.go): where ptrace is not ours to use (canTrace),
+//     fusescope started again before the sources attach, waiting on a
+//     socket; released, it executes the command.
 type hold interface {
 	// release lets the command run on; the error says why it could not.
 	release() error
@@ -40,14 +40,34 @@ type ptraceHold struct {
 	done chan error // what the detach said
 }
 
-// canTrace reports whether a child of ours can be our tracee.
+// canTrace reports whether a child of ours can be our tracee: Yama's
+// ptrace_scope 3 forbids it, 2 asks for CAP_SYS_PTRACE (which a
+// container's root may lack), and a tracer of ours (strace -f) would take
+// our children before we do.
 func canTrace() bool {
-	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && string(bytes.TrimSpace(b)) == "3" {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil || !bytes.Contains(status, []byte("\nTracerPid:\t0\n")) {
 		return false
 	}
-	// A tracer of ours (strace -f) would take our children before we do.
-	status, err := os.ReadFile("/proc/self/status")
-	return err == nil && bytes.Contains(status, []byte("\nTracerPid:\t0\n"))
+	scope, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	switch string(bytes.TrimSpace(scope)) {
+	case "3":
+		return false
+	case "2":
+		return err == nil && hasCapability(status, unix.CAP_SYS_PTRACE)
+	}
+	return true
+}
+
+// hasCapability reads a capability from /proc/PID/status's CapEff.
+func hasCapability(status []byte, capability int) bool {
+	_, rest, ok := bytes.Cut(status, []byte("\nCapEff:\t"))
+	if !ok {
+		return false
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	eff, err := strconv.ParseUint(string(line), 16, 64)
+	return err == nil && eff&(1<<capability) != 0
 }
 
 // startTraced starts c as our tracee and waits until its exec is done.

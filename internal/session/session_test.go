@@ -297,3 +297,16 @@ func testRunCommandInheritsFDs(t *testing.T) {
 		t.Errorf("the sources were told the command has fds %v, want 0, 1, 2 and %d among them", fds, fd)
 	}
 }
+
+// CapEff is read as the kernel prints it: hexadecimal, bit n for
+// capability n.
+func TestHasCapability(t *testing.T) {
+	status := []byte("Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t0000000000080000\nCapBnd:\t000001ffffffffff\n")
+	if !hasCapability(status, unix.CAP_SYS_PTRACE) || hasCapability(status, unix.CAP_SYS_ADMIN) {
+		t.Errorf("CapEff 0x80000: CAP_SYS_PTRACE %v, CAP_SYS_ADMIN %v; want true, false",
+			hasCapability(status, unix.CAP_SYS_PTRACE), hasCapability(status, unix.CAP_SYS_ADMIN))
+	}
+	if hasCapability([]byte("Name:\tx\n"), unix.CAP_SYS_PTRACE) {
+		t.Errorf("no CapEff line: a capability")
+	}
+}
