@@ -2,6 +2,7 @@ package syscalls
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,9 +87,19 @@ func TestSyscallsServe(t *testing.T) {
 	if err := long.Start(); err != nil {
 		t.Fatal(err)
 	}
-	e2e.WaitFor(t, "the long run to attach", func() bool {
-		out, _ := exec.Command("bpftool", "link", "show").Output()
-		return strings.Contains(string(out), "sys_enter")
+	// Its command starts only once it holds the server's programs (a
+	// sys_enter link in bpftool's list may be another package's test).
+	e2e.WaitFor(t, "the long run's command, started once it is attached", func() bool {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", long.Process.Pid))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(task)
+			for _, child := range strings.Fields(string(b)) {
+				if exe, _ := os.Readlink("/proc/" + child + "/exe"); filepath.Base(exe) == "sleep" {
+					return true
+				}
+			}
+		}
+		return false
 	})
 	check("beside a run on the server", liveReport(t, "--socket", sock, "--", script), false)
 	if err := long.Wait(); err != nil {
