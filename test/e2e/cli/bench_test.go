@@ -41,7 +41,8 @@ func benchMounts(t *testing.T, dir string) []string {
 // tree, and the file's bytes read by each cat. The summaries compare every
 // configuration with the baseline, and nothing is left mounted.
 func TestBenchQuickPreset(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	rec, scratch := filepath.Join(t.TempDir(), "bench.json"), t.TempDir()
 	cmd := exec.Command(e2e.Fusescope, "bench", "--preset", "quick", "-n", "2", "--seed", "7", "-o", rec, "--scratch-dir", scratch)
 	out, err := cmd.CombinedOutput()
@@ -147,7 +148,8 @@ func TestBenchQuickPreset(t *testing.T) {
 // Bad input and failures: one line each, and the rest of the matrix goes
 // on where it can.
 func TestBenchErrors(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -221,7 +223,8 @@ workloads:
 // SIGINT and SIGTERM in the middle of a bench unmount everything it
 // mounted and say so in one line.
 func TestBenchInterrupted(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			scratch := t.TempDir()
@@ -261,7 +264,8 @@ func TestBenchInterrupted(t *testing.T) {
 // no trace, and the twin's carry the workload's requests (one CREATE per
 // file the shell command makes).
 func TestBenchUntracedTwin(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	spec := filepath.Join(t.TempDir(), "twin.yaml")
 	os.WriteFile(spec, []byte(`repetitions: 2
 scratch: tmp
@@ -294,7 +298,8 @@ workloads:
 // (the dead bench's PID beside its scratch directory), cleans them up and
 // says so.
 func TestBenchCleansUpAKilledBench(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	scratch := t.TempDir()
 	t.Cleanup(func() {
 		for _, line := range benchMounts(t, scratch) {
@@ -331,7 +336,8 @@ func TestBenchCleansUpAKilledBench(t *testing.T) {
 // tarball's extraction creates each file once (CREATE), git status finds
 // the generated repository clean, and the walk finds every file.
 func TestBenchBuiltInWorkloads(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	spec := filepath.Join(t.TempDir(), "builtin.yaml")
 	os.WriteFile(spec, []byte(`repetitions: 2
 scratch: tmp
@@ -397,7 +403,8 @@ workloads:
 // its own per run), and a time budget stops the bench after the round that
 // passes it, saying so.
 func TestBenchRemountAndBudget(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	spec := filepath.Join(t.TempDir(), "cold.yaml")
 	os.WriteFile(spec, []byte(`repetitions: 3
 scratch: tmp
@@ -435,7 +442,8 @@ workloads:
 // own, ended whole); one that mounts something other than FUSE is told at
 // once, with what it mounted, and unmounted.
 func TestBenchMountTemplateLeavesNothing(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	// A sleep no one else runs, to find it by its command line.
 	nap := fmt.Sprintf("sleep %d", 3_000_000+os.Getpid())
 	tmpfs := fmt.Sprintf("tmpfs-%d", os.Getpid())
@@ -488,7 +496,8 @@ workloads:
 // leave out: a preset filtered to one workload runs, beside the figure
 // that is left.
 func TestBenchFilteredPreset(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: bench drops the kernel's caches before its cold runs, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
 	for _, args := range [][]string{
 		{"--preset", "writeback", "--workload", "write-4k"},
 		{"--preset", "passthrough", "--config", "labfs", "--workload", "read"},

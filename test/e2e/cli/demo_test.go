@@ -79,7 +79,8 @@ func leftovers(t *testing.T, tmp string) []string {
 // the workload's known request counts (cat and grep each open the 1,000
 // files once), and nothing is left mounted or running.
 func TestDemo(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: the demo's bench drops the kernel's caches before each run, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // the demo's bench drops the kernel's caches before each run, every mount's
 	tmp := t.TempDir()
 	// A finished demo's directory: its record, and no pid file.
 	previous := filepath.Join(tmp, "fusescope-demo.previous")
@@ -126,7 +127,8 @@ func TestDemo(t *testing.T) {
 // A demo killed outright leaves its mount and its tracer behind; the next
 // demo finds them, cleans them up and says so.
 func TestDemoCleansUpAKilledDemo(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: the demo's bench drops the kernel's caches before each run, every mount's
+	t.Parallel()
+	e2e.DropsCaches(t) // the demo's bench drops the kernel's caches before each run, every mount's
 	tmp := t.TempDir()
 	cmd := exec.Command("../../../scripts/demo.sh", e2e.Fusescope)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)

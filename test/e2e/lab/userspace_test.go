@@ -286,7 +286,8 @@ func TestLabFSInodeLRU(t *testing.T) {
 // is a LOOKUP that adds a reference), none after the kernel has dropped its
 // caches and sent its FORGETs.
 func TestLabFSInodeCount(t *testing.T) {
-	e2e.DropsCaches(t) // Not parallel: drop_caches makes the kernel forget every mount's inodes
+	t.Parallel()
+	e2e.DropsCaches(t) // drop_caches makes the kernel forget every mount's inodes
 	cfg := e2e.Preset(t, "default")
 	cfg.EntryTimeout, cfg.AttrTimeout = labfs.Timeout(0), labfs.Timeout(0)
 	src, mnt, f := e2e.MountLabFS(t, cfg)
