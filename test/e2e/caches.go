@@ -25,26 +25,36 @@ var machineTmp = os.TempDir()
 // drop them run together.
 func DropsCaches(t testing.TB) { holdCaches(t, dropper) }
 
+// DropsCachesAlone is DropsCaches for a test that also counts on what the
+// kernel caches between its own drops: no test that drops or keeps them
+// runs beside it.
+func DropsCachesAlone(t testing.TB) { holdCaches(t, alone) }
+
 // KeepsCaches waits until no test that drops the kernel's caches runs, and
 // keeps them waiting until t ends: t counts on what the kernel cached (its
 // pages, entries, attributes or inodes) staying cached while it runs.
 // Tests that keep them run together.
 func KeepsCaches(t testing.TB) { holdCaches(t, keeper) }
 
-// The caches' room: tests of one kind share it, the two kinds take turns.
+// The caches' room: tests of one kind share it, the kinds take turns.
 // One flock cannot say that (a shared and an exclusive lock would keep
 // droppers apart from each other, and a waiting exclusive lock lets new
 // shared ones in before it, for as long as they keep coming), so the room
 // is a list of its holders and of those waiting, in a file that a flock
-// guards: a test enters when no holder is of the other kind and no test of
-// the other kind has waited longer. Entries of processes that are gone (a
+// guards: a test enters when no holder is of another kind and no test of
+// another kind has waited longer. Entries of processes that are gone (a
 // test binary killed at its timeout) are dropped.
 type cacheUse string
 
 const (
 	dropper cacheUse = "drops"
 	keeper  cacheUse = "keeps"
+	alone   cacheUse = "alone"
 )
+
+// together reports whether tests of uses a and b may use the caches at
+// once.
+func together(a, b cacheUse) bool { return a == b && a != alone }
 
 // cacheEntry is a test in the room or waiting for it: its process, and the
 // order in which it asked.
@@ -79,7 +89,7 @@ func enterRoom(t testing.TB, use cacheUse) (leave func()) {
 		entered := false
 		withRoom(t, func(room *[]cacheEntry, _ *int) {
 			for _, e := range *room {
-				if e.use != use && (e.holding || e.seq < me.seq) {
+				if e.seq != me.seq && !together(e.use, use) && (e.holding || e.seq < me.seq) {
 					return
 				}
 			}

@@ -52,3 +52,38 @@ func TestCachesRoom(t *testing.T) {
 		}
 	})
 }
+
+// A test alone in the room waits for every other to leave, and every test
+// that comes after it waits for it.
+func TestCachesRoomAlone(t *testing.T) {
+	saved := machineTmp
+	machineTmp = t.TempDir()
+	defer func() { machineTmp = saved }()
+
+	leaveD := enterRoom(t, dropper)
+	aloneIn := make(chan func())
+	go func() { aloneIn <- enterRoom(t, alone) }()
+	Eventually(t, 10*time.Second, "the lone test to wait", func() (bool, string) {
+		n := 0
+		withRoom(t, func(room *[]cacheEntry, _ *int) { n = len(*room) })
+		return n == 2, ""
+	})
+	droppperIn := make(chan func())
+	go func() { droppperIn <- enterRoom(t, dropper) }()
+	select {
+	case <-aloneIn:
+		t.Fatal("the lone test entered beside a dropper")
+	case <-droppperIn:
+		t.Fatal("a dropper that came after the waiting lone test entered")
+	case <-time.After(100 * time.Millisecond):
+	}
+	leaveD()
+	leaveA := <-aloneIn
+	select {
+	case <-droppperIn:
+		t.Fatal("a dropper entered beside the lone test")
+	case <-time.After(100 * time.Millisecond):
+	}
+	leaveA()
+	(<-droppperIn)()
+}
