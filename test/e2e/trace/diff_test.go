@@ -71,50 +71,22 @@ func TestDiffInjectedLatency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, daemonA := traceLabRun(t, src, "a", "300us")
-	b, daemonB := traceLabRun(t, src, "b", "3ms")
-	var d struct {
-		Schema   string `json:"schema"`
-		Requests []struct {
-			Op    string `json:"op"`
-			Stage string `json:"stage"`
-			A     struct {
-				Count uint64
-				P50   float64 `json:"p50_s"`
-			} `json:"a"`
-			B struct {
-				Count uint64
-				P50   float64 `json:"p50_s"`
-			} `json:"b"`
-			TotalS float64 `json:"total_delta_s"`
-		} `json:"requests"`
-	}
-	if err := json.Unmarshal(e2e.MustRead(t, e2e.Fusescope, "diff", "--json", a, b), &d); err != nil {
-		t.Fatal(err)
-	}
-	if d.Schema != "fusescope.diff/v1" || len(d.Requests) == 0 {
-		t.Fatalf("%+v", d)
-	}
-	if d.Requests[0].Op != "LOOKUP" {
-		t.Errorf("first row %s, want LOOKUP (its total time grew by ~%d x 2.7 ms)", d.Requests[0].Op, files)
-	}
-	for _, r := range d.Requests {
-		if r.Op == "LOOKUP" || r.Op == "GETATTR" {
-			if r.A.Count != daemonA[r.Op] || r.B.Count != daemonB[r.Op] {
-				t.Errorf("%s: counts %d and %d, the daemon served %d and %d", r.Op, r.A.Count, r.B.Count, daemonA[r.Op], daemonB[r.Op])
-			}
+	// Other packages' tests run beside this one (make test), and a busy
+	// machine stretches A's 300 us more than B's 3 ms (the total grew
+	// 0.389 s once, not the 0.486 s asked): the latencies are compared
+	// again on two new runs, up to three times; the counts, never.
+	var a, b string
+	var rows int
+	for try := 1; ; try++ {
+		var stretched []string
+		a, b, rows, stretched = diffInjectedRuns(t, src, files)
+		if len(stretched) == 0 {
+			break
 		}
-		if r.Op == "LOOKUP" {
-			if r.A.Count < files {
-				t.Errorf("LOOKUP: %d in A, want at least one per file (%d)", r.A.Count, files)
-			}
-			if ratio := r.B.P50 / r.A.P50; ratio < 5 || ratio > 10.5 {
-				t.Errorf("LOOKUP p50 %.0f us -> %.0f us: ratio %.1f, want 300 us -> 3 ms plus the kernel's cost per request (5-10x)", r.A.P50*1e6, r.B.P50*1e6, ratio)
-			}
-			if r.TotalS < float64(files)*0.0027*0.9 {
-				t.Errorf("LOOKUP total time grew %.3f s, want at least %d x 2.7 ms", r.TotalS, files)
-			}
+		if try == 3 {
+			t.Fatalf("in 3 tries, the latencies did not show what was injected; the last:\n%s", strings.Join(stretched, "\n"))
 		}
+		t.Logf("try %d: %s", try, strings.Join(stretched, "; "))
 	}
 	// The text: the same first row, the counts mode, histograms side by side.
 	text := string(e2e.MustRead(t, e2e.Fusescope, "diff", "--hist", "--top", "1", a, b))
@@ -122,8 +94,8 @@ func TestDiffInjectedLatency(t *testing.T) {
 		t.Errorf("text (no colour off a terminal):\n%s", text)
 	}
 	csv := string(e2e.MustRead(t, e2e.Fusescope, "diff", "--csv", a, b))
-	if lines := strings.Count(csv, "\n"); lines != len(d.Requests)+1 {
-		t.Errorf("CSV: %d lines for %d rows", lines, len(d.Requests))
+	if lines := strings.Count(csv, "\n"); lines != rows+1 {
+		t.Errorf("CSV: %d lines for %d rows", lines, rows)
 	}
 
 	// Bad input: one line, non-zero.
@@ -151,4 +123,58 @@ func TestDiffInjectedLatency(t *testing.T) {
 			t.Errorf("%v: want one line and a non-zero exit, got %v:\n%s", args, err, out)
 		}
 	}
+}
+
+// diffInjectedRuns traces the workload on src twice, LOOKUP 300 us and
+// then 3 ms slow, and checks diff's JSON of the two (rows requests): the
+// counts are the daemons' (an error), the latencies what was injected
+// (stretched says how they were not).
+func diffInjectedRuns(t *testing.T, src string, files int) (a, b string, rows int, stretched []string) {
+	t.Helper()
+	a, daemonA := traceLabRun(t, src, "a", "300us")
+	b, daemonB := traceLabRun(t, src, "b", "3ms")
+	var d struct {
+		Schema   string `json:"schema"`
+		Requests []struct {
+			Op    string `json:"op"`
+			Stage string `json:"stage"`
+			A     struct {
+				Count uint64
+				P50   float64 `json:"p50_s"`
+			} `json:"a"`
+			B struct {
+				Count uint64
+				P50   float64 `json:"p50_s"`
+			} `json:"b"`
+			TotalS float64 `json:"total_delta_s"`
+		} `json:"requests"`
+	}
+	if err := json.Unmarshal(e2e.MustRead(t, e2e.Fusescope, "diff", "--json", a, b), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Schema != "fusescope.diff/v1" || len(d.Requests) == 0 {
+		t.Fatalf("%+v", d)
+	}
+	if d.Requests[0].Op != "LOOKUP" {
+		stretched = append(stretched, fmt.Sprintf("first row %s, want LOOKUP (its total time grew by ~%d x 2.7 ms)", d.Requests[0].Op, files))
+	}
+	for _, r := range d.Requests {
+		if r.Op == "LOOKUP" || r.Op == "GETATTR" {
+			if r.A.Count != daemonA[r.Op] || r.B.Count != daemonB[r.Op] {
+				t.Errorf("%s: counts %d and %d, the daemon served %d and %d", r.Op, r.A.Count, r.B.Count, daemonA[r.Op], daemonB[r.Op])
+			}
+		}
+		if r.Op == "LOOKUP" {
+			if r.A.Count < uint64(files) {
+				t.Errorf("LOOKUP: %d in A, want at least one per file (%d)", r.A.Count, files)
+			}
+			if ratio := r.B.P50 / r.A.P50; ratio < 5 || ratio > 10.5 {
+				stretched = append(stretched, fmt.Sprintf("LOOKUP p50 %.0f us -> %.0f us: ratio %.1f, want 300 us -> 3 ms plus the kernel's cost per request (5-10x)", r.A.P50*1e6, r.B.P50*1e6, ratio))
+			}
+			if r.TotalS < float64(files)*0.0027*0.9 {
+				stretched = append(stretched, fmt.Sprintf("LOOKUP total time grew %.3f s, want at least %d x 2.7 ms", r.TotalS, files))
+			}
+		}
+	}
+	return a, b, len(d.Requests), stretched
 }
