@@ -28,41 +28,47 @@ func TestLabFSLatencyInjection(t *testing.T) {
 	const injected = 3 * time.Millisecond // mid-bucket: [2^21, 2^22) ns is 2.10-4.19 ms
 	cfg.Latency = labfs.LatencySpec{"GETATTR": {Base: injected}}
 	_, mnt, f := e2e.MountLabFS(t, cfg)
-	rec := filepath.Join(t.TempDir(), "rec.json")
-	// The daemon's requests while the trace ran only: its count since
-	// mount holds the mount's own GETATTR, whose time (slow on a loaded
-	// machine) is no request the trace saw.
-	tr := e2e.StartTrace(t, "--mount", mnt, "--op", "GETATTR", "-o", rec)
-	before := f.Record().Profile
-	for i := 0; i < 50; i++ {
-		os.Stat(mnt)
-	}
-	e2e.WaitIdle(t, f.Conn)
-	during, err := f.Record().Profile.Sub(&before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.Stop(t)
-	k := e2e.LoadRecord(t, rec).Profile.Find(f.Conn, fuseproto.Getattr)
-	d := during.Find(f.Conn, fuseproto.Getattr)
-	if k == nil || d == nil || k.Count < 50 {
-		t.Fatalf("GETATTR missing: kernel %+v daemon %+v", k, d)
-	}
-	p50 := k.Latency.Quantile(0.5)
-	if b := hist.Bucket(uint64(p50)); b != 21 {
-		t.Errorf("kernel-side GETATTR p50 %.0f ns in bucket %d, want 21 (3 ms injected)", p50, b)
-	}
-	if p50 < float64(injected) || p50 > float64(injected+time.Millisecond) {
-		t.Errorf("kernel-side GETATTR p50 %.0f ns, want within 1 ms above the injected %v", p50, injected)
-	}
-	// The sleeper aims at the median; a single wakeup may come a little early.
-	if d.Latency.Min < uint64(injected-100*time.Microsecond) {
-		t.Errorf("daemon-side GETATTR min %d ns, well below the injected %v", d.Latency.Min, injected)
-	}
-	// The kernel's time includes the daemon's: per request, kernel >= daemon.
-	if k.Latency.Sum/k.Count < d.Latency.Sum/d.Count {
-		t.Errorf("kernel mean %d ns < daemon mean %d ns", k.Latency.Sum/k.Count, d.Latency.Sum/d.Count)
-	}
+	e2e.Timed(t, 5, func() (stretched []string) {
+		rec := filepath.Join(t.TempDir(), "rec.json")
+		// The daemon's requests while the trace ran only: its count since
+		// mount holds the mount's own GETATTR, whose time (slow on a loaded
+		// machine) is no request the trace saw.
+		tr := e2e.StartTrace(t, "--mount", mnt, "--op", "GETATTR", "-o", rec)
+		before := f.Record().Profile
+		for i := 0; i < 50; i++ {
+			os.Stat(mnt)
+		}
+		e2e.WaitIdle(t, f.Conn)
+		during, err := f.Record().Profile.Sub(&before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Stop(t)
+		k := e2e.LoadRecord(t, rec).Profile.Find(f.Conn, fuseproto.Getattr)
+		d := during.Find(f.Conn, fuseproto.Getattr)
+		if k == nil || d == nil || k.Count < 50 {
+			t.Fatalf("GETATTR missing: kernel %+v daemon %+v", k, d)
+		}
+		// Above the injected latency, load may have stretched it.
+		p50 := k.Latency.Quantile(0.5)
+		if b := hist.Bucket(uint64(p50)); b != 21 {
+			stretched = append(stretched, e2e.Stretched("kernel-side GETATTR p50 %.0f ns in bucket %d, want 21 (3 ms injected)", p50, b))
+		}
+		if p50 < float64(injected) {
+			t.Errorf("kernel-side GETATTR p50 %.0f ns, below the injected %v", p50, injected)
+		} else if p50 > float64(injected+time.Millisecond) {
+			stretched = append(stretched, e2e.Stretched("kernel-side GETATTR p50 %.0f ns, want within 1 ms above the injected %v", p50, injected))
+		}
+		// The sleeper aims at the median; a single wakeup may come a little early.
+		if d.Latency.Min < uint64(injected-100*time.Microsecond) {
+			t.Errorf("daemon-side GETATTR min %d ns, well below the injected %v", d.Latency.Min, injected)
+		}
+		// The kernel's time includes the daemon's: per request, kernel >= daemon.
+		if k.Latency.Sum/k.Count < d.Latency.Sum/d.Count {
+			t.Errorf("kernel mean %d ns < daemon mean %d ns", k.Latency.Sum/k.Count, d.Latency.Sum/d.Count)
+		}
+		return stretched
+	})
 }
 
 // getattr= slows stat(1), whose statx asks for the birth time, which the
