@@ -59,75 +59,82 @@ func TestStagesLabLatency(t *testing.T) {
 				}
 			}
 			conn := e2e.ConnOf(t, mnt)
-			rec := filepath.Join(t.TempDir(), "rec.json")
-			tr := e2e.StartTrace(t, "--stages", "--mount", mnt, "--attach", attach, "--slower", "1ns", "--no-hist", "-o", rec)
-			before := f.Record().Profile.Find(conn, fuseproto.Getattr)
-			for i := range 100 {
-				if _, err := os.Stat(filepath.Join(mnt, fmt.Sprint("f", i%20))); err != nil {
-					t.Fatal(err)
+			// Past their upper bounds, the stages may have been stretched by
+			// the load of the packages beside this one: measured again.
+			e2e.Timed(t, 3, func() (stretched []string) {
+				rec := filepath.Join(t.TempDir(), "rec.json")
+				tr := e2e.StartTrace(t, "--stages", "--mount", mnt, "--attach", attach, "--slower", "1ns", "--no-hist", "-o", rec)
+				before := f.Record().Profile.Find(conn, fuseproto.Getattr)
+				for i := range 100 {
+					if _, err := os.Stat(filepath.Join(mnt, fmt.Sprint("f", i%20))); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			e2e.WaitIdle(t, conn)
-			after := f.Record().Profile.Find(conn, fuseproto.Getattr)
-			tr.Stop(t)
-			r := e2e.LoadRecord(t, rec)
-			s := r.Profile.Find(conn, fuseproto.Getattr)
-			if s == nil || s.Count < 100 {
-				t.Fatalf("GETATTR missing or short: %+v", s)
-			}
-			q, d, rep := stageOf(t, s, profile.StageQueue), stageOf(t, s, profile.StageDaemon), stageOf(t, s, profile.StageReply)
-			t.Logf("GETATTR n=%d staged=%d gaps=%+v p50 queue %.0f daemon %.0f reply %.0f ns; p99 queue %.0f reply %.0f ns",
-				s.Count, q.Count, s.StageGaps, q.Quantile(0.5), d.Quantile(0.5), rep.Quantile(0.5), q.Quantile(0.99), rep.Quantile(0.99))
-			if q.Count != s.Count || d.Count != s.Count || rep.Count != s.Count {
-				t.Errorf("stages timed %d/%d/%d of %d GETATTRs (gaps %+v): every request of a watched daemon must be split", q.Count, d.Count, rep.Count, s.Count, s.StageGaps)
-			}
-			if b := hist.Bucket(uint64(d.Quantile(0.5))); b != 21 {
-				t.Errorf("daemon p50 %.0f ns in bucket %d, want [2^21, 2^22) ns for 3 ms of latency", d.Quantile(0.5), b)
-			}
-			for _, h := range []*hist.Hist{q, rep} {
-				if p50 := h.Quantile(0.5); p50 >= 200_000 {
-					t.Errorf("queue or reply p50 %.0f ns, want under 200 us", p50)
+				e2e.WaitIdle(t, conn)
+				after := f.Record().Profile.Find(conn, fuseproto.Getattr)
+				tr.Stop(t)
+				r := e2e.LoadRecord(t, rec)
+				s := r.Profile.Find(conn, fuseproto.Getattr)
+				if s == nil || s.Count < 100 {
+					t.Fatalf("GETATTR missing or short: %+v", s)
 				}
-			}
-			if sum := q.Sum + d.Sum + rep.Sum; sum != s.Latency.Sum {
-				t.Errorf("queue + daemon + reply = %d ns, total %d ns: they must add up exactly", sum, s.Latency.Sum)
-			}
-			var slow int
-			for _, sr := range r.Slow {
-				if sr.Op != "GETATTR" {
-					continue
+				q, d, rep := stageOf(t, s, profile.StageQueue), stageOf(t, s, profile.StageDaemon), stageOf(t, s, profile.StageReply)
+				t.Logf("GETATTR n=%d staged=%d gaps=%+v p50 queue %.0f daemon %.0f reply %.0f ns; p99 queue %.0f reply %.0f ns",
+					s.Count, q.Count, s.StageGaps, q.Quantile(0.5), d.Quantile(0.5), rep.Quantile(0.5), q.Quantile(0.99), rep.Quantile(0.99))
+				if q.Count != s.Count || d.Count != s.Count || rep.Count != s.Count {
+					t.Errorf("stages timed %d/%d/%d of %d GETATTRs (gaps %+v): every request of a watched daemon must be split", q.Count, d.Count, rep.Count, s.Count, s.StageGaps)
 				}
-				slow++
-				if len(sr.Stages) != 3 || sr.Stages[0]+sr.Stages[1]+sr.Stages[2] != sr.Latency {
-					t.Errorf("slow request %+v: its stages do not add up to its latency", sr)
+				if b := hist.Bucket(uint64(d.Quantile(0.5))); b != 21 {
+					stretched = append(stretched, e2e.Stretched("daemon p50 %.0f ns in bucket %d, want [2^21, 2^22) ns for 3 ms of latency", d.Quantile(0.5), b))
 				}
-			}
-			if uint64(slow) != s.Count {
-				t.Errorf("%d GETATTRs in --slower 1ns's lines, %d counted", slow, s.Count)
-			}
-			// The lab daemon's own timer: from go-fuse's call into it to its
-			// return, inside our daemon stage, which also holds go-fuse's
-			// parsing and the reply's encoding.
-			own := after.Latency
-			if before != nil {
-				var err error
-				if own, err = after.Latency.Sub(&before.Latency); err != nil {
-					t.Fatal(err)
+				for _, h := range []*hist.Hist{q, rep} {
+					if p50 := h.Quantile(0.5); p50 >= 200_000 {
+						stretched = append(stretched, e2e.Stretched("queue or reply p50 %.0f ns, want under 200 us", p50))
+					}
 				}
-			}
-			if own.Count != s.Count {
-				t.Fatalf("the daemon counted %d GETATTRs, the trace %d", own.Count, s.Count)
-			}
-			ownMean, ourMean := float64(own.Sum)/float64(own.Count), d.Mean()
-			t.Logf("daemon stage mean %.0f ns, the lab daemon's own %.0f ns", ourMean, ownMean)
-			// The stage holds the daemon's timer and go-fuse's part outside
-			// it (parsing, the reply's encoding, a goroutine's scheduling
-			// under the race detector on 2 vCPUs): tens of microseconds
-			// idle, but a busy machine delays a few requests by a
-			// millisecond and more (a CI run: 154 us more on average).
-			if slack := max(300_000, ownMean/10); ourMean < ownMean || ourMean > ownMean+slack {
-				t.Errorf("daemon stage mean %.0f ns, the daemon's own %.0f ns: want it at most %.0f ns above", ourMean, ownMean, slack)
-			}
+				if sum := q.Sum + d.Sum + rep.Sum; sum != s.Latency.Sum {
+					t.Errorf("queue + daemon + reply = %d ns, total %d ns: they must add up exactly", sum, s.Latency.Sum)
+				}
+				var slow int
+				for _, sr := range r.Slow {
+					if sr.Op != "GETATTR" {
+						continue
+					}
+					slow++
+					if len(sr.Stages) != 3 || sr.Stages[0]+sr.Stages[1]+sr.Stages[2] != sr.Latency {
+						t.Errorf("slow request %+v: its stages do not add up to its latency", sr)
+					}
+				}
+				if uint64(slow) != s.Count {
+					t.Errorf("%d GETATTRs in --slower 1ns's lines, %d counted", slow, s.Count)
+				}
+				// The lab daemon's own timer: from go-fuse's call into it to its
+				// return, inside our daemon stage, which also holds go-fuse's
+				// parsing and the reply's encoding.
+				own := after.Latency
+				if before != nil {
+					var err error
+					if own, err = after.Latency.Sub(&before.Latency); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if own.Count != s.Count {
+					t.Fatalf("the daemon counted %d GETATTRs, the trace %d", own.Count, s.Count)
+				}
+				ownMean, ourMean := float64(own.Sum)/float64(own.Count), d.Mean()
+				t.Logf("daemon stage mean %.0f ns, the lab daemon's own %.0f ns", ourMean, ownMean)
+				// The stage holds the daemon's timer and go-fuse's part outside
+				// it (parsing, the reply's encoding, a goroutine's scheduling
+				// under the race detector on 2 vCPUs): tens of microseconds
+				// idle, but a busy machine delays a few requests by a
+				// millisecond and more (a CI run: 154 us more on average).
+				if slack := max(300_000, ownMean/10); ourMean < ownMean {
+					t.Errorf("daemon stage mean %.0f ns, below the daemon's own %.0f ns", ourMean, ownMean)
+				} else if ourMean > ownMean+slack {
+					stretched = append(stretched, e2e.Stretched("daemon stage mean %.0f ns, the daemon's own %.0f ns: want it at most %.0f ns above", ourMean, ownMean, slack))
+				}
+				return stretched
+			})
 		})
 	}
 }
