@@ -524,23 +524,8 @@ func TestTracePageCacheSmallFiles(t *testing.T) {
 	t.Parallel()
 	e2e.KeepsCaches(t) // the kernel's pages and attributes stay cached
 	src, mnt, _ := e2e.MountLabFS(t, labfs.Config{KeepCache: true})
-	var files []string
-	for i := range 10 {
-		if err := os.WriteFile(filepath.Join(src, fmt.Sprint("f", i)), bytes.Repeat([]byte{byte(i)}, 8192), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, filepath.Join(mnt, fmt.Sprint("f", i)))
-	}
 	conn := e2e.ConnOf(t, mnt)
-	for _, c := range []struct {
-		name   string
-		cached bool
-	}{{"first cat", false}, {"second cat", true}} {
-		if c.cached {
-			for _, f := range files {
-				lockPages(t, f, 8192) // cached by the first cat
-			}
-		}
+	catTraced := func(files []string) (profile.PageCache, float64, bool) {
 		rec := filepath.Join(t.TempDir(), "rec.json")
 		tr := e2e.StartTrace(t, "--mount", mnt, "--page-cache", "-o", rec)
 		e2e.Run(t, "cat", files...)
@@ -548,19 +533,49 @@ func TestTracePageCacheSmallFiles(t *testing.T) {
 		tr.Stop(t)
 		r := e2e.LoadRecord(t, rec)
 		if len(r.PageCache) != 1 {
-			t.Fatalf("%s: page cache %+v, want one entry", c.name, r.PageCache)
+			t.Fatalf("page cache %+v, want one entry", r.PageCache)
 		}
 		pc := r.PageCache[0]
 		ratio, ok := r.PageCacheHitRatio(pc)
-		t.Logf("%s: %+v; %d READs; hit ratio %.3f", c.name, pc, countOf(r.Profile.Find(conn, fuseproto.Read)), ratio)
-		wantAdded, wantRatio := uint64(20), 0.0
-		if c.cached {
-			wantAdded = min(pc.Added, 5) // a few pages evicted meanwhile, at most
-			wantRatio = float64(20-pc.Added) / 20
+		t.Logf("%+v; %d READs; hit ratio %.3f", pc, countOf(r.Profile.Find(conn, fuseproto.Read)), ratio)
+		return pc, ratio, ok
+	}
+	// The first cat, of ten files never read. The kernel names no lookup
+	// it cuts short when a page is still locked by read-ahead's I/O, which
+	// a loaded machine makes likely (19 or 18 of the 20 pages, under two
+	// busy loops, 5 runs in 25; docs/record.md): then ten new files are
+	// read again (e2e.Timed).
+	var files []string
+	try := 0
+	e2e.Timed(t, 5, func() (stretched []string) {
+		try++
+		files = files[:0]
+		for i := range 10 {
+			name := fmt.Sprintf("f%d-%d", try, i)
+			if err := os.WriteFile(filepath.Join(src, name), bytes.Repeat([]byte{byte(i)}, 8192), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, filepath.Join(mnt, name))
 		}
-		if !ok || ratio != wantRatio || pc.ReadPages != 20 || pc.Added != wantAdded {
-			t.Errorf("%s: hit ratio %.3f (%v), %d pages asked for, %d added: want %.3f, 20, %d", c.name, ratio, ok, pc.ReadPages, pc.Added, wantRatio, wantAdded)
+		pc, ratio, ok := catTraced(files)
+		if !ok || ratio != 0 || pc.ReadPages > 20 || pc.Added != 20 {
+			t.Errorf("first cat: hit ratio %.3f (%v), %d pages asked for, %d added: want 0.000, 20, 20", ratio, ok, pc.ReadPages, pc.Added)
+		} else if pc.ReadPages < 20 {
+			stretched = append(stretched, e2e.Stretched("first cat: %d pages asked for, want 20 (a lookup cut short?)", pc.ReadPages))
 		}
+		return stretched
+	})
+	if t.Failed() {
+		return
+	}
+	// The second, of the same files, cached.
+	for _, f := range files {
+		lockPages(t, f, 8192) // cached by the first cat
+	}
+	pc, ratio, ok := catTraced(files)
+	wantAdded := min(pc.Added, 5) // a few pages evicted meanwhile, at most
+	if wantRatio := float64(20-pc.Added) / 20; !ok || ratio != wantRatio || pc.ReadPages != 20 || pc.Added != wantAdded {
+		t.Errorf("second cat: hit ratio %.3f (%v), %d pages asked for, %d added: want %.3f, 20, %d", ratio, ok, pc.ReadPages, pc.Added, wantRatio, wantAdded)
 	}
 }
 
