@@ -348,7 +348,9 @@ func TestLabFSReaddirAhead(t *testing.T) {
 	if fetches != 1 || hits+misses != rd.Count {
 		t.Errorf("readdir-ahead: %d fetches, %d hits, %d misses for one opendir and %d READDIRs", fetches, hits, misses, rd.Count)
 	}
-	if p50 := rd.Latency.Quantile(0.5); p50 > float64(time.Millisecond) {
+	// Answered from the prefetch, a READDIR pays none of the backend's
+	// 5 ms (well under 1 ms idle; 1.08 ms once under make test's load).
+	if p50 := rd.Latency.Quantile(0.5); p50 >= float64(5*time.Millisecond) {
 		t.Errorf("READDIR p50 %.0f ns: answered from the prefetch, it should not pay the 5 ms backend delay", p50)
 	}
 }
