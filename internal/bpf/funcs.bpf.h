@@ -144,7 +144,8 @@ static __always_inline int func_end(struct fuse_req *req, const int probed, cons
 	struct fuse_out_header out;
 	req_headers(req, &in, &out, probed);
 	__u32 tag = req_tag(req);
-	return on_end(0, tag, out.len, out.error, tag, (slow || files) ? in.nodeid : 0, in.unique, slow, stages, files);
+	return on_end(0, tag, out.len, out.error, tag, (slow || files) ? in.nodeid : 0, in.unique, req_on_ring(req, probed), slow,
+		      stages, files);
 }
 
 /* x86-64's argument registers, as the kprobes read them. */

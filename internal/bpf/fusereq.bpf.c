@@ -370,6 +370,7 @@ static __always_inline struct op_stats *stats_for(__u32 conn, __u32 opcode, __u3
 
 #include "names.bpf.h"
 #include "stages.bpf.h"
+#include "uring.bpf.h"
 
 /* A request's reply is complete (or it was aborted). With a tag (tp_btf),
  * conn is unknown and read from the slot: the connection's dev shares a
@@ -423,7 +424,7 @@ volatile const __u8 stamps_in_slot = 0;
  * under key_by_address); id is the request's id, which its stamps are
  * found by. */
 static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s32 err, __u32 tag, __u64 nodeid,
-				  __u64 id, const int slow, const int stages, const int files)
+				  __u64 id, __u32 ring, const int slow, const int stages, const int files)
 {
 	struct inflight_slot *slot = 0;
 	__u32 slot_idx = 0;
@@ -484,6 +485,7 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	s->sum_ns += delta;
 	s->req_bytes += req_len;
 	s->reply_bytes += reply_len;
+	s->uring += ring;
 	__u32 octave = log2l(delta);
 	s->slots[octave & (HIST_SLOTS - 1)]++;
 	count_fine(conn, opcode, delta, octave, half);
@@ -526,7 +528,7 @@ static __always_inline int on_end(__u32 conn, __u64 unique, __u32 reply_len, __s
 	SEC("tracepoint/fuse/fuse_request_end")                                                                 \
 	int name(struct trace_event_raw_fuse_request_end *ctx)                                                  \
 	{                                                                                                       \
-		return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, ctx->unique, slow,      \
+		return on_end(ctx->connection, ctx->unique, ctx->len, ctx->error, 0, 0, ctx->unique, 0, slow,   \
 			      stages, 0);                                                                       \
 	}
 END_TP(fuse_end, 0, 0)
@@ -545,11 +547,11 @@ END_TP(fuse_end_slow_stages, 1, 1)
 		if (key_by_address) {                                                                           \
 			__u32 tag = req_tag(req);                                                               \
 			return on_end(0, tag, req->out.h.len, req->out.h.error, tag, node,                      \
-				      req->in.h.unique, slow, stages, files);                                   \
+				      req->in.h.unique, req_on_ring(req, 0), slow, stages, files);                 \
 		}                                                                                               \
 		return on_end(stages ? req_conn(req) : 0, req->in.h.unique, req->out.h.len,                     \
 			      req->out.h.error, stages ? 0 : req_tag(req), node, req->in.h.unique,              \
-			      slow, stages, files);                                                             \
+			      req_on_ring(req, 0), slow, stages, files);                                           \
 	}
 END_BTF(fuse_end_btf, 0, 0, 0)
 END_BTF(fuse_end_btf_slow, 1, 0, 0)

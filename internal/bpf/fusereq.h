@@ -111,6 +111,8 @@ struct op_stats {
 	__u64 errors;
 	__u64 req_bytes;
 	__u64 reply_bytes;
+	/* Of count, those FUSE over io_uring's ring carried (6.14+). */
+	__u64 uring;
 	__u64 sum_ns;
 	__u64 min_ns;
 	__u64 max_ns;

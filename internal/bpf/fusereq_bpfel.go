@@ -146,6 +146,7 @@ type FuseReqOpStats struct {
 	Errors        uint64
 	ReqBytes      uint64
 	ReplyBytes    uint64
+	Uring         uint64
 	SumNs         uint64
 	MinNs         uint64
 	MaxNs         uint64
@@ -261,6 +262,7 @@ const (
 	FuseReqMapPcReads                       = "pc_reads"
 	FuseReqMapPipeHeaders                   = "pipe_headers"
 	FuseReqMapReplyStarts                   = "reply_starts"
+	FuseReqMapRingConns                     = "ring_conns"
 	FuseReqMapSlowLost                      = "slow_lost"
 	FuseReqMapSlowReqs                      = "slow_reqs"
 	FuseReqMapStageFast0                    = "stage_fast0"
@@ -333,6 +335,8 @@ const (
 	FuseReqProgStageExitSplice              = "stage_exit_splice"
 	FuseReqProgStageFloorRawEnter           = "stage_floor_raw_enter"
 	FuseReqProgStageFloorRawExit            = "stage_floor_raw_exit"
+	FuseReqProgStageRingComplete            = "stage_ring_complete"
+	FuseReqProgStageRingSubmit              = "stage_ring_submit"
 	FuseReqProgStageSent                    = "stage_sent"
 	FuseReqProgStageTakenFentry             = "stage_taken_fentry"
 	FuseReqProgStageTakenKprobe             = "stage_taken_kprobe"
@@ -462,6 +466,8 @@ type FuseReqProgramSpecs struct {
 	StageExitSplice              *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
 	StageFloorRawEnter           *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
 	StageFloorRawExit            *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
+	StageRingComplete            *ebpf.ProgramSpec `ebpf:"stage_ring_complete"`
+	StageRingSubmit              *ebpf.ProgramSpec `ebpf:"stage_ring_submit"`
 	StageSent                    *ebpf.ProgramSpec `ebpf:"stage_sent"`
 	StageTakenFentry             *ebpf.ProgramSpec `ebpf:"stage_taken_fentry"`
 	StageTakenKprobe             *ebpf.ProgramSpec `ebpf:"stage_taken_kprobe"`
@@ -496,6 +502,7 @@ type FuseReqMapSpecs struct {
 	PcReads          *ebpf.MapSpec `ebpf:"pc_reads"`
 	PipeHeaders      *ebpf.MapSpec `ebpf:"pipe_headers"`
 	ReplyStarts      *ebpf.MapSpec `ebpf:"reply_starts"`
+	RingConns        *ebpf.MapSpec `ebpf:"ring_conns"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
 	StageFast0       *ebpf.MapSpec `ebpf:"stage_fast0"`
@@ -577,6 +584,7 @@ type FuseReqMaps struct {
 	PcReads          *ebpf.Map `ebpf:"pc_reads"`
 	PipeHeaders      *ebpf.Map `ebpf:"pipe_headers"`
 	ReplyStarts      *ebpf.Map `ebpf:"reply_starts"`
+	RingConns        *ebpf.Map `ebpf:"ring_conns"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
 	StageFast0       *ebpf.Map `ebpf:"stage_fast0"`
@@ -615,6 +623,7 @@ func (m *FuseReqMaps) Close() error {
 		m.PcReads,
 		m.PipeHeaders,
 		m.ReplyStarts,
+		m.RingConns,
 		m.SlowLost,
 		m.SlowReqs,
 		m.StageFast0,
@@ -719,6 +728,8 @@ type FuseReqPrograms struct {
 	StageExitSplice              *ebpf.Program `ebpf:"stage_exit_splice"`
 	StageFloorRawEnter           *ebpf.Program `ebpf:"stage_floor_raw_enter"`
 	StageFloorRawExit            *ebpf.Program `ebpf:"stage_floor_raw_exit"`
+	StageRingComplete            *ebpf.Program `ebpf:"stage_ring_complete"`
+	StageRingSubmit              *ebpf.Program `ebpf:"stage_ring_submit"`
 	StageSent                    *ebpf.Program `ebpf:"stage_sent"`
 	StageTakenFentry             *ebpf.Program `ebpf:"stage_taken_fentry"`
 	StageTakenKprobe             *ebpf.Program `ebpf:"stage_taken_kprobe"`
@@ -789,6 +800,8 @@ func (p *FuseReqPrograms) Close() error {
 		p.StageExitSplice,
 		p.StageFloorRawEnter,
 		p.StageFloorRawExit,
+		p.StageRingComplete,
+		p.StageRingSubmit,
 		p.StageSent,
 		p.StageTakenFentry,
 		p.StageTakenKprobe,

@@ -112,6 +112,7 @@ type FuseReqNoCASOpStats struct {
 	Errors        uint64
 	ReqBytes      uint64
 	ReplyBytes    uint64
+	Uring         uint64
 	SumNs         uint64
 	MinNs         uint64
 	MaxNs         uint64
@@ -210,6 +211,7 @@ const (
 	FuseReqNoCASMapPcReads                       = "pc_reads"
 	FuseReqNoCASMapPipeHeaders                   = "pipe_headers"
 	FuseReqNoCASMapReplyStarts                   = "reply_starts"
+	FuseReqNoCASMapRingConns                     = "ring_conns"
 	FuseReqNoCASMapSlowLost                      = "slow_lost"
 	FuseReqNoCASMapSlowReqs                      = "slow_reqs"
 	FuseReqNoCASMapStageFast0                    = "stage_fast0"
@@ -282,6 +284,8 @@ const (
 	FuseReqNoCASProgStageExitSplice              = "stage_exit_splice"
 	FuseReqNoCASProgStageFloorRawEnter           = "stage_floor_raw_enter"
 	FuseReqNoCASProgStageFloorRawExit            = "stage_floor_raw_exit"
+	FuseReqNoCASProgStageRingComplete            = "stage_ring_complete"
+	FuseReqNoCASProgStageRingSubmit              = "stage_ring_submit"
 	FuseReqNoCASProgStageSent                    = "stage_sent"
 	FuseReqNoCASProgStageTakenFentry             = "stage_taken_fentry"
 	FuseReqNoCASProgStageTakenKprobe             = "stage_taken_kprobe"
@@ -411,6 +415,8 @@ type FuseReqNoCASProgramSpecs struct {
 	StageExitSplice              *ebpf.ProgramSpec `ebpf:"stage_exit_splice"`
 	StageFloorRawEnter           *ebpf.ProgramSpec `ebpf:"stage_floor_raw_enter"`
 	StageFloorRawExit            *ebpf.ProgramSpec `ebpf:"stage_floor_raw_exit"`
+	StageRingComplete            *ebpf.ProgramSpec `ebpf:"stage_ring_complete"`
+	StageRingSubmit              *ebpf.ProgramSpec `ebpf:"stage_ring_submit"`
 	StageSent                    *ebpf.ProgramSpec `ebpf:"stage_sent"`
 	StageTakenFentry             *ebpf.ProgramSpec `ebpf:"stage_taken_fentry"`
 	StageTakenKprobe             *ebpf.ProgramSpec `ebpf:"stage_taken_kprobe"`
@@ -445,6 +451,7 @@ type FuseReqNoCASMapSpecs struct {
 	PcReads          *ebpf.MapSpec `ebpf:"pc_reads"`
 	PipeHeaders      *ebpf.MapSpec `ebpf:"pipe_headers"`
 	ReplyStarts      *ebpf.MapSpec `ebpf:"reply_starts"`
+	RingConns        *ebpf.MapSpec `ebpf:"ring_conns"`
 	SlowLost         *ebpf.MapSpec `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.MapSpec `ebpf:"slow_reqs"`
 	StageFast0       *ebpf.MapSpec `ebpf:"stage_fast0"`
@@ -526,6 +533,7 @@ type FuseReqNoCASMaps struct {
 	PcReads          *ebpf.Map `ebpf:"pc_reads"`
 	PipeHeaders      *ebpf.Map `ebpf:"pipe_headers"`
 	ReplyStarts      *ebpf.Map `ebpf:"reply_starts"`
+	RingConns        *ebpf.Map `ebpf:"ring_conns"`
 	SlowLost         *ebpf.Map `ebpf:"slow_lost"`
 	SlowReqs         *ebpf.Map `ebpf:"slow_reqs"`
 	StageFast0       *ebpf.Map `ebpf:"stage_fast0"`
@@ -564,6 +572,7 @@ func (m *FuseReqNoCASMaps) Close() error {
 		m.PcReads,
 		m.PipeHeaders,
 		m.ReplyStarts,
+		m.RingConns,
 		m.SlowLost,
 		m.SlowReqs,
 		m.StageFast0,
@@ -668,6 +677,8 @@ type FuseReqNoCASPrograms struct {
 	StageExitSplice              *ebpf.Program `ebpf:"stage_exit_splice"`
 	StageFloorRawEnter           *ebpf.Program `ebpf:"stage_floor_raw_enter"`
 	StageFloorRawExit            *ebpf.Program `ebpf:"stage_floor_raw_exit"`
+	StageRingComplete            *ebpf.Program `ebpf:"stage_ring_complete"`
+	StageRingSubmit              *ebpf.Program `ebpf:"stage_ring_submit"`
 	StageSent                    *ebpf.Program `ebpf:"stage_sent"`
 	StageTakenFentry             *ebpf.Program `ebpf:"stage_taken_fentry"`
 	StageTakenKprobe             *ebpf.Program `ebpf:"stage_taken_kprobe"`
@@ -738,6 +749,8 @@ func (p *FuseReqNoCASPrograms) Close() error {
 		p.StageExitSplice,
 		p.StageFloorRawEnter,
 		p.StageFloorRawExit,
+		p.StageRingComplete,
+		p.StageRingSubmit,
 		p.StageSent,
 		p.StageTakenFentry,
 		p.StageTakenKprobe,

@@ -42,3 +42,17 @@ static __always_inline __u32 dev_conn(struct fuse_dev *fud)
  * request by its address alone, and its stamps (--stages) by (connection,
  * id) once the daemon has read it. */
 volatile const __u8 key_by_address = 0;
+
+/* FUSE over io_uring (6.14+) marks the requests its ring carries with
+ * FR_URING; before, no such flag exists and every request is /dev/fuse's. */
+enum fuse_req_flag___fs { FR_URING___fs = 12 };
+
+/* probed: req is a number (a kprobe's register), read with a helper;
+ * otherwise a pointer the verifier lets the program load through. */
+static __always_inline __u32 req_on_ring(struct fuse_req *req, const int probed)
+{
+	if (!bpf_core_enum_value_exists(enum fuse_req_flag___fs, FR_URING___fs))
+		return 0;
+	unsigned long flags = probed ? BPF_CORE_READ(req, flags) : req->flags;
+	return (flags >> bpf_core_enum_value(enum fuse_req_flag___fs, FR_URING___fs)) & 1;
+}

@@ -99,7 +99,7 @@ func New(snapshot func() (*profile.Record, error), side string) *Collector {
 		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, constLabels)
 	}
 	c.descs = descs{
-		requests:        d("fuse_requests_total", "FUSE requests that ended, by mount and opcode.", "mount", "op"),
+		requests:        d("fuse_requests_total", "FUSE requests that ended, by mount, opcode and the transport that carried them (dev_fuse, io_uring: FUSE over io_uring's ring).", "mount", "op", "transport"),
 		errors:          d("fuse_request_errors_total", "FUSE requests answered with an error.", "mount", "op"),
 		reqBytes:        d("fuse_request_bytes_total", "Bytes of the requests sent to the daemon, headers included.", "mount", "op"),
 		replyBytes:      d("fuse_reply_bytes_total", "Bytes of the daemon's replies, headers included.", "mount", "op"),
@@ -165,7 +165,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if len(groups[k]) > 1 {
 			s = sumOps(groups[k])
 		}
-		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(c.requests, prometheus.CounterValue, float64(s.Count), created, k.mount, k.op)
+		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(c.requests, prometheus.CounterValue, float64(s.Count-s.URing), created, k.mount, k.op, "dev_fuse")
+		if s.URing > 0 { // a series for the ring where it carried requests
+			ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(c.requests, prometheus.CounterValue, float64(s.URing), created, k.mount, k.op, "io_uring")
+		}
 		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(c.errors, prometheus.CounterValue, float64(s.Errors), created, k.mount, k.op)
 		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(c.reqBytes, prometheus.CounterValue, float64(s.ReqBytes), created, k.mount, k.op)
 		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(c.replyBytes, prometheus.CounterValue, float64(s.ReplyBytes), created, k.mount, k.op)

@@ -3,6 +3,7 @@ package exporter
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http/httptest"
 	"strings"
@@ -324,4 +325,28 @@ func exposition(t *testing.T, c *Collector) (series int, reqs map[string]float64
 		}
 	}
 	return series, reqs
+}
+
+// The requests counter splits each (mount, opcode) by the transport that
+// carried it: /dev/fuse always, FUSE over io_uring's ring where it carried
+// some; the two add up to the requests.
+func TestCollectorTransport(t *testing.T) {
+	ring := opWith(40, "GETATTR", time.Microsecond, time.Microsecond, time.Microsecond, time.Microsecond)
+	ring.URing = 3 // of 4
+	dev := opWith(41, "GETATTR", time.Microsecond, time.Microsecond)
+	rec := &profile.Record{Schema: profile.Schema,
+		Meta: profile.Meta{Start: time.Unix(1e9, 0), Mounts: []profile.Mount{
+			{Conn: 40, MountPoint: "/mnt/ring", FSType: "fuse"}, {Conn: 41, MountPoint: "/mnt/dev", FSType: "fuse"},
+		}},
+		Profile: profile.Profile{Ops: []profile.OpStats{ring, dev}},
+	}
+	fams := gather(t, New(func() (*profile.Record, error) { return rec, nil }, "kernel"))
+	got := map[string]float64{}
+	for _, m := range fams["fusescope_fuse_requests_total"].GetMetric() {
+		got[label(m, "mount")+" "+label(m, "transport")] = m.GetCounter().GetValue()
+	}
+	want := map[string]float64{"/mnt/ring dev_fuse": 1, "/mnt/ring io_uring": 3, "/mnt/dev dev_fuse": 2}
+	if !maps.Equal(got, want) {
+		t.Errorf("requests by mount and transport: %v, want %v", got, want)
+	}
 }

@@ -154,6 +154,10 @@ type Tracepoints struct {
 	// takes a request, from /dev/fuse or its io_uring ring: the queue
 	// stage's end with no program on the daemons' system calls.
 	Sent bool
+	// Ring: FUSE over io_uring (Linux 6.14 on) and io_uring's completion
+	// and submission tracepoints, from which the ring's requests get their
+	// stages.
+	Ring bool
 }
 
 // CheckTracepoints verifies that the kernel has the fuse request tracepoints
@@ -185,6 +189,8 @@ func CheckTracepoints(tracefs, release string) (Tracepoints, error) {
 	return Tracepoints{
 		SendHasID: major > 6 || (major == 6 && minor >= 18),
 		Sent:      hasEvent(tracefs, "fuse", "fuse_request_sent"),
+		Ring: (major > 6 || (major == 6 && minor >= 14)) &&
+			hasEvent(tracefs, "io_uring", "io_uring_complete") && hasEvent(tracefs, "io_uring", "io_uring_submit_req"),
 	}, nil
 }
 

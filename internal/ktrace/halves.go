@@ -312,6 +312,7 @@ func (t *Tracer) profileOf(h *halfStats) (profile.Profile, error) {
 		s.Count = s.Latency.Count
 		s.Errors = min(a.errors, s.Count)
 		s.ReqBytes, s.ReplyBytes = a.reqBytes, a.replyBytes
+		s.URing = min(a.uring, s.Count)
 		s.Latency.Fine = h.fine[k]
 		if a := h.stages[k]; a != nil {
 			a.fill(&s)
@@ -363,6 +364,7 @@ type opAccum struct {
 	slots                        [hist.NumBuckets]uint64
 	sum, lo, hi, n               uint64
 	errors, reqBytes, replyBytes uint64
+	uring                        uint64
 	// The extremes of one interval, where a CPU's copy has them.
 	intervalLo, intervalHi uint64
 	inInterval             bool
@@ -373,7 +375,7 @@ func (a *opAccum) add(c *bpf.FuseReqOpStats, epoch uint32) {
 		a.interval(c.IntervalMinNs, c.IntervalMaxNs)
 	}
 	a.merge(&opAccum{slots: c.Slots, sum: c.SumNs, lo: c.MinNs, hi: c.MaxNs, n: c.Count,
-		errors: c.Errors, reqBytes: c.ReqBytes, replyBytes: c.ReplyBytes}, false)
+		errors: c.Errors, reqBytes: c.ReqBytes, replyBytes: c.ReplyBytes, uring: c.Uring}, false)
 }
 
 func (a *opAccum) interval(lo, hi uint64) {
@@ -401,6 +403,7 @@ func (a *opAccum) merge(o *opAccum, withInterval bool) {
 	a.errors += o.errors
 	a.reqBytes += o.reqBytes
 	a.replyBytes += o.replyBytes
+	a.uring += o.uring
 	for i, v := range o.slots {
 		a.slots[i] += v
 	}

@@ -73,6 +73,22 @@ type sentProgram struct {
 	Sent *ebpf.Program `ebpf:"stage_sent"`
 }
 
+// ringPrograms time the requests FUSE over io_uring's ring carries: the
+// command's completion that hands the daemon a request (unless
+// fuse_request_sent does), and the submission that commits its reply.
+type ringPrograms struct {
+	Complete *ebpf.Program `ebpf:"stage_ring_complete"`
+	Submit   *ebpf.Program `ebpf:"stage_ring_submit"`
+}
+
+// hooks are the io_uring tracepoints to attach to, and their programs.
+func (p *ringPrograms) hooks(sent bool) []stageHook {
+	if sent {
+		return []stageHook{{"io_uring_submit_req", p.Submit}}
+	}
+	return []stageHook{{"io_uring_complete", p.Complete}, {"io_uring_submit_req", p.Submit}}
+}
+
 // stagePIDLimit is the number of process ids the daemons' bitmap holds
 // (DAEMON_BITMAP_WORDS * 64, the kernel's PID_MAX_LIMIT).
 const stagePIDLimit = 65536 * 64
@@ -83,8 +99,10 @@ const stagePIDLimit = 65536 * 64
 type stageFeature struct {
 	cost   StageCost
 	sent   bool // the kernel has fuse:fuse_request_sent (Linux 7.3)
+	ring   bool // and FUSE over io_uring with io_uring's tracepoints
 	progs  *stagePrograms
 	sentP  *sentProgram
+	ringP  *ringPrograms
 	floor  *rawFloorPrograms
 	kernel *kernelStages // on the kernel's side of /dev/fuse (funcs.go)
 	// The daemons watched, and since when (the records say so, since a
@@ -98,7 +116,7 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 		p.unused("stage_stamps")
 	}
 	if !p.opts.Stages {
-		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fast0", "stage_fast1", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts")
+		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fast0", "stage_fast1", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts", "ring_conns")
 		return false, nil
 	}
 	p.twin += "_stages"
@@ -108,7 +126,7 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 	if p.opts.StageCost == StagesUncounted {
 		p.consts["stages_uncounted"] = uint8(1)
 	}
-	f.cost, f.sent, f.daemons = p.opts.StageCost, p.tps.Sent, map[int]time.Time{}
+	f.cost, f.sent, f.ring, f.daemons = p.opts.StageCost, p.tps.Sent, p.tps.Ring, map[int]time.Time{}
 	return true, nil
 }
 
@@ -126,7 +144,7 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 		"stage_fast0": t.maps.StageFast0, "stage_fast1": t.maps.StageFast1,
 		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
 		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
-		"stage_stamps": t.maps.StageStamps, "pipe_headers": t.maps.PipeHeaders,
+		"stage_stamps": t.maps.StageStamps, "pipe_headers": t.maps.PipeHeaders, "ring_conns": t.maps.RingConns,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}
 	if f.cost == StagesRawEmpty {
@@ -148,6 +166,14 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 			return kernelLacks(err, "{stages} (the program on fuse:fuse_request_sent)")
 		}
 		f.sentP = &s
+	}
+	if f.ring {
+		// A kernel built without FUSE over io_uring lacks the ring's
+		// types: its requests all come through /dev/fuse.
+		var r ringPrograms
+		if err := spec.LoadAndAssign(&r, opts); err == nil {
+			f.ringP = &r
+		}
 	}
 	return nil
 }
@@ -175,6 +201,16 @@ func (f *stageFeature) attach() ([]link.Link, error) {
 		}
 		links = append(links, l)
 	}
+	if f.ringP != nil {
+		for _, h := range f.ringP.hooks(f.sentP != nil) {
+			l, err := attachTracing("to io_uring:"+h.event, h.prog)
+			if err != nil {
+				closeLinks(links)
+				return nil, err
+			}
+			links = append(links, l...)
+		}
+	}
 	return links, nil
 }
 
@@ -190,6 +226,9 @@ func (f *stageFeature) close() error {
 	}
 	if f.sentP != nil {
 		errs = append(errs, f.sentP.Sent.Close())
+	}
+	if f.ringP != nil {
+		errs = append(errs, f.ringP.Complete.Close(), f.ringP.Submit.Close())
 	}
 	if f.floor != nil {
 		errs = append(errs, f.floor.Enter.Close(), f.floor.Exit.Close())
@@ -211,6 +250,11 @@ func (f *stageFeature) programs() map[string]*ebpf.Program {
 	}
 	if f.sentP != nil {
 		out["stage:fuse_request_sent"] = f.sentP.Sent
+	}
+	if f.ringP != nil {
+		for _, h := range f.ringP.hooks(f.sentP != nil) {
+			out["stage:"+h.event] = h.prog
+		}
 	}
 	if f.floor != nil {
 		out["floor:sys_enter"], out["floor:sys_exit"] = f.floor.Enter, f.floor.Exit

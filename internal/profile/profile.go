@@ -23,7 +23,10 @@ type OpStats struct {
 	Errnos     map[string]uint64 `json:"errnos,omitempty"` // "ENOENT": n
 	ReqBytes   uint64            `json:"req_bytes"`
 	ReplyBytes uint64            `json:"reply_bytes"`
-	Latency    hist.Hist         `json:"latency"` // the total stage: send -> end, ns
+	// URing counts the requests FUSE over io_uring's ring carried; the
+	// others came through /dev/fuse (or the kernel ended them itself).
+	URing   uint64    `json:"uring,omitempty"`
+	Latency hist.Hist `json:"latency"` // the total stage: send -> end, ns
 	// Stages splits the requests' time into the parts a source could
 	// measure (queue, daemon, reply), each a histogram of the requests it
 	// timed; none when only the total was measured.
@@ -127,6 +130,7 @@ func (s *OpStats) Add(o *OpStats) {
 	s.Errors += o.Errors
 	s.ReqBytes += o.ReqBytes
 	s.ReplyBytes += o.ReplyBytes
+	s.URing += o.URing
 	if s.Latency.Count == 0 && s.Latency.Fine == nil {
 		s.Latency = o.Latency.Clone()
 	} else {
@@ -164,6 +168,36 @@ func (p *Profile) Find(conn uint32, op fuseproto.Opcode) *OpStats {
 		}
 	}
 	return nil
+}
+
+// Transports of FUSE requests: read from and written to /dev/fuse, or
+// carried by FUSE over io_uring's ring (Linux 6.14 on).
+const (
+	TransportDevFuse = "/dev/fuse"
+	TransportURing   = "io_uring"
+	TransportBoth    = "io_uring and /dev/fuse"
+)
+
+// Transport says which transport carried a connection's requests, and how
+// many of them (ring) of all the ring carried; "" for a connection with no
+// requests. A daemon that asked for the ring where the kernel did not
+// start it (its fallback) is /dev/fuse's.
+func (p *Profile) Transport(conn uint32) (name string, ring, all uint64) {
+	for i := range p.Ops {
+		if p.Ops[i].Conn == conn {
+			ring += p.Ops[i].URing
+			all += p.Ops[i].Count
+		}
+	}
+	switch {
+	case all == 0:
+		return "", 0, 0
+	case ring == 0:
+		return TransportDevFuse, 0, all
+	case ring == all:
+		return TransportURing, ring, all
+	}
+	return TransportBoth, ring, all
 }
 
 // TotalNs is the time spent in all requests of the profile.
@@ -214,6 +248,7 @@ func (p *Profile) Sub(earlier *Profile) (Profile, error) {
 			cur.Errors -= old.Errors
 			cur.ReqBytes -= old.ReqBytes
 			cur.ReplyBytes -= old.ReplyBytes
+			cur.URing -= min(old.URing, cur.URing)
 			cur.StageGaps.NotTaken -= old.StageGaps.NotTaken
 			cur.StageGaps.NotReplied -= old.StageGaps.NotReplied
 			cur.Errnos = subCounts(cur.Errnos, old.Errnos)

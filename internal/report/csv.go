@@ -22,10 +22,12 @@ var CSVColumns = []string{
 	"staged", "not_taken", "not_replied",
 	"queue_avg_ns", "queue_p50_ns", "queue_p99_ns", "daemon_avg_ns", "daemon_p50_ns", "daemon_p99_ns",
 	"reply_avg_ns", "reply_p50_ns", "reply_p99_ns",
+	// Of count, the requests FUSE over io_uring's ring carried.
+	"uring",
 }
 
 // CountColumns are the columns of the counters-only CSV (trace --counts).
-var CountColumns = []string{"end_time", "mount", "fs_type", "conn", "op", "count", "errors"}
+var CountColumns = []string{"end_time", "mount", "fs_type", "conn", "op", "count", "errors", "uring"}
 
 // WriteCSV writes the record's statistics, sorted by total time, one row per
 // (connection, opcode), after a header line if header is true. end_time is
@@ -64,6 +66,7 @@ func WriteCSV(w io.Writer, r *profile.Record, countsOnly, header bool) error {
 				strconv.FormatFloat(pct, 'f', 2, 64), errnoList(s.Errnos))
 			row = append(row, stageCells(s)...)
 		}
+		row = append(row, u(s.URing))
 		if err := cw.Write(row); err != nil {
 			return err
 		}

@@ -137,6 +137,7 @@ func htmlSection(in HTMLInput) section {
 type requestView struct {
 	Rows      []opRow
 	Staged    bool // a row has stages (trace --stages): the table gets their column
+	URing     bool // FUSE over io_uring's ring carried some: the table counts them
 	TotalS    float64
 	OverTime  *lineChart
 	Hists     []histChart
@@ -160,6 +161,7 @@ type opRow struct {
 	Share                  float64
 	Stages                 []stageCell
 	ReqBytes, ReplyBytes   uint64
+	URing                  uint64 // of Count, over FUSE over io_uring's ring
 	stats                  *profile.OpStats
 }
 
@@ -183,11 +185,12 @@ func newRequestView(recs []*profile.Record) *requestView {
 	v.TotalS = total
 	for i := range rec.Profile.Ops {
 		s := &rec.Profile.Ops[i]
-		r := opRow{Mount: rec.Label(s.Conn), Op: s.Op, Count: s.Count, Errors: s.Errors, ReqBytes: s.ReqBytes, ReplyBytes: s.ReplyBytes,
+		r := opRow{Mount: rec.Label(s.Conn), Op: s.Op, Count: s.Count, Errors: s.Errors, ReqBytes: s.ReqBytes, ReplyBytes: s.ReplyBytes, URing: s.URing,
 			P50: s.Latency.Quantile(0.5), P99: s.Latency.Quantile(0.99), Mean: s.Latency.Mean(), TotalS: float64(s.Latency.Sum) / 1e9, stats: s}
 		if total > 0 {
 			r.Share = r.TotalS / total
 		}
+		v.URing = v.URing || s.URing > 0
 		for _, st := range s.Stages {
 			h := st.Latency
 			r.Stages = append(r.Stages, stageCell{Stage: string(st.Stage), Mean: h.Mean()})

@@ -188,6 +188,21 @@ func TestHTMLStagesColumn(t *testing.T) {
 	}
 }
 
+// The ring's column is there when FUSE over io_uring's ring carried some of
+// a record's requests, and only then, with each row's count.
+func TestHTMLRingColumn(t *testing.T) {
+	start := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	rec := &profile.Record{Schema: profile.Schema, Meta: profile.Meta{Start: start, End: start.Add(time.Second)},
+		Profile: profile.Profile{Ops: []profile.OpStats{opOf(40, "LOOKUP", 1, 10, time.Millisecond)}}}
+	if p := htmlPage(t, rec); strings.Contains(p, "over the ring") {
+		t.Error("a record of /dev/fuse's requests alone gets a ring column")
+	}
+	rec.Profile.Ops[0].URing = 7
+	if p := htmlPage(t, rec); !strings.Contains(p, "<th>over the ring</th>") || !strings.Contains(p, "<td>7</td>") {
+		t.Error("a record of the ring's requests lacks their column")
+	}
+}
+
 // A bench figure is a number with its unit, never in exponent form, and
 // its tooltip has every digit; a whisker stops at zero; ratios keep three
 // significant digits.

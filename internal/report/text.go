@@ -172,11 +172,11 @@ func writeStageNotes(w io.Writer, r *profile.Record, p *profile.Profile) {
 		}
 	}
 	if notTaken > 0 {
-		why := "FUSE over io_uring carries requests past /dev/fuse, a daemon was not watched, or the kernel ended them itself (interrupted, aborted)"
+		why := "a daemon was not watched, or the kernel ended them itself (interrupted, aborted)"
 		if r.Meta.FuseURing {
-			why = "this kernel has FUSE over io_uring enabled, whose ring carries requests past /dev/fuse; or a daemon was not watched, or the kernel ended them itself"
+			why += "; or FUSE over io_uring's ring carried them where its io_uring tracepoints could not be used"
 		}
-		fmt.Fprintf(w, "\nNot split into stages: %d requests not seen read from /dev/fuse (%s).\n", notTaken, why)
+		fmt.Fprintf(w, "\nNot split into stages: %d requests not seen taken by a daemon, from /dev/fuse or its ring (%s).\n", notTaken, why)
 	}
 	if notReplied > 0 {
 		fmt.Fprintf(w, "\nNot split into stages: %d requests read by a daemon whose reply write was not seen (interrupted, or answered by a path not watched).\n", notReplied)
@@ -357,9 +357,25 @@ func WriteConnections(w io.Writer, r *profile.Record) {
 				m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting)
 			continue
 		}
-		fmt.Fprintf(w, "conn %d %s (%s): waiting %d, max_background %d, congestion_threshold %d%s\n",
-			m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold, daemons(m.Daemons))
+		fmt.Fprintf(w, "conn %d %s (%s): waiting %d, max_background %d, congestion_threshold %d%s%s\n",
+			m.Conn, Name(m.MountPoint), Name(m.FSType), m.Connection.Waiting, m.Connection.MaxBackground, m.Connection.CongestionThreshold,
+			daemons(m.Daemons), transport(r, m.Conn))
 	}
+}
+
+// transport says which transport carried a connection's requests where
+// the kernel had FUSE over io_uring enabled or the ring carried some:
+// "; transport io_uring (37 of 37 requests)", "; transport /dev/fuse".
+// Otherwise every request was /dev/fuse's, and nothing is said.
+func transport(r *profile.Record, conn uint32) string {
+	name, ring, all := r.Profile.Transport(conn)
+	switch {
+	case name == "" || (ring == 0 && !r.Meta.FuseURing):
+		return ""
+	case ring == 0:
+		return "; transport " + name
+	}
+	return fmt.Sprintf("; transport %s (%d of %d requests over the ring)", name, ring, all)
 }
 
 // daemons names the processes serving a connection: "; daemon 4242

@@ -72,8 +72,9 @@ func TestTextGolden(t *testing.T) {
 
 // stagedRecord is sampleRecord split into stages, as trace --stages
 // records it: READ's requests all timed in three stages, GETATTR's with
-// ten never seen read from /dev/fuse, LOOKUP without stages, and a daemon
-// found three seconds into the trace.
+// ten never seen taken, LOOKUP without stages, and a daemon found three
+// seconds into the trace; the kernel had FUSE over io_uring enabled, and
+// READ's requests came over its ring.
 func stagedRecord() *profile.Record {
 	r := sampleRecord()
 	for i := range r.Profile.Ops {
@@ -81,6 +82,7 @@ func stagedRecord() *profile.Record {
 		var q, d, rep hist.Hist
 		switch s.Op {
 		case "READ":
+			s.URing = s.Count // its daemon's ring carried them
 			for j := uint64(0); j < s.Count; j++ {
 				q.Add(20_000 + j*100)
 				d.Add(1_400_000 + j*89_000)
@@ -100,6 +102,7 @@ func stagedRecord() *profile.Record {
 	}
 	r.Meta.Mounts[1].Daemons = []profile.Daemon{{PID: 4242, Comm: "s3fs", FDs: 1, Watched: r.Meta.Start.Add(3 * time.Second)}}
 	r.Meta.Mounts[0].PassthroughOpens = 7
+	r.Meta.FuseURing = true
 	return r
 }
 
@@ -312,5 +315,39 @@ conn 42 /mnt/c (fuse): waiting 0, max_background 12, congestion_threshold 9
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// The connections' lines say which transport carried the requests where
+// the kernel had FUSE over io_uring enabled: the ring, /dev/fuse (a daemon
+// that did not ask for the ring, or fell back from it), or both; and
+// nothing where it had not, or for a connection without requests.
+func TestWriteConnectionsNamesTransport(t *testing.T) {
+	ci := &profile.ConnInfo{MaxBackground: 12, CongestionThreshold: 9}
+	r := &profile.Record{Meta: profile.Meta{FuseURing: true, Mounts: []profile.Mount{
+		{Conn: 40, MountPoint: "/mnt/ring", FSType: "fuse", Connection: ci},
+		{Conn: 41, MountPoint: "/mnt/dev", FSType: "fuse", Connection: ci},
+		{Conn: 42, MountPoint: "/mnt/both", FSType: "fuse", Connection: ci},
+		{Conn: 43, MountPoint: "/mnt/idle", FSType: "fuse", Connection: ci},
+	}}, Profile: profile.Profile{Ops: []profile.OpStats{
+		{Conn: 40, Op: "LOOKUP", Count: 30, URing: 30}, {Conn: 40, Op: "READ", Count: 7, URing: 7},
+		{Conn: 41, Op: "LOOKUP", Count: 5},
+		{Conn: 42, Op: "INIT", Count: 1}, {Conn: 42, Op: "GETATTR", Count: 9, URing: 9},
+	}}}
+	var b strings.Builder
+	WriteConnections(&b, r)
+	want := `conn 40 /mnt/ring (fuse): waiting 0, max_background 12, congestion_threshold 9; transport io_uring (37 of 37 requests over the ring)
+conn 41 /mnt/dev (fuse): waiting 0, max_background 12, congestion_threshold 9; transport /dev/fuse
+conn 42 /mnt/both (fuse): waiting 0, max_background 12, congestion_threshold 9; transport io_uring and /dev/fuse (9 of 10 requests over the ring)
+conn 43 /mnt/idle (fuse): waiting 0, max_background 12, congestion_threshold 9
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	r.Meta.FuseURing = false // the ring off: every request was /dev/fuse's, as always
+	b.Reset()
+	WriteConnections(&b, r)
+	if strings.Contains(b.String(), "transport /dev/fuse") {
+		t.Errorf("the ring off, a connection's line names /dev/fuse:\n%s", b.String())
 	}
 }

@@ -209,6 +209,12 @@ func (m *Model) View() string {
 		}
 	}
 	conns := [][]string{{"MOUNT", "WAITING", "MAX_BG", "IN_FLIGHT", "HUNG"}}
+	// Which transport carried each mount's requests this interval, where
+	// FUSE over io_uring could have: the ring was enabled, or carried some.
+	rings := m.rec.Meta.FuseURing || slices.ContainsFunc(m.rec.Profile.Ops, func(s profile.OpStats) bool { return s.URing > 0 })
+	if rings {
+		conns[0] = append(conns[0], "TRANSPORT")
+	}
 	for _, mt := range m.rec.Meta.Mounts {
 		label := m.rec.Label(mt.Conn)
 		if mt.Gone || (m.mount != "" && label != m.mount) {
@@ -218,7 +224,12 @@ func (m *Model) View() string {
 		if c := mt.Connection; c != nil {
 			w, bg = fmt.Sprint(c.Waiting), fmt.Sprint(c.MaxBackground)
 		}
-		conns = append(conns, []string{report.Name(label), w, bg, fmt.Sprint(inFlight[mt.Conn]), fmt.Sprint(hung[mt.Conn])})
+		row := []string{report.Name(label), w, bg, fmt.Sprint(inFlight[mt.Conn]), fmt.Sprint(hung[mt.Conn])}
+		if rings {
+			name, _, _ := m.rec.Profile.Transport(mt.Conn)
+			row = append(row, cmp.Or(name, "-"))
+		}
+		conns = append(conns, row)
 	}
 	budget := m.height - 8 // header, blank lines, the keys
 	if m.height == 0 {

@@ -152,3 +152,35 @@ func TestMountFilesAndKernel(t *testing.T) {
 		t.Errorf("the kernel's requests (pid 0) and the file with no name:\n%s", v)
 	}
 }
+
+// Where FUSE over io_uring could carry requests, the connections' table
+// says which transport carried each mount's this interval; elsewhere it
+// has no such column.
+func TestViewTransport(t *testing.T) {
+	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	m := New(5 * time.Second)
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	m.Update(RecordMsg{interval(at, op(40, "LOOKUP", 10, time.Millisecond, 0))})
+	if v := m.View(); strings.Contains(v, "TRANSPORT") {
+		t.Errorf("the ring neither enabled nor used, a transport column:\n%s", v)
+	}
+	ring := op(40, "LOOKUP", 10, time.Millisecond, 0)
+	ring.URing = 10
+	rec := interval(at.Add(time.Second), ring, op(41, "GETATTR", 3, time.Millisecond, 0))
+	rec.Meta.FuseURing = true
+	m.Update(RecordMsg{rec})
+	v := m.View()
+	var a, b string
+	for _, line := range strings.Split(v, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && f[0] == "/mnt/a" && a == "" {
+			a = f[len(f)-1]
+		}
+		if len(f) > 1 && f[0] == "/mnt/b" && b == "" {
+			b = f[len(f)-1]
+		}
+	}
+	if !strings.Contains(v, "TRANSPORT") || a != "io_uring" || b != "/dev/fuse" {
+		t.Errorf("transports: /mnt/a %q, /mnt/b %q, want io_uring and /dev/fuse:\n%s", a, b, v)
+	}
+}

@@ -215,7 +215,7 @@ loop:
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if lines[0] != "end_time,mount,fs_type,conn,op,count,errors" {
+	if lines[0] != "end_time,mount,fs_type,conn,op,count,errors,uring" {
 		t.Fatalf("CSV header %q", lines[0])
 	}
 	stamps := map[string]bool{}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -184,10 +185,15 @@ func TestStagesLibfuseDaemons(t *testing.T) {
 	}
 }
 
-// FUSE over io_uring: with the kernel's ring enabled and passthrough_hp on
-// it, requests never pass through read(2) of /dev/fuse. --stages must not
-// guess: every request is counted as not taken, and the record says the
-// ring was enabled.
+// FUSE over io_uring: with the kernel's ring enabled, passthrough_hp on it
+// takes its requests as completions of its ring commands and answers each
+// with the next, never through read(2) or write(2) of /dev/fuse. Every
+// request the plain trace counts is split into stages from io_uring's
+// tracepoints, adding up to the total, and counted as the ring's; the
+// same daemon and workload on /dev/fuse count the same requests, none of
+// them the ring's; and a daemon that asks for the ring where the kernel
+// does not offer it (enable_uring off) falls back to /dev/fuse, which the
+// trace says.
 func TestStagesIOURing(t *testing.T) {
 	// Not parallel: it changes fuse's enable_uring, every mount's.
 	const param = "/sys/module/fuse/parameters/enable_uring"
@@ -195,38 +201,60 @@ func TestStagesIOURing(t *testing.T) {
 	if err != nil {
 		t.Skipf("this kernel has no FUSE over io_uring (%v)", err)
 	}
-	if err := os.WriteFile(param, []byte("Y"), 0o644); err != nil {
-		t.Skipf("cannot enable FUSE over io_uring: %v", err)
-	}
 	t.Cleanup(func() { os.WriteFile(param, []byte(strings.TrimSpace(string(was))), 0o644) })
 	hp := libfuseExample(t, "passthrough_hp")
-	src, mnt := t.TempDir(), t.TempDir()
-	for i := range 20 {
-		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
-			t.Fatal(err)
+	run := func(t *testing.T, uring string, args ...string) (conn uint32, plain, staged *profile.Record) {
+		if err := os.WriteFile(param, []byte(uring), 0o644); err != nil {
+			t.Skipf("cannot set enable_uring: %v", err)
 		}
+		src, mnt := t.TempDir(), t.TempDir()
+		for i := range 20 {
+			if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mountDaemon(t, mnt, hp, append(append([]string{"--nocache", "--nopassthrough"}, args...), src, mnt)...)
+		conn = e2e.ConnOf(t, mnt)
+		plain, staged = stagesAgainstPlain(t, mnt)
+		checkAllStaged(t, plain, staged, conn)
+		return conn, plain, staged
 	}
-	mountDaemon(t, mnt, hp, "--nocache", "--nopassthrough", "-o", "io_uring", src, mnt)
-	conn := e2e.ConnOf(t, mnt)
-	_, staged := stagesAgainstPlain(t, mnt)
-	if !staged.Meta.FuseURing {
-		t.Error("the record does not say FUSE over io_uring was enabled")
+	ringShare := func(r *profile.Record, conn uint32) (ring, all uint64) {
+		for _, s := range r.Profile.Ops {
+			if s.Conn == conn {
+				ring, all = ring+s.URing, all+s.Count
+			}
+		}
+		return ring, all
 	}
-	var n uint64
-	for _, s := range staged.Profile.Ops {
-		if s.Conn != conn {
-			continue
+	var onRing, onDev map[string]uint64
+	t.Run("ring", func(t *testing.T) {
+		conn, plain, staged := run(t, "Y", "-o", "io_uring")
+		if !staged.Meta.FuseURing {
+			t.Error("the record does not say FUSE over io_uring was enabled")
 		}
-		n += s.Count
-		if q := s.Stage(profile.StageQueue); q != nil && q.Count > 0 {
-			t.Errorf("%s: %d requests split into stages over the ring", s.Op, q.Count)
+		for _, r := range []*profile.Record{plain, staged} {
+			if ring, all := ringShare(r, conn); ring != all {
+				t.Errorf("%d of %d requests counted as the ring's, want all", ring, all)
+			}
 		}
-		if s.StageGaps.NotTaken != s.Count {
-			t.Errorf("%s: %d of %d requests counted as not taken", s.Op, s.StageGaps.NotTaken, s.Count)
+		onRing = e2e.Counts(plain, conn)
+	})
+	t.Run("dev-fuse", func(t *testing.T) {
+		conn, plain, _ := run(t, "Y")
+		if ring, all := ringShare(plain, conn); ring != 0 || all == 0 {
+			t.Errorf("%d of %d requests counted as the ring's, want none", ring, all)
 		}
-	}
-	if n == 0 {
-		t.Fatal("no requests traced")
+		onDev = e2e.Counts(plain, conn)
+	})
+	t.Run("fallback", func(t *testing.T) {
+		conn, plain, _ := run(t, "N", "-o", "io_uring")
+		if ring, all := ringShare(plain, conn); ring != 0 || all == 0 {
+			t.Errorf("ring asked for, not offered: %d of %d requests counted as the ring's, want none", ring, all)
+		}
+	})
+	if onRing != nil && onDev != nil && !maps.Equal(onRing, onDev) {
+		t.Errorf("the same workload's requests by transport differ:\nring      %v\n/dev/fuse %v", onRing, onDev)
 	}
 }
 
