@@ -154,9 +154,9 @@ type Tracepoints struct {
 	// takes a request, from /dev/fuse or its io_uring ring: the queue
 	// stage's end with no program on the daemons' system calls.
 	Sent bool
-	// Ring: FUSE over io_uring (Linux 6.14 on) and io_uring's completion
-	// and submission tracepoints, from which the ring's requests get their
-	// stages.
+	// Ring: FUSE over io_uring (Linux 6.14 on, fuse's BTF with its ring
+	// entry) and io_uring's completion and submission tracepoints, from
+	// which the ring's requests get their stages.
 	Ring bool
 }
 
@@ -189,7 +189,7 @@ func CheckTracepoints(tracefs, release string) (Tracepoints, error) {
 	return Tracepoints{
 		SendHasID: major > 6 || (major == 6 && minor >= 18),
 		Sent:      hasEvent(tracefs, "fuse", "fuse_request_sent"),
-		Ring: (major > 6 || (major == 6 && minor >= 14)) &&
+		Ring: (major > 6 || (major == 6 && minor >= 14)) && haveFuseBTFType("fuse_ring_ent") &&
 			hasEvent(tracefs, "io_uring", "io_uring_complete") && hasEvent(tracefs, "io_uring", "io_uring_submit_req"),
 	}, nil
 }

@@ -425,14 +425,18 @@ func (m *funcMech) needTypes() error {
 
 // haveFuseBTF says whether the kernel's BTF describes fuse's requests:
 // fuse built in, or a module with its own BTF.
-func haveFuseBTF() bool {
+func haveFuseBTF() bool { return haveFuseBTFType("fuse_req") }
+
+// haveFuseBTFType says whether the kernel's or fuse's BTF has the struct
+// name: fuse_ring_ent where fuse was built with FUSE over io_uring.
+func haveFuseBTFType(name string) bool {
 	specs, err := kernelBTF()
 	if err != nil {
 		return false
 	}
 	for _, s := range specs {
 		var st *btf.Struct
-		if s.TypeByName("fuse_req", &st) == nil {
+		if s.TypeByName(name, &st) == nil {
 			return true
 		}
 	}

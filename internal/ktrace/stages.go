@@ -167,13 +167,12 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 		}
 		f.sentP = &s
 	}
-	if f.ring {
-		// A kernel built without FUSE over io_uring lacks the ring's
-		// types: its requests all come through /dev/fuse.
+	if f.ring { // fuse has the ring's types and io_uring its tracepoints
 		var r ringPrograms
-		if err := spec.LoadAndAssign(&r, opts); err == nil {
-			f.ringP = &r
+		if err := spec.LoadAndAssign(&r, opts); err != nil {
+			return kernelLacks(err, "{stages} (the programs on io_uring's tracepoints, for FUSE over io_uring)")
 		}
+		f.ringP = &r
 	}
 	return nil
 }

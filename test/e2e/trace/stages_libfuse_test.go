@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -196,17 +195,9 @@ func TestStagesLibfuseDaemons(t *testing.T) {
 // trace says.
 func TestStagesIOURing(t *testing.T) {
 	// Not parallel: it changes fuse's enable_uring, every mount's.
-	const param = "/sys/module/fuse/parameters/enable_uring"
-	was, err := os.ReadFile(param)
-	if err != nil {
-		t.Skipf("this kernel has no FUSE over io_uring (%v)", err)
-	}
-	t.Cleanup(func() { os.WriteFile(param, []byte(strings.TrimSpace(string(was))), 0o644) })
 	hp := libfuseExample(t, "passthrough_hp")
 	run := func(t *testing.T, uring string, args ...string) (conn uint32, plain, staged *profile.Record) {
-		if err := os.WriteFile(param, []byte(uring), 0o644); err != nil {
-			t.Skipf("cannot set enable_uring: %v", err)
-		}
+		enableURing(t, uring)
 		src, mnt := t.TempDir(), t.TempDir()
 		for i := range 20 {
 			if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
