@@ -244,7 +244,7 @@ func (b *bencher) run(ctx context.Context) error {
 		if !c.Native {
 			trace = spec.traceMode(c)
 		}
-		rep.Configs = append(rep.Configs, profile.BenchConfiguration{Name: c.Name, Kind: kind, Detail: detail, Trace: trace})
+		rep.Configs = append(rep.Configs, profile.BenchConfiguration{Name: c.Name, Kind: kind, Detail: detail, Trace: trace, AsksURing: c.IOURing})
 	}
 	rng := rand.New(rand.NewPCG(rep.Seed, rep.Seed^0x9e3779b97f4a7c15))
 	nC, nW := len(spec.Configurations), len(spec.Workloads)
@@ -283,7 +283,30 @@ func (b *bencher) run(ctx context.Context) error {
 		}
 	}
 	summarise(rep, spec)
+	transports(rep)
 	return nil
+}
+
+// transports says, per configuration, which transport carried its traced
+// runs' requests, and names a daemon that asked for FUSE over io_uring and
+// fell back to /dev/fuse: its figures are /dev/fuse's.
+func transports(rep *profile.BenchReport) {
+	for i := range rep.Configs {
+		c := &rep.Configs[i]
+		var ring, all uint64
+		for _, run := range rep.Runs {
+			if run.Configuration != c.Name || run.Requests == nil {
+				continue
+			}
+			for _, s := range run.Requests.Ops {
+				ring, all = ring+s.URing, all+s.Count
+			}
+		}
+		c.Transport = profile.TransportOf(ring, all)
+		if c.AsksURing && all > 0 && ring == 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("configuration %q asked for FUSE over io_uring, and its daemon fell back to /dev/fuse: none of its %d traced requests came over the ring (is fuse's enable_uring there, and did the daemon's ring start?); its figures are /dev/fuse's", c.Name, all))
+		}
+	}
 }
 
 // decimals keeps about four significant digits without an exponent.

@@ -83,6 +83,12 @@ type Configuration struct {
 	// (the tracer detached for its runs: what tracing costs, beside a
 	// traced twin), plain (requests without their stages) or stages.
 	Trace string `yaml:"trace"`
+	// IOURing: the mount's daemon asks for FUSE over io_uring. The bench
+	// enables the kernel's ring (fuse's enable_uring) while it mounts,
+	// restores the setting once the mount is up (the connection keeps
+	// the ring), and says from the runs' traces whether the ring carried
+	// the requests or the daemon fell back to /dev/fuse.
+	IOURing bool `yaml:"io_uring"`
 }
 
 // Workload is one thing to run in each configuration: its name, one kind
@@ -289,6 +295,9 @@ func (s *Spec) check() error {
 		}
 		if kinds != 1 {
 			return fmt.Errorf("configuration %q: give exactly one of native: true, labfs: [options] or mount: TEMPLATE", c.Name)
+		}
+		if c.IOURing && c.Mount == "" {
+			return fmt.Errorf("configuration %q: io_uring is for a mount: TEMPLATE whose daemon asks for the ring", c.Name)
 		}
 		switch c.Trace {
 		case "", "false", "true", "off", "plain", "stages":

@@ -86,6 +86,8 @@ func TestParseErrors(t *testing.T) {
 		{"configurations: [{name: a, native: true}]\nworkloads: [{name: w, shell: {run: x, metric: 'no group'}}]\n", "one group"},
 		{"baseline: z\nconfigurations: [{name: a, native: true}]\nworkloads: [{name: w, shell: {run: x}}]\n", `baseline "z"`},
 		{"order: sorted\nconfigurations: [{name: a, native: true}]\nworkloads: [{name: w, shell: {run: x}}]\n", "random or rotate"},
+		{"configurations: [{name: a, labfs: [--preset, default], io_uring: true}]\nworkloads: [{name: w, shell: {run: x}}]\n", "io_uring is for a mount"},
+		{"configurations: [{name: a, mount: 'x {mnt}', io_uring: maybe}]\nworkloads: [{name: w, shell: {run: x}}]\n", `io_uring is "maybe", not true or false`},
 	} {
 		_, err := Parse(strings.NewReader(c.yaml), "test")
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") ||

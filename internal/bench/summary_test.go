@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,31 @@ func TestNoisyCauseDirection(t *testing.T) {
 	rep, res := noisyRuns(true, "files/s", []float64{450, 460, 2871, 440, 455}, []uint64{100, 100, 20, 100, 100}, []float64{450, 455, 73, 445, 450})
 	if got := noisyCause(rep, "walk", "bindfs", res); !strings.Contains(got, "it made 20 FUSE requests, fewer than the median of 100") {
 		t.Errorf("fewer requests: %q", got)
+	}
+}
+
+// The transport of each configuration's runs comes from their traces; a
+// daemon that asked for the ring and got /dev/fuse is named in a note.
+func TestTransports(t *testing.T) {
+	req := func(n, ring uint64) *profile.Profile {
+		return &profile.Profile{Ops: []profile.OpStats{{Conn: 40, Op: "LOOKUP", Count: n, URing: ring}}}
+	}
+	rep := &profile.BenchReport{
+		Configs: []profile.BenchConfiguration{{Name: "dev"}, {Name: "ring", AsksURing: true}, {Name: "fallback", AsksURing: true}, {Name: "untraced"}},
+		Runs: []profile.BenchRun{
+			{Configuration: "dev", Requests: req(10, 0)}, {Configuration: "ring", Requests: req(10, 10)},
+			{Configuration: "ring", Requests: req(12, 11)}, {Configuration: "fallback", Requests: req(7, 0)}, {Configuration: "untraced"},
+		}}
+	transports(rep)
+	got := map[string]string{}
+	for _, c := range rep.Configs {
+		got[c.Name] = c.Transport
+	}
+	want := map[string]string{"dev": "/dev/fuse", "ring": "io_uring and /dev/fuse", "fallback": "/dev/fuse", "untraced": ""}
+	if !maps.Equal(got, want) {
+		t.Errorf("transports %v, want %v", got, want)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], `"fallback" asked for FUSE over io_uring, and its daemon fell back to /dev/fuse`) {
+		t.Errorf("notes %q, want one naming the fallback", rep.Notes)
 	}
 }

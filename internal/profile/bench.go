@@ -43,6 +43,11 @@ type BenchConfiguration struct {
 	// Trace is how its runs were traced: off, plain or stages (empty for
 	// native).
 	Trace string `json:"trace,omitempty"`
+	// AsksURing: its daemon asked for FUSE over io_uring (io_uring: true).
+	AsksURing bool `json:"asks_io_uring,omitempty"`
+	// Transport carried its traced runs' requests: /dev/fuse, io_uring
+	// or both (Profile.Transport); empty where no run was traced.
+	Transport string `json:"transport,omitempty"`
 }
 
 // BenchMetric is one figure of a run.

@@ -189,15 +189,21 @@ func (p *Profile) Transport(conn uint32) (name string, ring, all uint64) {
 			all += p.Ops[i].Count
 		}
 	}
+	return TransportOf(ring, all), ring, all
+}
+
+// TransportOf names the transport of all requests of which ring came over
+// FUSE over io_uring's ring; "" for none.
+func TransportOf(ring, all uint64) string {
 	switch {
 	case all == 0:
-		return "", 0, 0
+		return ""
 	case ring == 0:
-		return TransportDevFuse, 0, all
-	case ring == all:
-		return TransportURing, ring, all
+		return TransportDevFuse
+	case ring >= all:
+		return TransportURing
 	}
-	return TransportBoth, ring, all
+	return TransportBoth
 }
 
 // TotalNs is the time spent in all requests of the profile.

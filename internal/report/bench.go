@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,7 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 		}
 	}
 	writeBenchCalls(w, b)
+	writeBenchTransports(w, b)
 	if notes := lowPowerNotes(b); len(notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range notes {
@@ -131,6 +133,31 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 		}
 	}
 	return nil
+}
+
+// writeBenchTransports names, where a configuration asked for FUSE over
+// io_uring or its ring carried requests, the transport that carried each
+// configuration's traced runs: a daemon fallen back to /dev/fuse is named
+// as such, never as the ring.
+func writeBenchTransports(w io.Writer, b *profile.BenchReport) {
+	if !slices.ContainsFunc(b.Configs, func(c profile.BenchConfiguration) bool {
+		return c.AsksURing || strings.HasPrefix(c.Transport, profile.TransportURing)
+	}) {
+		return
+	}
+	fmt.Fprintln(w, "\nTransports (from the runs' traces):")
+	for _, c := range b.Configs {
+		t := c.Transport
+		switch {
+		case c.Kind == "native":
+			continue
+		case t == "":
+			t = "not traced"
+		case c.AsksURing && t == profile.TransportDevFuse:
+			t += " (asked for io_uring: fell back)"
+		}
+		fmt.Fprintf(w, "  %s: %s\n", c.Name, t)
+	}
 }
 
 // writeBenchCalls prints, for workloads whose calls were traced, each

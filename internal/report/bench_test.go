@@ -109,3 +109,29 @@ func TestBenchTextMarks(t *testing.T) {
 	}
 	golden.Check(t, "bench_edges.golden", buf.Bytes())
 }
+
+// A bench whose configurations asked for FUSE over io_uring says which
+// transport carried each one's runs, and names a fallen-back daemon as
+// /dev/fuse's; a bench without the ring says nothing of transports.
+func TestBenchTextTransports(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteBenchText(&buf, benchSample()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "Transports") {
+		t.Errorf("a bench without the ring names transports:\n%s", buf.String())
+	}
+	b := benchSample()
+	b.Configs = append(b.Configs,
+		profile.BenchConfiguration{Name: "hp", Kind: "mount", Transport: profile.TransportDevFuse},
+		profile.BenchConfiguration{Name: "hp-ring", Kind: "mount", AsksURing: true, Transport: profile.TransportURing},
+		profile.BenchConfiguration{Name: "hp-fallback", Kind: "mount", AsksURing: true, Transport: profile.TransportDevFuse})
+	buf.Reset()
+	if err := WriteBenchText(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nTransports (from the runs' traces):\n  lab: not traced\n  hp: /dev/fuse\n  hp-ring: io_uring\n  hp-fallback: /dev/fuse (asked for io_uring: fell back)\n"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("want\n%s\nin\n%s", want, buf.String())
+	}
+}
