@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
+	"golang.org/x/sys/unix"
 )
 
 // mountWait is how long a mount command may take to make its mount appear.
@@ -72,10 +73,18 @@ func (m Mounter) Mount(ctx context.Context, c Configuration, src, mnt string) (*
 		return &mounted{dir: mnt, conn: conn, umount: umount}, nil
 	}
 	if c.IOURing {
-		// The kernel offers the ring at INIT: enabled for the mount,
-		// restored once it is up, whatever the mount's outcome.
+		// The kernel offers the ring in its INIT request and decides at
+		// the daemon's reply, which may come after the mount appears: a
+		// STATFS waits for that reply. Then the connection keeps the
+		// ring, and the setting is restored.
 		if restore, err := enableURing(); err == nil {
 			defer restore()
+			mt, err := m.mountTemplate(ctx, c, src, mnt)
+			if err == nil {
+				var st unix.Statfs_t
+				unix.Statfs(mnt, &st)
+			}
+			return mt, err
 		}
 	}
 	return m.mountTemplate(ctx, c, src, mnt)

@@ -293,6 +293,7 @@ type record struct {
 			Op      string `json:"op"`
 			Count   uint64 `json:"count"`
 			Errors  uint64 `json:"errors"`
+			URing   uint64 `json:"uring"`
 			Latency hist   `json:"latency"`
 			Stages  []struct {
 				Stage   string `json:"stage"`

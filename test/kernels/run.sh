@@ -191,6 +191,20 @@ mkdir -p "$run/base/bin"
 cp "$(command -v busybox)" "$run/base/bin/busybox"
 cp "$release" "$run/base/fusescope"
 cp "$run/guest.test" "$run/base/guest.test"
+# libfuse's passthrough_hp where scripts/libfuse-examples.sh built it, with
+# the libraries it loads at their paths (its own libfuse beside it, as its
+# RUNPATH $ORIGIN/../lib finds it): the ring's daemon of TestStagesRing.
+hp=.cache/libfuse/build/example/passthrough_hp
+if [[ -x $hp ]]; then
+  mkdir -p "$run/base/hp/example" "$run/base/hp/lib"
+  cp "$hp" "$run/base/hp/example/"
+  cp -L .cache/libfuse/build/lib/libfuse3.so.4 "$run/base/hp/lib/"
+  ldd "$hp" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r lib; do
+    [[ $lib == */libfuse3.so* ]] && continue
+    mkdir -p "$run/base$(dirname "$lib")"
+    cp -L "$lib" "$run/base$lib"
+  done
+fi
 cat >"$run/base/init" <<'EOF'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin

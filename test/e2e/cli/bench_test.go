@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -515,5 +516,62 @@ func TestBenchFilteredPreset(t *testing.T) {
 		if args[1] == "passthrough" && len(b.Published) != 0 {
 			t.Errorf("bench %v: published %+v, want none (labfs has no published figure)", args, b.Published)
 		}
+	}
+}
+
+// A configuration with io_uring: true: the bench enables the kernel's ring
+// while its daemon mounts and restores the setting after, and says from
+// the runs' traces which transport carried each configuration's requests.
+// passthrough_hp -o io_uring is the ring's; the same daemon without -o
+// io_uring, though the configuration asks for the ring, is named as fallen
+// back to /dev/fuse, in the record and in a note.
+func TestBenchIOURing(t *testing.T) {
+	t.Parallel()
+	e2e.HoldURing(t)
+	e2e.DropsCaches(t) // bench drops the kernel's caches before its cold runs, every mount's
+	was, err := os.ReadFile(e2e.URingParam)
+	if err != nil {
+		t.Skipf("this kernel has no FUSE over io_uring (%v)", err)
+	}
+	hp, err := filepath.Abs(filepath.Join("..", "..", "..", ".cache", "libfuse", "build", "example", "passthrough_hp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(hp); err != nil {
+		t.Fatalf("passthrough_hp is not built: run make test, which builds libfuse's examples (scripts/libfuse-examples.sh)")
+	}
+	spec := filepath.Join(t.TempDir(), "uring.yaml")
+	os.WriteFile(spec, []byte(fmt.Sprintf(`repetitions: 1
+scratch: tmp
+configurations:
+  - {name: dev, mount: "%[1]s --nopassthrough {src} {mnt}", umount: "fusermount3 -u {mnt}"}
+  - {name: ring, mount: "%[1]s --nopassthrough -o io_uring {src} {mnt}", umount: "fusermount3 -u {mnt}", io_uring: true}
+  - {name: asked, mount: "%[1]s --nopassthrough {src} {mnt}", umount: "fusermount3 -u {mnt}", io_uring: true}
+workloads:
+  - name: touch
+    shell: {run: "rm -rf t && mkdir t && touch t/a t/b t/c"}
+    requests: [CREATE]
+`, hp)), 0o644)
+	rec := filepath.Join(t.TempDir(), "b.json")
+	out, err := exec.Command(e2e.Fusescope, "bench", spec, "-o", rec).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	b := e2e.LoadRecord(t, rec).Bench
+	got := map[string]string{}
+	for _, c := range b.Configs {
+		got[c.Name] = c.Transport
+	}
+	if want := map[string]string{"dev": profile.TransportDevFuse, "ring": profile.TransportURing, "asked": profile.TransportDevFuse}; !maps.Equal(got, want) {
+		t.Errorf("transports %v, want %v", got, want)
+	}
+	if !strings.Contains(strings.Join(b.Notes, "\n"), `"asked" asked for FUSE over io_uring, and its daemon fell back to /dev/fuse`) {
+		t.Errorf("no note names the fallback: %q", b.Notes)
+	}
+	if !strings.Contains(string(out), "asked: /dev/fuse (asked for io_uring: fell back)") {
+		t.Errorf("the text does not name the fallback:\n%s", out)
+	}
+	if now, _ := os.ReadFile(e2e.URingParam); string(now) != string(was) {
+		t.Errorf("enable_uring was %q before the bench and is %q after", was, now)
 	}
 }

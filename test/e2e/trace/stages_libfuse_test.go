@@ -195,9 +195,10 @@ func TestStagesLibfuseDaemons(t *testing.T) {
 // trace says.
 func TestStagesIOURing(t *testing.T) {
 	// Not parallel: it changes fuse's enable_uring, every mount's.
+	e2e.HoldURing(t)
 	hp := libfuseExample(t, "passthrough_hp")
 	run := func(t *testing.T, uring string, args ...string) (conn uint32, plain, staged *profile.Record) {
-		enableURing(t, uring)
+		e2e.SetURing(t, uring)
 		src, mnt := t.TempDir(), t.TempDir()
 		for i := range 20 {
 			if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {

@@ -19,21 +19,6 @@ import (
 	"github.com/fusescope/fusescope/test/proctest"
 )
 
-// enableURing sets fuse's enable_uring (every mount's) for the test and
-// restores it after; it skips where the kernel has no FUSE over io_uring.
-func enableURing(t *testing.T, on string) {
-	t.Helper()
-	const param = "/sys/module/fuse/parameters/enable_uring"
-	was, err := os.ReadFile(param)
-	if err != nil {
-		t.Skipf("this kernel has no FUSE over io_uring (%v)", err)
-	}
-	if err := os.WriteFile(param, []byte(on), 0o644); err != nil {
-		t.Skipf("cannot set enable_uring: %v", err)
-	}
-	t.Cleanup(func() { os.WriteFile(param, []byte(strings.TrimSpace(string(was))), 0o644) })
-}
-
 // libfuseSymbol is the address of the function of libfuse that passthrough_hp
 // runs with whose name begins with prefix (the compiler may have renamed a
 // static function, as fuse_uring_commit_sqe.isra.0), and the library's path.
@@ -77,7 +62,8 @@ var daemonLine = regexp.MustCompile(`^@(n|sum)\[(\d+)\]: (\d+)$`)
 func TestStagesIOURingAgainstDaemon(t *testing.T) {
 	// Not parallel: it changes fuse's enable_uring, every mount's.
 	e2e.Need(t, "bpftrace")
-	enableURing(t, "Y")
+	e2e.HoldURing(t)
+	e2e.SetURing(t, "Y")
 	const delay = 2 * time.Millisecond
 	cfg := e2e.Preset(t, "nocache")
 	cfg.Latency = labfs.LatencySpec{"*": {Base: delay}}
