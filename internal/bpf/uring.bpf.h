@@ -62,9 +62,9 @@ static __always_inline struct io_uring_cmd___fs *fuse_ring_cmd(void *kiocb)
 }
 
 /* A ring command completed: if it hands the daemon a request (the entry it
- * was registered or committed with holds one), the request is taken now.
- * Where the kernel has fuse_request_sent (7.3), that ends the queue
- * instead. */
+ * was registered or committed with holds one), the request is taken now,
+ * unless fuse_request_sent (7.3) said so first; and the ring's connection
+ * is remembered for its submissions. */
 SEC("tp_btf/io_uring_complete")
 int BPF_PROG(stage_ring_complete, void *ring_ctx, void *kiocb, struct io_uring_cqe___fs *cqe)
 {

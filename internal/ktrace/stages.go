@@ -74,18 +74,17 @@ type sentProgram struct {
 }
 
 // ringPrograms time the requests FUSE over io_uring's ring carries: the
-// command's completion that hands the daemon a request (unless
-// fuse_request_sent does), and the submission that commits its reply.
+// command's completion that hands the daemon a request (the queue's end,
+// unless fuse_request_sent came first; and which connection the ring
+// serves, which the submission needs), and the submission that commits
+// its reply.
 type ringPrograms struct {
 	Complete *ebpf.Program `ebpf:"stage_ring_complete"`
 	Submit   *ebpf.Program `ebpf:"stage_ring_submit"`
 }
 
 // hooks are the io_uring tracepoints to attach to, and their programs.
-func (p *ringPrograms) hooks(sent bool) []stageHook {
-	if sent {
-		return []stageHook{{"io_uring_submit_req", p.Submit}}
-	}
+func (p *ringPrograms) hooks() []stageHook {
 	return []stageHook{{"io_uring_complete", p.Complete}, {"io_uring_submit_req", p.Submit}}
 }
 
@@ -201,7 +200,7 @@ func (f *stageFeature) attach() ([]link.Link, error) {
 		links = append(links, l)
 	}
 	if f.ringP != nil {
-		for _, h := range f.ringP.hooks(f.sentP != nil) {
+		for _, h := range f.ringP.hooks() {
 			l, err := attachTracing("to io_uring:"+h.event, h.prog)
 			if err != nil {
 				closeLinks(links)
@@ -251,7 +250,7 @@ func (f *stageFeature) programs() map[string]*ebpf.Program {
 		out["stage:fuse_request_sent"] = f.sentP.Sent
 	}
 	if f.ringP != nil {
-		for _, h := range f.ringP.hooks(f.sentP != nil) {
+		for _, h := range f.ringP.hooks() {
 			out["stage:"+h.event] = h.prog
 		}
 	}

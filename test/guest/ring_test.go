@@ -52,7 +52,7 @@ func TestStagesRing(t *testing.T) {
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
 	os.Mkdir(mnt, 0o755)
 	files(t, src, 20)
-	daemon := exec.Command(hp, "-f", "--nocache", "--nopassthrough", "-o", "io_uring", src, mnt)
+	daemon := exec.Command(hp, "--foreground", "--nocache", "--nopassthrough", "-o", "io_uring", src, mnt)
 	var out strings.Builder
 	daemon.Stdout, daemon.Stderr = &out, &out
 	if err := daemon.Start(); err != nil {
