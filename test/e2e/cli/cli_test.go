@@ -201,7 +201,10 @@ func TestTraceIntervalCount(t *testing.T) {
 		out, _ := exec.Command(e2e.Fusescope, "trace", "--mount", mnt, "--counts", "--csv", "0.3", "3").Output()
 		done <- out
 	}()
-	deadline := time.After(5 * time.Second)
+	// 0.9 s of intervals after the programs attach: the deadline only
+	// catches a trace that never ends (attaching took over 5 s once under
+	// make test's load).
+	deadline := time.After(30 * time.Second)
 	var out []byte
 loop:
 	for {
@@ -209,7 +212,7 @@ loop:
 		case out = <-done:
 			break loop
 		case <-deadline:
-			t.Fatal("trace 0.3 3 did not finish in 5 s")
+			t.Fatal("trace 0.3 3 did not finish in 30 s")
 		case <-time.After(50 * time.Millisecond):
 			os.Stat(filepath.Join(mnt, "f000")) // a request in every interval
 		}

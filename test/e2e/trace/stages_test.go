@@ -188,60 +188,66 @@ func TestStagesSerialQueue(t *testing.T) {
 	const perClient = 40
 	mnt := mountSerialFS(t, 8, service)
 	conn := e2e.ConnOf(t, mnt)
-	var daemon1 float64
-	for _, n := range []int{1, 2, 4, 8} {
-		rec := filepath.Join(t.TempDir(), "rec.json")
-		files := make([]*os.File, n)
-		for i := range files {
-			f, err := os.Open(filepath.Join(mnt, fmt.Sprint("f", i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			files[i] = f
-		}
-		tr := e2e.StartTrace(t, "--stages", "--mount", mnt, "--op", "GETATTR", "-o", rec)
-		var wg sync.WaitGroup
-		for _, f := range files {
-			wg.Go(func() {
-				for range perClient {
-					if _, err := f.Stat(); err != nil {
-						t.Error(err)
-						return
-					}
+	// Measured again when the machine's load stretched the daemon's time
+	// or the queue (the other packages run beside it under make test);
+	// a request not split fails at once.
+	e2e.Timed(t, 3, func() (stretched []string) {
+		var daemon1 float64
+		for _, n := range []int{1, 2, 4, 8} {
+			rec := filepath.Join(t.TempDir(), "rec.json")
+			files := make([]*os.File, n)
+			for i := range files {
+				f, err := os.Open(filepath.Join(mnt, fmt.Sprint("f", i)))
+				if err != nil {
+					t.Fatal(err)
 				}
-			})
-		}
-		wg.Wait()
-		e2e.WaitIdle(t, conn)
-		tr.Stop(t)
-		s := e2e.LoadRecord(t, rec).Profile.Find(conn, fuseproto.Getattr)
-		if s == nil || s.Count < uint64(n*perClient) {
-			t.Fatalf("N=%d: GETATTR missing or short: %+v", n, s)
-		}
-		q, d := stageOf(t, s, profile.StageQueue), stageOf(t, s, profile.StageDaemon)
-		if q.Count != s.Count {
-			t.Errorf("N=%d: %d of %d GETATTRs split (gaps %+v)", n, q.Count, s.Count, s.StageGaps)
-		}
-		t.Logf("N=%d: GETATTR n=%d queue mean %.0f us, daemon mean %.0f us, total mean %.0f us",
-			n, s.Count, q.Mean()/1e3, d.Mean()/1e3, s.Latency.Mean()/1e3)
-		if n == 1 {
-			daemon1 = d.Mean()
-			if q.Mean() > d.Mean()/2 {
-				t.Errorf("N=1: queue mean %.0f ns, want well under the service (%.0f ns): nothing waits", q.Mean(), d.Mean())
+				defer f.Close()
+				files[i] = f
 			}
-			continue
+			tr := e2e.StartTrace(t, "--stages", "--mount", mnt, "--op", "GETATTR", "-o", rec)
+			var wg sync.WaitGroup
+			for _, f := range files {
+				wg.Go(func() {
+					for range perClient {
+						if _, err := f.Stat(); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			e2e.WaitIdle(t, conn)
+			tr.Stop(t)
+			s := e2e.LoadRecord(t, rec).Profile.Find(conn, fuseproto.Getattr)
+			if s == nil || s.Count < uint64(n*perClient) {
+				t.Fatalf("N=%d: GETATTR missing or short: %+v", n, s)
+			}
+			q, d := stageOf(t, s, profile.StageQueue), stageOf(t, s, profile.StageDaemon)
+			if q.Count != s.Count {
+				t.Errorf("N=%d: %d of %d GETATTRs split (gaps %+v)", n, q.Count, s.Count, s.StageGaps)
+			}
+			t.Logf("N=%d: GETATTR n=%d queue mean %.0f us, daemon mean %.0f us, total mean %.0f us",
+				n, s.Count, q.Mean()/1e3, d.Mean()/1e3, s.Latency.Mean()/1e3)
+			if n == 1 {
+				daemon1 = d.Mean()
+				if q.Mean() > d.Mean()/2 {
+					stretched = append(stretched, e2e.Stretched("N=1: queue mean %.0f ns, want well under the service (%.0f ns): nothing waits", q.Mean(), d.Mean()))
+				}
+				continue
+			}
+			// (N-1) services ahead of each request, within a factor 2 either
+			// way (the clients' own time between calls lets the queue run short).
+			want := float64(n-1) * d.Mean()
+			if q.Mean() < want/2 || q.Mean() > want*2 {
+				stretched = append(stretched, e2e.Stretched("N=%d: queue mean %.0f ns, want about %d services (%.0f ns)", n, q.Mean(), n-1, want))
+			}
+			if d.Mean() < daemon1*0.8 || d.Mean() > daemon1*1.25 {
+				stretched = append(stretched, e2e.Stretched("N=%d: daemon mean %.0f ns, N=1's %.0f ns: the daemon's time must stay flat", n, d.Mean(), daemon1))
+			}
 		}
-		// (N-1) services ahead of each request, within a factor 2 either
-		// way (the clients' own time between calls lets the queue run short).
-		want := float64(n-1) * d.Mean()
-		if q.Mean() < want/2 || q.Mean() > want*2 {
-			t.Errorf("N=%d: queue mean %.0f ns, want about %d services (%.0f ns)", n, q.Mean(), n-1, want)
-		}
-		if d.Mean() < daemon1*0.8 || d.Mean() > daemon1*1.25 {
-			t.Errorf("N=%d: daemon mean %.0f ns, N=1's %.0f ns: the daemon's time must stay flat", n, d.Mean(), daemon1)
-		}
-	}
+		return stretched
+	})
 }
 
 // allStopped says whether every thread of pid is stopped (state T).
