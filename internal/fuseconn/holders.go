@@ -36,7 +36,8 @@ var devFuse = unix.Mkdev(10, 229)
 //
 // The number is the one the connection had: once its mount is gone (and
 // the connection with it) the number can be given to a new mount while
-// the old daemon, not yet exited, still holds its fd.
+// the old daemon, not yet exited, still holds its fd. Such an fd, of a
+// connection that has ended, is left out.
 func Holders() ([]Holder, error) { return holdersIn("/proc") }
 
 // HoldersOf lists the holders of one connection.
@@ -81,7 +82,11 @@ func holdersIn(proc string) ([]Holder, error) {
 				comm = strings.TrimSpace(string(b))
 			}
 			info, _ := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
-			out = append(out, Holder{PID: pid, FD: n, Comm: comm, Conn: fdinfoConn(info)})
+			conn := fdinfoConn(info)
+			if conn != 0 && disconnected(pid, n) {
+				continue // its number may be a new mount's now
+			}
+			out = append(out, Holder{PID: pid, FD: n, Comm: comm, Conn: conn})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -110,6 +115,29 @@ func isDevFuse(link string) bool {
 }
 
 // fdinfoConn reads the fuse_connection line of an fd's fdinfo; 0 if none.
+// disconnected says whether a process's /dev/fuse fd serves a connection
+// that has ended (unmounted or aborted): a copy of the fd (pidfd_getfd,
+// Linux 5.6) polls with an error then, where a live connection's polls
+// readable or not at all. Where the copy cannot be made (an older kernel,
+// no right to the process), the fd counts as live.
+func disconnected(pid, fd int) bool {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pidfd)
+	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dup)
+	fds := []unix.PollFd{{Fd: int32(dup), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); err != nil || n == 0 {
+		return false
+	}
+	return fds[0].Revents&unix.POLLERR != 0
+}
+
 func fdinfoConn(info []byte) uint32 {
 	sc := bufio.NewScanner(bytes.NewReader(info))
 	for sc.Scan() {
