@@ -1,10 +1,15 @@
 package e2e
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Timed measures again while the figures were stretched, stops at the
 // first try within bounds, and fails after the last try past them.
 func TestTimedTries(t *testing.T) {
+	defer func(was time.Duration) { settleMax = was }(settleMax)
+	settleMax = 0 // one half-second look at the load between tries
 	tries := 0
 	Timed(t, 5, func() []string {
 		tries++
@@ -34,3 +39,16 @@ func (f *fakeTB) Helper()               {}
 func (f *fakeTB) Failed() bool          { return f.failed }
 func (f *fakeTB) Errorf(string, ...any) { f.failed = true }
 func (f *fakeTB) Logf(string, ...any)   {}
+
+// settle reads the machine's idle time, and waits no longer than asked.
+func TestSettle(t *testing.T) {
+	idle, all := cpuTicks()
+	if all == 0 || idle > all {
+		t.Fatalf("/proc/stat: idle %d of %d ticks", idle, all)
+	}
+	start := time.Now()
+	settle(time.Second)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("settle(1s) took %v", d)
+	}
+}
