@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,10 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/labfs"
 )
 
@@ -25,11 +28,7 @@ func MountLabFS(t testing.TB, cfg labfs.Config) (src, mnt string, f *labfs.FS) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := f.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-	})
+	t.Cleanup(func() { Unmount(t, mnt, f.Unmount) })
 	return src, mnt, f
 }
 
@@ -99,4 +98,26 @@ func NewServer(fsys fuse.RawFileSystem, mnt string, opts *fuse.MountOptions) (*f
 		}
 	}
 	return srv, nil
+}
+
+// Unmount runs unmount (a daemon's, which has the kernel unmount mnt)
+// until it succeeds, or for 10 s while mnt is busy: a process of another
+// test may be in the mount for a moment. If it stays busy, the failure
+// names the processes that use it, as fuser -m would.
+func Unmount(t testing.TB, mnt string, unmount func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := firstPoll; ; wait = min(2*wait, lastPoll) {
+		err := unmount()
+		if err == nil {
+			return
+		}
+		busy := errors.Is(err, unix.EBUSY) || strings.Contains(err.Error(), "busy")
+		if !busy || time.Now().After(deadline) {
+			users, _ := fuseconn.Users(mnt)
+			t.Errorf("unmount %s: %v; processes using it: %+v", mnt, err, users)
+			return
+		}
+		time.Sleep(wait)
+	}
 }

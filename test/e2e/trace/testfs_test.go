@@ -179,10 +179,6 @@ func mountLab(t *testing.T, nFiles, bigPages int, getattrDelay time.Duration) (s
 	if err := srv.WaitMount(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-	})
+	t.Cleanup(func() { e2e.Unmount(t, mnt, srv.Unmount) })
 	return mnt, cfs
 }
