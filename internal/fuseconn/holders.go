@@ -114,7 +114,6 @@ func isDevFuse(link string) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == devFuse
 }
 
-// fdinfoConn reads the fuse_connection line of an fd's fdinfo; 0 if none.
 // disconnected says whether a process's /dev/fuse fd serves a connection
 // that has ended (unmounted or aborted): a copy of the fd (pidfd_getfd,
 // Linux 5.6) polls with an error then, where a live connection's polls
@@ -138,6 +137,7 @@ func disconnected(pid, fd int) bool {
 	return fds[0].Revents&unix.POLLERR != 0
 }
 
+// fdinfoConn reads the fuse_connection line of an fd's fdinfo; 0 if none.
 func fdinfoConn(info []byte) uint32 {
 	sc := bufio.NewScanner(bytes.NewReader(info))
 	for sc.Scan() {

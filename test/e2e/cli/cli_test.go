@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,7 +178,13 @@ func TestTraceMountDisappears(t *testing.T) {
 	select {
 	case err = <-tr.Done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("fusescope trace did not notice the unmount within 30 s; its stderr so far:\n%s", tr.Stderr.String())
+		// Where was it? SIGQUIT has the Go runtime print every goroutine.
+		tr.Cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-tr.Done:
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatalf("fusescope trace did not notice the unmount within 30 s; its stderr, with its goroutines at SIGQUIT:\n%s", tr.Stderr.String())
 	}
 	if err == nil {
 		t.Fatal("want a non-zero exit when the traced mount disappears")
