@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -97,27 +98,46 @@ func serveControl(f *FS) (*controlServer, error) {
 	}
 	path := SocketPath(f.MountPoint)
 	removeStaleSockets(filepath.Dir(path))
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := listenControl(path)
 	if err != nil {
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		unix.Close(fd)
-		os.Remove(path)
 		return nil, err
-	}
-	if err := unix.Listen(fd, 16); err != nil {
-		unix.Close(fd)
-		os.Remove(path)
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	c := &controlServer{fd: fd, path: path, done: make(chan struct{})}
 	go c.serve(f)
 	return c, nil
+}
+
+// listenControl makes the control socket at path, 0600, and listens on it.
+// The socket is bound, closed to others and listening under a name of its
+// own before it is renamed to path: a socket at a *.sock path that
+// refuses a connection is a dead daemon's, which another daemon starting
+// meanwhile removes (removeStaleSockets), so a bound socket not yet
+// listening must never be found there.
+func listenControl(path string) (int, error) {
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	os.Remove(tmp)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	fail := func(err error) (int, error) {
+		unix.Close(fd)
+		os.Remove(tmp)
+		return -1, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: tmp}); err != nil {
+		return fail(err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fail(err)
+	}
+	if err := unix.Listen(fd, 16); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	return fd, nil
 }
 
 // removeStaleSockets removes the control sockets in dir that no daemon
@@ -128,6 +148,15 @@ func removeStaleSockets(dir string) {
 	socks, _ := filepath.Glob(filepath.Join(dir, "*.sock"))
 	for _, sock := range socks {
 		removeStaleSocket(sock)
+	}
+	// A socket a daemon died with before renaming it into place: its
+	// process is gone.
+	tmps, _ := filepath.Glob(filepath.Join(dir, "*.sock.*.tmp"))
+	for _, tmp := range tmps {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Ext(strings.TrimSuffix(tmp, ".tmp")), "."))
+		if err == nil && pid > 0 && errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			os.Remove(tmp)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package labfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,5 +73,47 @@ func TestRemoveStaleSockets(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
 			t.Errorf("%s: exists %v, want %v", name, err == nil, want)
 		}
+	}
+}
+
+// A control socket is at its path only once it listens: a daemon starting
+// meanwhile, which removes the sockets that refuse connections as dead
+// daemons', never removes one being set up (it did, under make test:
+// "chmod ...sock: no such file or directory").
+func TestControlSocketListensBeforeItAppears(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // another daemon's start, again and again
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				removeStaleSockets(dir)
+			}
+		}
+	}()
+	for i := range 200 {
+		path := filepath.Join(dir, fmt.Sprintf("s%d.sock", i))
+		fd, err := listenControl(path)
+		if err != nil {
+			t.Fatalf("socket %d: %v", i, err)
+		}
+		fi, err := os.Stat(path)
+		unix.Close(fd)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("socket %d: %v, mode %v; want it there, 0600", i, err, fi.Mode().Perm())
+		}
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmps) > 0 {
+		t.Errorf("left behind: %v", tmps)
+	}
+	// A dead process's half-made socket goes.
+	dead := filepath.Join(dir, "x.sock.999999999.tmp")
+	os.WriteFile(dead, nil, 0o600)
+	removeStaleSockets(dir)
+	if _, err := os.Stat(dead); err == nil {
+		t.Errorf("%s (no such process) was left", dead)
 	}
 }
