@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/kernel"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,21 +91,18 @@ func (m Mounter) Mount(ctx context.Context, c Configuration, src, mnt string) (*
 	return m.mountTemplate(ctx, c, src, mnt)
 }
 
-// uringParam is fuse's switch for FUSE over io_uring (Linux 6.14 on).
-const uringParam = "/sys/module/fuse/parameters/enable_uring"
-
 // enableURing enables FUSE over io_uring and returns what restores the
 // setting; an error where the kernel has no such switch (the daemon then
 // falls back to /dev/fuse, which the runs' traces show).
 func enableURing() (restore func(), err error) {
-	was, err := os.ReadFile(uringParam)
+	was, err := os.ReadFile(kernel.FuseURingParam)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(uringParam, []byte("Y"), 0o644); err != nil {
+	if err := os.WriteFile(kernel.FuseURingParam, []byte("Y"), 0o644); err != nil {
 		return nil, err
 	}
-	return func() { os.WriteFile(uringParam, bytes.TrimSpace(was), 0o644) }, nil
+	return func() { os.WriteFile(kernel.FuseURingParam, bytes.TrimSpace(was), 0o644) }, nil
 }
 
 // mountTemplate runs the template and waits for a mount at mnt, whether

@@ -81,11 +81,16 @@ func Hostname() string {
 	return h
 }
 
+// FuseURingParam is fuse's switch for FUSE over io_uring (Linux 6.14+),
+// one for the whole machine: the kernel offers a daemon the ring at INIT
+// only while it is on.
+const FuseURingParam = "/sys/module/fuse/parameters/enable_uring"
+
 // FuseURingEnabled says whether FUSE over io_uring is enabled
-// (/sys/module/fuse/parameters/enable_uring, Linux 6.14+): daemons may then
-// take requests from a ring instead of reading /dev/fuse.
+// (FuseURingParam): daemons may then take requests from a ring instead of
+// reading /dev/fuse.
 func FuseURingEnabled() bool {
-	b, err := os.ReadFile("/sys/module/fuse/parameters/enable_uring")
+	b, err := os.ReadFile(FuseURingParam)
 	return err == nil && len(b) > 0 && (b[0] == 'Y' || b[0] == '1')
 }
 

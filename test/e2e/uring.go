@@ -3,16 +3,28 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/fusescope/fusescope/internal/kernel"
 	"golang.org/x/sys/unix"
 )
 
-// URingParam is fuse's switch for FUSE over io_uring (Linux 6.14 on), one
-// for the whole machine: the kernel offers the ring to a daemon at INIT
-// only while it is on.
-const URingParam = "/sys/module/fuse/parameters/enable_uring"
+// URingParam is fuse's switch for FUSE over io_uring, the machine's.
+const URingParam = kernel.FuseURingParam
+
+// LibfuseExample is the path of libfuse 3.18's example daemon name
+// (passthrough_hp...), which make test builds (scripts/libfuse-examples.sh).
+func LibfuseExample(t testing.TB, name string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", ".cache", "libfuse", "build", "example", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not built: run make test, which builds libfuse's examples (scripts/libfuse-examples.sh)", name)
+	}
+	return p
+}
 
 // HoldURing keeps apart the tests, of every package, that set fuse's
 // enable_uring or mount with it (a bench's io_uring configuration does):

@@ -533,13 +533,7 @@ func TestBenchIOURing(t *testing.T) {
 	if err != nil {
 		t.Skipf("this kernel has no FUSE over io_uring (%v)", err)
 	}
-	hp, err := filepath.Abs(filepath.Join("..", "..", "..", ".cache", "libfuse", "build", "example", "passthrough_hp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(hp); err != nil {
-		t.Fatalf("passthrough_hp is not built: run make test, which builds libfuse's examples (scripts/libfuse-examples.sh)")
-	}
+	hp := e2e.LibfuseExample(t, "passthrough_hp")
 	spec := filepath.Join(t.TempDir(), "uring.yaml")
 	os.WriteFile(spec, []byte(fmt.Sprintf(`repetitions: 1
 scratch: tmp

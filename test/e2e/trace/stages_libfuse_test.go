@@ -16,20 +16,6 @@ import (
 	"github.com/fusescope/fusescope/test/proctest"
 )
 
-// libfuseExample is the path of one of libfuse's example daemons, which make
-// test builds from Debian's fuse3 source (scripts/libfuse-examples.sh).
-func libfuseExample(t *testing.T, name string) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "..", ".cache", "libfuse", "build", "example", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s is not built: run make test, which builds libfuse's examples (scripts/libfuse-examples.sh)", name)
-	}
-	return p
-}
-
 // mountDaemon runs a FUSE daemon's command line, waits for its mount and
 // unmounts it when the test ends.
 func mountDaemon(t *testing.T, mnt string, name string, args ...string) {
@@ -114,7 +100,7 @@ func checkAllStaged(t *testing.T, plain, staged *profile.Record, conn uint32) {
 // reaches the daemon, and --stages counts the opens answered that way.
 func TestStagesLibfuseDaemons(t *testing.T) {
 	// Not parallel: it changes fs.pipe-max-size, the machine's.
-	hp, ll := libfuseExample(t, "passthrough_hp"), libfuseExample(t, "passthrough_ll")
+	hp, ll := e2e.LibfuseExample(t, "passthrough_hp"), e2e.LibfuseExample(t, "passthrough_ll")
 	cases := []struct {
 		name        string
 		args        func(src, mnt string) []string
@@ -196,7 +182,7 @@ func TestStagesLibfuseDaemons(t *testing.T) {
 func TestStagesIOURing(t *testing.T) {
 	// Not parallel: it changes fuse's enable_uring, every mount's.
 	e2e.HoldURing(t)
-	hp := libfuseExample(t, "passthrough_hp")
+	hp := e2e.LibfuseExample(t, "passthrough_hp")
 	run := func(t *testing.T, uring string, args ...string) (conn uint32, plain, staged *profile.Record) {
 		e2e.SetURing(t, uring)
 		src, mnt := t.TempDir(), t.TempDir()

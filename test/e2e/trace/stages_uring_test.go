@@ -24,7 +24,7 @@ import (
 // static function, as fuse_uring_commit_sqe.isra.0), and the library's path.
 func libfuseSymbol(t *testing.T, prefix string) (lib string, addr uint64) {
 	t.Helper()
-	lib, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(libfuseExample(t, "passthrough_hp")), "..", "lib", "libfuse3.so.4"))
+	lib, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(e2e.LibfuseExample(t, "passthrough_hp")), "..", "lib", "libfuse3.so.4"))
 	if err != nil {
 		t.Fatalf("passthrough_hp's libfuse: %v", err)
 	}
@@ -75,7 +75,7 @@ func TestStagesIOURingAgainstDaemon(t *testing.T) {
 		}
 	}
 	mnt := t.TempDir()
-	mountDaemon(t, mnt, libfuseExample(t, "passthrough_hp"), "--nocache", "--nopassthrough", "-o", "io_uring", backing, mnt)
+	mountDaemon(t, mnt, e2e.LibfuseExample(t, "passthrough_hp"), "--nocache", "--nopassthrough", "-o", "io_uring", backing, mnt)
 	conn := e2e.ConnOf(t, mnt)
 	lib, process := libfuseSymbol(t, "fuse_session_process_uring_cqe")
 	_, commit := libfuseSymbol(t, "fuse_uring_commit_sqe")
