@@ -35,6 +35,7 @@ reports did.`,
   fusescope show -m --no-hist run1.json
   fusescope show --csv run1.json > run1.csv
   fusescope show --csv --table slow run1.json   # trace --slower's requests
+  fusescope show --csv --table findings doctor.json   # fusescope doctor -o's findings
   fusescope trace --json 5 > run2.jsonl; fusescope show -m run2.jsonl
   fusescope syscalls --json -o app.json app.log
   fusescope show --top 20 app.json
@@ -116,13 +117,15 @@ reports did.`,
 			if cmd.Flags().Changed("top") {
 				return fmt.Errorf("--top applies to syscalls reports; %s is a record: every opcode is shown", args[0])
 			}
-			slowCSV := false
+			slowCSV, findingsCSV := false, false
 			switch table {
 			case "", "opcodes":
 			case "slow":
 				slowCSV = true
+			case "findings":
+				findingsCSV = true
 			default:
-				return fmt.Errorf("--table %q: %s is a record: give opcodes or slow (its trace --slower requests)", table, args[0])
+				return fmt.Errorf("--table %q: %s is a record: give opcodes, slow (its trace --slower requests) or findings (fusescope doctor's)", table, args[0])
 			}
 			if table != "" && !out.csv {
 				return fmt.Errorf("--table chooses the table --csv prints: add --csv")
@@ -134,9 +137,12 @@ reports did.`,
 			// renders as that interval's report did.
 			r := &report.Renderer{Format: out.format(), W: os.Stdout, Slow: true, Lines: len(recs) > 1, Stamp: stamp}
 			for i, rec := range recs {
-				if slowCSV {
+				switch {
+				case slowCSV:
 					err = report.WriteSlowCSV(os.Stdout, i == 0, rec.Slow...)
-				} else {
+				case findingsCSV:
+					err = report.WriteFindingsCSV(os.Stdout, rec, i == 0)
+				default:
 					err = r.Render(rec)
 				}
 				if err != nil {
@@ -149,7 +155,7 @@ reports did.`,
 	out.register(c)
 	c.Flags().BoolVarP(&stamp, "timestamp", "T", false, "records: print the time each report ended before it, as trace -T did")
 	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
-	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default) or slow (trace --slower's requests); for syscalls reports "+strings.Join(report.SyscallsCSVTables, ", ")+" (default syscalls)")
+	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default), slow (trace --slower's requests) or findings (doctor's); for syscalls reports "+strings.Join(report.SyscallsCSVTables, ", ")+" (default syscalls)")
 	return c
 }
 

@@ -147,11 +147,27 @@ func (f *nameFeature) read(t *Tracer, rd *recordRead) error {
 		return err
 	}
 	rd.whole.Files = f.top(nodes, rd)
+	countNodes(rd.whole, nodes)
 	if rd.interval != nil {
-		rd.interval.Files = f.top(subNodes(nodes, f.prev), rd)
+		since := subNodes(nodes, f.prev)
+		rd.interval.Files = f.top(since, rd)
+		countNodes(rd.interval, since)
 		f.prev = nodes
 	}
 	return nil
+}
+
+// countNodes sets each mount's count of the nodes its requests were about.
+func countNodes(rec *profile.Record, nodes map[NodeKey]NodeStats) {
+	per := map[uint32]uint64{}
+	for k, n := range nodes {
+		if n.Count > 0 {
+			per[k.Conn]++
+		}
+	}
+	for i := range rec.Meta.Mounts {
+		rec.Meta.Mounts[i].Nodes = per[rec.Meta.Mounts[i].Conn]
+	}
 }
 
 // top lists the rd.files nodes with the most FUSE time, named where known.

@@ -333,6 +333,22 @@ func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, e
 	return interval, whole, nil
 }
 
+// measured names the optional sections the source fills, so a reader can
+// tell a section left empty by the run from one not measured.
+func (s *RequestSource) measured() []string {
+	var m []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{s.t.Stages(), profile.MeasuredStages}, {s.cfg.Calls, profile.MeasuredCalls}, {s.cfg.PageCache, profile.MeasuredPageCache},
+		{s.cfg.Hung > 0, profile.MeasuredHung}, {s.cfg.Files > 0, profile.MeasuredFiles}, {s.cfg.Slower > 0, profile.MeasuredSlow}} {
+		if x.on {
+			m = append(m, x.name)
+		}
+	}
+	return m
+}
+
 func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slowList) *profile.Record {
 	r := &profile.Record{Schema: profile.Schema, Profile: p, Slow: slow.reqs, SlowLost: slow.lost, Hung: s.hung()}
 	mounts := s.labels.Mounts(p)
@@ -342,6 +358,7 @@ func (s *RequestSource) record(p profile.Profile, from, to time.Time, slow *slow
 		Start: from, End: to, Command: s.cfg.Command, Mounts: mounts,
 		Filters:   profile.Filters{PID: s.cfg.PID, Comm: s.cfg.Comm, Conns: s.conns},
 		FuseURing: s.t.Stages() && kernel.FuseURingEnabled(),
+		Measured:  s.measured(),
 	}
 	how, notes := s.t.Probes()
 	r.Meta.Probes = strings.Join(append([]string{how}, notes...), "; ")

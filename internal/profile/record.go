@@ -7,6 +7,7 @@ import (
 	"github.com/fusescope/fusescope/internal/hist"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,6 +66,8 @@ type Record struct {
 	// Programs are the tracer's own BPF programs' cost so far, as the
 	// kernel accounts it (kernel.bpf_stats_enabled; export turns it on).
 	Programs []ProgramCost `json:"programs,omitempty"`
+	// Findings are what fusescope doctor concluded from the record.
+	Findings *Findings `json:"findings,omitempty"`
 }
 
 // ProgramCost is the time the kernel spent in one of the tracer's BPF
@@ -303,6 +306,9 @@ type Meta struct {
 	// (/sys/module/fuse/parameters/enable_uring) while trace --stages ran:
 	// requests its ring carries are never read from /dev/fuse.
 	FuseURing bool `json:"fuse_uring_enabled,omitempty"`
+	// Measured names the optional sections the run measured (Measured*),
+	// so that an empty one reads as none found, not as not measured.
+	Measured []string `json:"measured,omitempty"`
 	// Probes says how the kernel probes attached (tp_btf, tracepoint)
 	// and found requests, with why where that is not the default, e.g.
 	// "tp_btf; requests found by their address: ...".
@@ -336,6 +342,19 @@ type Filters struct {
 	Conns []uint32 `json:"conns,omitempty"` // empty: every FUSE connection
 }
 
+// The optional measurements a record's Meta.Measured names.
+const (
+	MeasuredStages    = "stages"     // trace --stages
+	MeasuredCalls     = "calls"      // trace --calls
+	MeasuredPageCache = "page_cache" // trace --page-cache
+	MeasuredHung      = "hung"       // trace --hung
+	MeasuredFiles     = "files"      // trace --files
+	MeasuredSlow      = "slow"       // trace --slower
+)
+
+// Measures says whether the run measured one of the Measured* sections.
+func (m *Meta) Measures(what string) bool { return slices.Contains(m.Measured, what) }
+
 // Mount describes one FUSE connection and where it is mounted.
 type Mount struct {
 	Conn       uint32    `json:"conn"` // /sys/fs/fuse/connections/N
@@ -353,6 +372,10 @@ type Mount struct {
 	// go to the backing file in the kernel, no FUSE request, and appear in
 	// no statistics.
 	PassthroughOpens uint64 `json:"passthrough_opens,omitempty"`
+	// Nodes counts the distinct inodes the mount's requests were about
+	// (trace --files): with the application's calls, how often it came
+	// back to the same files.
+	Nodes uint64 `json:"nodes,omitempty"`
 	// Gone: the connection was no longer there when the record was made
 	// (unmounted, or its daemon died); its statistics stay, its series
 	// leave the exporter's output.
@@ -367,6 +390,10 @@ type Daemon struct {
 	// Watched is when trace --stages began timing its reads of requests
 	// and writes of replies; its requests before then have no stages.
 	Watched time.Time `json:"stages_watched,omitzero"`
+	// Backing names the local file system (type and a path) of the
+	// regular files or directories the daemon held open when fusescope
+	// doctor looked: a daemon that could pass its files through.
+	Backing string `json:"backing,omitempty"`
 }
 
 // ConnInfo is what /sys/fs/fuse/connections/N shows.
@@ -377,6 +404,13 @@ type ConnInfo struct {
 	// Aborted: the connection was aborted (its daemon died, or it was
 	// aborted through fusectl); no request reaches a daemon any more.
 	Aborted bool `json:"aborted,omitempty"`
+	// Samples of waiting taken while fusescope doctor ran, every 10 ms:
+	// how many, the most waiting, and how many found more waiting than
+	// max_background (then background requests were held back in the
+	// kernel's queue: waiting counts every request not yet ended).
+	Samples         uint64 `json:"samples,omitempty"`
+	WaitingPeak     uint64 `json:"waiting_peak,omitempty"`
+	AboveBackground uint64 `json:"above_max_background,omitempty"`
 }
 
 // Label names a connection for people: its mount point, or conn N.

@@ -26,6 +26,9 @@ type Renderer struct {
 	Stamp  bool // -T: a time line before each text report
 	Slow   bool // show: a record's slow requests are printed (live, they were as they ended)
 	Lines  bool // JSON: one compact object per line (interval mode)
+	// FindingsOnly: text shows a record's findings and not its requests
+	// (fusescope doctor; show prints both).
+	FindingsOnly bool
 
 	csvDone bool
 	fsDone  bool // text: a lab daemon's configuration was printed
@@ -73,11 +76,17 @@ func (r *Renderer) Render(rec *profile.Record) error {
 		r.fsDone = true
 		fmt.Fprintln(r.W)
 	}
-	if rec.HasRequests() {
+	if rec.HasRequests() && !r.FindingsOnly {
 		if err := WriteText(r.W, rec, TextOptions{Unit: r.Format.Unit, CountsOnly: r.Format.CountsOnly, NoHists: r.Format.NoHists, SlowLines: r.Slow}); err != nil {
 			return err
 		}
 		WriteConnections(r.W, rec)
+	}
+	if rec.Findings != nil {
+		if rec.HasRequests() && !r.FindingsOnly {
+			fmt.Fprintln(r.W)
+		}
+		WriteFindingsText(r.W, rec)
 	}
 	if rec.Syscalls != nil {
 		return WriteSyscallsText(r.W, rec.Syscalls, 10)

@@ -45,6 +45,8 @@ type Options struct {
 	Helpers map[string]func(args []string) error
 	// ModelChecker builds FusescopePlain and Fsx too.
 	ModelChecker bool
+	// Plain builds FusescopePlain too.
+	Plain bool
 }
 
 // helperEnv names, in a helper process's environment, the helper it runs.
@@ -110,9 +112,12 @@ func Main(m *testing.M, opts Options) {
 	if raceBuild {
 		builds[0] = append([]string{"-race"}, builds[0]...)
 	}
-	if opts.ModelChecker {
-		FusescopePlain, Fsx = Fusescope, filepath.Join(dir, "fsx")
-		builds = append(builds, []string{"-o", Fsx, "github.com/fusescope/fusescope/test/fsx/cmd/fsx"})
+	if opts.ModelChecker || opts.Plain {
+		FusescopePlain = Fusescope
+		if opts.ModelChecker {
+			Fsx = filepath.Join(dir, "fsx")
+			builds = append(builds, []string{"-o", Fsx, "github.com/fusescope/fusescope/test/fsx/cmd/fsx"})
+		}
 		if raceBuild {
 			FusescopePlain = filepath.Join(dir, "fusescope-plain")
 			builds = append(builds, []string{"-o", FusescopePlain, "github.com/fusescope/fusescope/cmd/fusescope"})

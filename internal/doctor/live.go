@@ -1,0 +1,76 @@
+package doctor
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/session"
+)
+
+// waitingPeriod is how often fusectl's waiting count is sampled.
+const waitingPeriod = 10 * time.Millisecond
+
+// LiveConfig is one live run of fusescope doctor: a trace of the mounts
+// with what the rules read (stages, the page cache, the application's
+// calls where one is named, hung requests), fusectl sampled beside it.
+type LiveConfig struct {
+	Requests ktrace.RequestConfig
+	Duration time.Duration // 0: until the command or -p exits, or Ctrl-C
+	Command  []string
+	PID      int
+	Output   string   // -o: the record, findings included
+	Rules    []string // only these rules; all when empty
+	Log      io.Writer
+	// Ready is called once the probes are attached.
+	Ready func(*ktrace.RequestSource)
+	// Show renders the record once the rules have run.
+	Show func(*profile.Record) error
+}
+
+// Live traces, then diagnoses the run's record.
+func Live(ctx context.Context, cfg LiveConfig) error {
+	if _, err := Diagnose(&profile.Record{}, cfg.Rules...); err != nil {
+		return err // an unknown rule, before anything is attached
+	}
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	var waiting *fuseconn.Waiting
+	defer func() {
+		if waiting != nil {
+			waiting.Stop(nil)
+		}
+	}()
+	return ktrace.Trace(ctx, ktrace.TraceConfig{
+		Requests: cfg.Requests,
+		Run: session.Config{Command: cfg.Command, PID: cfg.PID, Output: cfg.Output, Log: cfg.Log,
+			Emit: func(rec *profile.Record, final bool) error {
+				if !final {
+					return nil
+				}
+				if waiting != nil {
+					waiting.Stop(rec.Meta.Mounts)
+					waiting = nil
+				}
+				fuseconn.AddBacking(rec.Meta.Mounts)
+				f, err := Diagnose(rec, cfg.Rules...)
+				if err != nil {
+					return err
+				}
+				rec.Findings = f
+				return cfg.Show(rec)
+			}},
+		Ready: func(s *ktrace.RequestSource) {
+			waiting = fuseconn.SampleWaiting(waitingPeriod, s.Conns)
+			if cfg.Ready != nil {
+				cfg.Ready(s)
+			}
+		},
+	})
+}
