@@ -99,6 +99,12 @@ type FuseReqFineStats struct {
 	Slots [512]uint64
 }
 
+type FuseReqForgetCount struct {
+	_        structs.HostLayout
+	Requests uint64
+	Nodes    uint64
+}
+
 type FuseReqInflightSlot struct {
 	_         structs.HostLayout
 	Unique    uint64
@@ -251,6 +257,7 @@ const (
 	FuseReqMapFilterConns                   = "filter_conns"
 	FuseReqMapFineFast0                     = "fine_fast0"
 	FuseReqMapFineFast1                     = "fine_fast1"
+	FuseReqMapForgets                       = "forgets"
 	FuseReqMapInflight                      = "inflight"
 	FuseReqMapInflightComm                  = "inflight_comm"
 	FuseReqMapNamesSent                     = "names_sent"
@@ -491,6 +498,7 @@ type FuseReqMapSpecs struct {
 	FilterConns      *ebpf.MapSpec `ebpf:"filter_conns"`
 	FineFast0        *ebpf.MapSpec `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.MapSpec `ebpf:"fine_fast1"`
+	Forgets          *ebpf.MapSpec `ebpf:"forgets"`
 	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
 	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.MapSpec `ebpf:"names_sent"`
@@ -573,6 +581,7 @@ type FuseReqMaps struct {
 	FilterConns      *ebpf.Map `ebpf:"filter_conns"`
 	FineFast0        *ebpf.Map `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.Map `ebpf:"fine_fast1"`
+	Forgets          *ebpf.Map `ebpf:"forgets"`
 	Inflight         *ebpf.Map `ebpf:"inflight"`
 	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.Map `ebpf:"names_sent"`
@@ -612,6 +621,7 @@ func (m *FuseReqMaps) Close() error {
 		m.FilterConns,
 		m.FineFast0,
 		m.FineFast1,
+		m.Forgets,
 		m.Inflight,
 		m.InflightComm,
 		m.NamesSent,

@@ -74,6 +74,12 @@ type FuseReqNoCASFineStats struct {
 	Slots [512]uint64
 }
 
+type FuseReqNoCASForgetCount struct {
+	_        structs.HostLayout
+	Requests uint64
+	Nodes    uint64
+}
+
 type FuseReqNoCASInflightSlot struct {
 	_         structs.HostLayout
 	Unique    uint64
@@ -200,6 +206,7 @@ const (
 	FuseReqNoCASMapFilterConns                   = "filter_conns"
 	FuseReqNoCASMapFineFast0                     = "fine_fast0"
 	FuseReqNoCASMapFineFast1                     = "fine_fast1"
+	FuseReqNoCASMapForgets                       = "forgets"
 	FuseReqNoCASMapInflight                      = "inflight"
 	FuseReqNoCASMapInflightComm                  = "inflight_comm"
 	FuseReqNoCASMapNamesSent                     = "names_sent"
@@ -440,6 +447,7 @@ type FuseReqNoCASMapSpecs struct {
 	FilterConns      *ebpf.MapSpec `ebpf:"filter_conns"`
 	FineFast0        *ebpf.MapSpec `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.MapSpec `ebpf:"fine_fast1"`
+	Forgets          *ebpf.MapSpec `ebpf:"forgets"`
 	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
 	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.MapSpec `ebpf:"names_sent"`
@@ -522,6 +530,7 @@ type FuseReqNoCASMaps struct {
 	FilterConns      *ebpf.Map `ebpf:"filter_conns"`
 	FineFast0        *ebpf.Map `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.Map `ebpf:"fine_fast1"`
+	Forgets          *ebpf.Map `ebpf:"forgets"`
 	Inflight         *ebpf.Map `ebpf:"inflight"`
 	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.Map `ebpf:"names_sent"`
@@ -561,6 +570,7 @@ func (m *FuseReqNoCASMaps) Close() error {
 		m.FilterConns,
 		m.FineFast0,
 		m.FineFast1,
+		m.Forgets,
 		m.Inflight,
 		m.InflightComm,
 		m.NamesSent,

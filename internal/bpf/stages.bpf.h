@@ -254,6 +254,39 @@ static __always_inline void take_stamps(__u32 conn, __u64 unique, __u64 *taken, 
 	bpf_map_delete_elem(&stage_stamps, &k);
 }
 
+/* The FORGET and BATCH_FORGET requests the daemons read, per connection,
+ * and the nodes they forget: the kernel queues them apart from the other
+ * requests, and no fuse tracepoint sees them. */
+struct forget_count {
+	__u64 requests;
+	__u64 nodes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct forget_count);
+} forgets SEC(".maps");
+
+static __always_inline void count_forget(__u32 conn, __u64 buf, __u32 opcode)
+{
+	__u32 nodes = 1;
+	/* fuse_batch_forget_in's count follows the header. */
+	if (opcode == FUSE_BATCH_FORGET && bpf_probe_read_user(&nodes, sizeof(nodes), (void *)(buf + FUSE_IN_HEADER_LEN)))
+		return;
+	struct forget_count *c = bpf_map_lookup_elem(&forgets, &conn);
+	if (!c) {
+		struct forget_count zero = {};
+		bpf_map_update_elem(&forgets, &conn, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&forgets, &conn);
+	}
+	if (c) {
+		__sync_fetch_and_add(&c->requests, 1);
+		__sync_fetch_and_add(&c->nodes, nodes);
+	}
+}
+
 /* A daemon thread read a request at ts: its header is at buf. */
 static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 want_len)
 {
@@ -262,6 +295,10 @@ static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 wa
 		return;
 	if (want_len && h.len != want_len)
 		return;
+	if (h.opcode == FUSE_FORGET || h.opcode == FUSE_BATCH_FORGET) {
+		count_forget(conn, buf, h.opcode);
+		return;
+	}
 	struct inflight_slot *s = key_by_address ? find_stamps(conn, h.unique, h.opcode, 1) : find_slot(conn, h.unique);
 	if (s && s->opcode == h.opcode && !s->taken_ns) {
 		s->node = h.nodeid;

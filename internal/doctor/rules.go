@@ -57,6 +57,13 @@ const (
 	keepCacheMinOpens    = 8
 	keepCacheMinPages    = 256
 	keepCacheDroppedPart = 0.5
+	// no-forget: nodes looked up, none forgotten.
+	noForgetMinLookups = 5000
+	// forget-storm: nodes forgotten, against the LOOKUPs, which came back
+	// for the same files.
+	stormMinForgotten   = 1000
+	stormForgottenShare = 0.5
+	stormLookupsPerNode = 1.5
 	// passthrough and io_uring: requests that could have used them.
 	passthroughMinIO    = 256
 	passthroughMinBytes = 32 << 20
@@ -79,6 +86,8 @@ var rules = []rule{
 	{"daemon-stage", daemonStage},
 	{"enosys", enosys},
 	{"keep-cache", keepCache},
+	{"no-forget", noForget},
+	{"forget-storm", forgetStorm},
 	{"hung", hung},
 	{"passthrough", passthrough},
 	{"io-uring", ioURing},
@@ -257,6 +266,9 @@ func attrStorm(in *input) ([]profile.Finding, *profile.Undecided) {
 	perNode := ratio(calls.Count, c.mount.Nodes)
 	if perNode < stormCallsPerNode {
 		return nil, nil
+	}
+	if ratio(c.mount.ForgetNodes, c.count(fuseproto.Lookup)) >= stormForgottenShare {
+		return nil, nil // the kernel forgot the files: forget-storm's finding, not the timeouts'
 	}
 	lookups, getattrs := c.count(fuseproto.Lookup), c.count(fuseproto.Getattr)+c.count(fuseproto.Statx)
 	return []profile.Finding{{
@@ -645,6 +657,76 @@ func ioURing(in *input) ([]profile.Finding, *profile.Undecided) {
 			},
 			Gain: "passthrough_hp over its ring against /dev/fuse on 2 vCPUs: creates 1.95x, 4 KiB writes 1.30x, 1 MiB O_DIRECT reads 1.42x, nothing for buffered reads (bench --preset io_uring, docs/performance.md)",
 			Cost: c.fuseNs / 3,
+		})
+	}
+	return out, nil
+}
+
+// needForgets is what the FORGET rules say when the record has no counts
+// of them.
+var needForgets = &profile.Undecided{
+	Missing: "the FORGET and BATCH_FORGET requests the daemons read (no fuse tracepoint sees them)",
+	Record:  "run fusescope doctor, or trace --stages, on a kernel where the daemons' reads of /dev/fuse are timed (not over io_uring, not Linux 7.3's fuse_request_sent)",
+}
+
+func noForget(in *input) ([]profile.Finding, *profile.Undecided) {
+	if !in.rec.Meta.Measures(profile.MeasuredForgets) {
+		return nil, needForgets
+	}
+	var out []profile.Finding
+	for _, c := range in.conns {
+		o := c.ops[fuseproto.Lookup.String()]
+		if o == nil || o.Count-o.Errors < noForgetMinLookups || c.mount == nil || c.mount.ForgetNodes > 0 {
+			continue
+		}
+		out = append(out, profile.Finding{
+			Conn:  c.id,
+			Title: "nodes looked up and never forgotten",
+			Evidence: []string{
+				fmt.Sprintf("%s successful LOOKUP (%s files), and not one FORGET or BATCH_FORGET: the daemon keeps a node for every one", n(o.Count-o.Errors), n(c.mount.Nodes)),
+			},
+			Cause: "the kernel forgets a node only when it evicts the inode (memory pressure, drop_caches), so a daemon that keeps its own state per node grows with every file ever looked up",
+			Fix: []string{
+				"bound the daemon's node table: past a limit, ask the kernel to drop the least recently used entries (FUSE_NOTIFY_PRUNE on Linux 6.16+, FUSE_NOTIFY_INVAL_ENTRY before: libfuse fuse_lowlevel_notify_inval_entry, go-fuse Inode.NotifyEntry), and free each node at its FORGET, as GlusterFS's lru-limit does",
+				"lab fs: --max-inodes N",
+			},
+			Gain: "memory, not speed: the lab fs with --max-inodes 50 over 300 files keeps 50 nodes (docs/labfs.md); set the limit above the working set, or forget-storm follows",
+			Cost: 0,
+		})
+	}
+	return out, nil
+}
+
+func forgetStorm(in *input) ([]profile.Finding, *profile.Undecided) {
+	if !in.rec.Meta.Measures(profile.MeasuredForgets) {
+		return nil, needForgets
+	}
+	if !in.rec.Meta.Measures(profile.MeasuredFiles) {
+		return nil, &profile.Undecided{Missing: "the number of files the requests were about", Record: "run fusescope doctor, or trace --files N --stages"}
+	}
+	var out []profile.Finding
+	for _, c := range in.conns {
+		lookups := c.count(fuseproto.Lookup)
+		if c.mount == nil || c.mount.Nodes == 0 || c.mount.ForgetNodes < stormMinForgotten ||
+			ratio(c.mount.ForgetNodes, lookups) < stormForgottenShare || ratio(lookups, c.mount.Nodes) < stormLookupsPerNode {
+			continue
+		}
+		again := 1 - 1/ratio(lookups, c.mount.Nodes)
+		out = append(out, profile.Finding{
+			Conn:  c.id,
+			Title: "nodes forgotten and looked up again",
+			Evidence: []string{
+				fmt.Sprintf("%s nodes forgotten in %s FORGET and BATCH_FORGET, against %s LOOKUP on %s files (%.1f a file)",
+					n(c.mount.ForgetNodes), n(c.mount.Forgets), n(lookups), n(c.mount.Nodes), ratio(lookups, c.mount.Nodes)),
+				fmt.Sprintf("%s of FUSE time in LOOKUP", dur(float64(c.time(fuseproto.Lookup)))),
+			},
+			Cause: "the kernel forgets nodes the application comes back to: a daemon's node limit (NOTIFY_PRUNE, INVAL_ENTRY) below the working set, memory pressure on the inode cache, or drop_caches",
+			Fix: []string{
+				"raise the daemon's node limit above the working set (GlusterFS lru-limit; lab fs --max-inodes)",
+				"under memory pressure: vm.vfs_cache_pressure below 100 keeps inodes longer; do not drop caches during work",
+			},
+			Gain: "the LOOKUPs of files already known: about " + pct(again) + " of them here",
+			Cost: uint64(float64(c.time(fuseproto.Lookup)) * again),
 		})
 	}
 	return out, nil

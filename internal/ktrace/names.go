@@ -147,21 +147,37 @@ func (f *nameFeature) read(t *Tracer, rd *recordRead) error {
 		return err
 	}
 	rd.whole.Files = f.top(nodes, rd)
-	countNodes(rd.whole, nodes)
+	f.countFiles(rd.whole, nodes)
 	if rd.interval != nil {
 		since := subNodes(nodes, f.prev)
 		rd.interval.Files = f.top(since, rd)
-		countNodes(rd.interval, since)
+		f.countFiles(rd.interval, since)
 		f.prev = nodes
 	}
 	return nil
 }
 
-// countNodes sets each mount's count of the nodes its requests were about.
-func countNodes(rec *profile.Record, nodes map[NodeKey]NodeStats) {
+// countFiles sets each mount's count of the files its requests were
+// about: by path where the names are known, since a file the kernel
+// forgot and looked up again may come back as another node.
+func (f *nameFeature) countFiles(rec *profile.Record, nodes map[NodeKey]NodeStats) {
+	type file struct {
+		conn uint32
+		path string
+		node uint64
+	}
+	seen := map[file]bool{}
 	per := map[uint32]uint64{}
 	for k, n := range nodes {
-		if n.Count > 0 {
+		if n.Count == 0 {
+			continue
+		}
+		id := file{conn: k.Conn, node: k.Node}
+		if p, ok := f.known.path(k.Conn, k.Node); ok {
+			id = file{conn: k.Conn, path: p}
+		}
+		if !seen[id] {
+			seen[id] = true
 			per[k.Conn]++
 		}
 	}

@@ -215,9 +215,11 @@ func (s *RequestSource) Close() error {
 	return s.t.Close()
 }
 
-// PollEvery is how often Poll is wanted.
+// PollEvery is how often Poll is wanted: as often as the slow requests
+// are read, also for --files, whose names' ring a walk of thousands of
+// files a second would fill in a second.
 func (s *RequestSource) PollEvery() time.Duration {
-	if s.t.Slow() {
+	if s.t.Slow() || s.cfg.Files > 0 {
 		return slowPoll
 	}
 	return housekeeping
@@ -341,7 +343,7 @@ func (s *RequestSource) measured() []string {
 		on   bool
 		name string
 	}{{s.t.Stages(), profile.MeasuredStages}, {s.cfg.Calls, profile.MeasuredCalls}, {s.cfg.PageCache, profile.MeasuredPageCache},
-		{s.cfg.Hung > 0, profile.MeasuredHung}, {s.cfg.Files > 0, profile.MeasuredFiles}, {s.cfg.Slower > 0, profile.MeasuredSlow}} {
+		{s.cfg.Hung > 0, profile.MeasuredHung}, {s.t.CountsForgets(), profile.MeasuredForgets}, {s.cfg.Files > 0, profile.MeasuredFiles}, {s.cfg.Slower > 0, profile.MeasuredSlow}} {
 		if x.on {
 			m = append(m, x.name)
 		}

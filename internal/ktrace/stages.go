@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/option"
 )
@@ -107,7 +108,13 @@ type stageFeature struct {
 	// The daemons watched, and since when (the records say so, since a
 	// request a daemon took before it was watched has no stages).
 	daemons map[int]time.Time
+	// The forgets counted at the previous interval.
+	prevForgets map[uint32]forgetCount
 }
+
+// forgetCount is a connection's FORGET and BATCH_FORGET requests read by
+// its daemons, and the nodes they forgot.
+type forgetCount struct{ requests, nodes uint64 }
 
 func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 	// Stamps by (connection, id) only where the send has no id.
@@ -115,7 +122,7 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 		p.unused("stage_stamps")
 	}
 	if !p.opts.Stages {
-		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fast0", "stage_fast1", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts", "ring_conns")
+		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fast0", "stage_fast1", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts", "ring_conns", "forgets")
 		return false, nil
 	}
 	p.twin += "_stages"
@@ -144,6 +151,7 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
 		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
 		"stage_stamps": t.maps.StageStamps, "pipe_headers": t.maps.PipeHeaders, "ring_conns": t.maps.RingConns,
+		"forgets": t.maps.Forgets,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}
 	if f.cost == StagesRawEmpty {
@@ -337,10 +345,20 @@ func (t *Tracer) InFlight(min time.Duration) ([]InFlight, error) {
 // The stages themselves are read with each opcode's totals (recordRead).
 func (f *stageFeature) read(t *Tracer, rd *recordRead) error {
 	passthrough, _ := t.passthroughOpens() // a count missing leaves the records without it
+	var forgets map[uint32]forgetCount
+	if t.CountsForgets() {
+		forgets, _ = t.forgets()
+	}
 	for _, r := range rd.records() {
 		for i := range r.Meta.Mounts {
 			m := &r.Meta.Mounts[i]
 			m.PassthroughOpens = passthrough[m.Conn]
+			fc := forgets[m.Conn]
+			if r == rd.interval {
+				prev := f.prevForgets[m.Conn]
+				fc = forgetCount{fc.requests - prev.requests, fc.nodes - prev.nodes}
+			}
+			m.Forgets, m.ForgetNodes = fc.requests, fc.nodes
 			for j := range m.Daemons {
 				if at, ok := f.daemons[m.Daemons[j].PID]; ok {
 					m.Daemons[j].Watched = at
@@ -348,7 +366,33 @@ func (f *stageFeature) read(t *Tracer, rd *recordRead) error {
 			}
 		}
 	}
+	if rd.interval != nil {
+		f.prevForgets = forgets
+	}
 	return nil
+}
+
+// CountsForgets says whether the programs on the daemons' reads of
+// /dev/fuse run, which count the FORGET and BATCH_FORGET requests they read
+// (not where fuse_request_sent or the kernel's functions end the queue
+// stage instead).
+func (t *Tracer) CountsForgets() bool {
+	return t.stages != nil && t.stages.progs != nil && t.stages.sentP == nil
+}
+
+// forgets reads the forgets counted per connection.
+func (t *Tracer) forgets() (map[uint32]forgetCount, error) {
+	out := map[uint32]forgetCount{}
+	var conn uint32
+	var c bpf.FuseReqForgetCount
+	it := t.maps.Forgets.Iterate()
+	for it.Next(&conn, &c) {
+		out[conn] = forgetCount{c.Requests, c.Nodes}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the forgets: %w", err)
+	}
+	return out, nil
 }
 
 // passthroughOpens counts, per connection, the opens its daemon answered

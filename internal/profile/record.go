@@ -350,6 +350,7 @@ const (
 	MeasuredHung      = "hung"       // trace --hung
 	MeasuredFiles     = "files"      // trace --files
 	MeasuredSlow      = "slow"       // trace --slower
+	MeasuredForgets   = "forgets"    // trace --stages, where the daemons' reads are timed
 )
 
 // Measures says whether the run measured one of the Measured* sections.
@@ -372,10 +373,16 @@ type Mount struct {
 	// go to the backing file in the kernel, no FUSE request, and appear in
 	// no statistics.
 	PassthroughOpens uint64 `json:"passthrough_opens,omitempty"`
-	// Nodes counts the distinct inodes the mount's requests were about
-	// (trace --files): with the application's calls, how often it came
-	// back to the same files.
+	// Nodes counts the distinct files the mount's requests were about
+	// (trace --files; by path where their names are known, else by
+	// inode): with the application's calls, how often it came back to the
+	// same files.
 	Nodes uint64 `json:"nodes,omitempty"`
+	// Forgets counts the FORGET and BATCH_FORGET requests its daemons
+	// read (trace --stages, where the daemons' reads are timed: the fuse
+	// tracepoints do not see them), ForgetNodes the nodes they forgot.
+	Forgets     uint64 `json:"forgets,omitempty"`
+	ForgetNodes uint64 `json:"forget_nodes,omitempty"`
 	// Gone: the connection was no longer there when the record was made
 	// (unmounted, or its daemon died); its statistics stay, its series
 	// leave the exporter's output.

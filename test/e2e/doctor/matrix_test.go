@@ -91,6 +91,18 @@ var cases = []matrixCase{
 		good: config{[]string{"--keep-cache"}, nil},
 	},
 	{
+		rule: "no-forget", setup: `mkdir $SRC/d; cd $SRC/d && seq 6000 | sed 's/^/f/' | xargs touch`,
+		work: `ls $MNT/d | sed "s|^|$MNT/d/|" | xargs stat > /dev/null`,
+		bad:  config{nil, []string{"no-forget"}},
+		good: config{[]string{"--max-inodes", "2000"}, nil},
+	},
+	{
+		rule: "forget-storm", setup: `mkdir $SRC/d; cd $SRC/d && seq 2000 | sed 's/^/f/' | xargs touch`,
+		work: `for r in 1 2 3; do ls $MNT/d | sed "s|^|$MNT/d/|" | xargs stat > /dev/null; done`,
+		bad:  config{[]string{"--max-inodes", "100"}, []string{"forget-storm"}},
+		good: config{nil, nil},
+	},
+	{
 		rule: "hung", setup: `: > $SRC/f`,
 		// The stat is still waiting when the shell, and the run, end.
 		work:   `stat $MNT/f > /dev/null & sleep 1.5`,
@@ -130,7 +142,7 @@ func TestDoctorConfusionMatrix(t *testing.T) {
 					matrix[r].tp++
 				case want:
 					matrix[r].fn++
-					failures = append(failures, fmt.Sprintf("%s (%s %v): %s not reported", c.rule, side.name, side.cfg.flags, r))
+					failures = append(failures, fmt.Sprintf("%s (%s %v): %s not reported; %s", c.rule, side.name, side.cfg.flags, r, got.figures))
 				case found:
 					matrix[r].fp++
 					failures = append(failures, fmt.Sprintf("%s (%s %v): %s reported: %s", c.rule, side.name, side.cfg.flags, r, got.evidence[r]))
@@ -158,6 +170,7 @@ func TestDoctorConfusionMatrix(t *testing.T) {
 }
 
 type diagnosis struct {
+	figures   string // the record's, for a rule that said nothing
 	rules     []string
 	evidence  map[string]string
 	undecided []string
@@ -197,7 +210,21 @@ func runDoctor(t *testing.T, c matrixCase, flags []string) diagnosis {
 	if r.Findings == nil {
 		t.Fatalf("%s: the record has no findings section", rec)
 	}
-	return diagnose(r.Findings)
+	d := diagnose(r.Findings)
+	var ops []string
+	for _, o := range r.Profile.Ops {
+		ops = append(ops, fmt.Sprintf("%s %d", o.Op, o.Count))
+	}
+	for _, m := range r.Meta.Mounts {
+		if m.MountPoint == mnt {
+			d.figures = fmt.Sprintf("requests %s; files %d, forgets %d (%d nodes)", strings.Join(ops, ", "), m.Nodes, m.Forgets, m.ForgetNodes)
+			if ci := m.Connection; ci != nil {
+				d.figures += fmt.Sprintf("; fusectl samples %d, above max_background %d, peak %d", ci.Samples, ci.AboveBackground, ci.WaitingPeak)
+			}
+		}
+	}
+	d.figures += fmt.Sprintf("; calls %d", len(r.Calls))
+	return d
 }
 
 func diagnose(f *profile.Findings) diagnosis {
