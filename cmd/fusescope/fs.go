@@ -123,6 +123,7 @@ once, forced if busy, after the write-behind queues are written.
 	f.IntVar(&cfg.WriteBehind, "write-behind", 0, "writes to acknowledge before they reach the backend, per file (0: off); written out by close and fsync, which report their errors")
 	f.BoolVar(&cfg.ReaddirAhead, "readdir-ahead", false, "fetch each opened directory's listing in the background at OPENDIR, in one backend request, and answer its READDIRs from it")
 	f.StringVar(&cfg.Invalidation, "invalidation", labfs.FlagDefault("invalidation"), "invalidation policy: none, or cto (keep pages across opens unless the file changed since its last close)")
+	f.StringVar(&cfg.Xattrs, "xattrs", labfs.FlagDefault("xattrs"), "extended attributes: pass (to the source), or refused with enosys (the kernel stops asking after one) or eopnotsupp (it asks every time)")
 	f.IntVar(&cfg.MaxInodes, "max-inodes", 0, "inodes the kernel may keep; past it the least recently used names are invalidated (0: no limit)")
 	f.StringVar(&latency, "latency", "", "emulated backend latency per operation, e.g. 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us' (getattr= delays STATX too, which stat(1) sends, unless statx= is given)")
 	f.StringVar(&bandwidth, "bandwidth", "", "emulated backend bandwidth for READ and WRITE data, e.g. 100MiB/s")

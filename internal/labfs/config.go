@@ -59,6 +59,12 @@ type Config struct {
 	ReaddirAhead bool          `json:"readdir_ahead,omitempty" flag:"readdir-ahead"` // fetch a directory's listing in the background at OPENDIR
 	Invalidation string        `json:"invalidation,omitempty" flag:"invalidation"`   // none, cto
 	MaxInodes    int           `json:"max_inodes,omitempty" flag:"max-inodes"`       // inodes the daemon lets the kernel keep
+	// Xattrs is how extended attributes are answered: passed through to
+	// the source (""), or refused, every GETXATTR, LISTXATTR, SETXATTR
+	// and REMOVEXATTR failing with ENOSYS (which the kernel remembers,
+	// sending no more) or EOPNOTSUPP (which it does not, asking every
+	// time), as daemons without xattrs do.
+	Xattrs string `json:"xattrs,omitempty" flag:"xattrs"`
 
 	Latency   LatencySpec `json:"latency,omitempty" flag:"latency"`
 	Bandwidth uint64      `json:"bandwidth,omitempty" flag:"bandwidth"` // bytes/s for READ and WRITE data; 0: unlimited
@@ -143,6 +149,11 @@ func (c *Config) Validate() error {
 	case "", "none", "cto":
 	default:
 		return optionErr("invalidation", "%q: give none or cto", c.Invalidation)
+	}
+	switch c.Xattrs {
+	case "", "pass", "enosys", "eopnotsupp":
+	default:
+		return optionErr("xattrs", "%q: give pass, enosys or eopnotsupp", c.Xattrs)
 	}
 	if c.Invalidation == "cto" && (c.DirectIO || c.KeepCache) {
 		return optionErr("invalidation", "cto decides keep_cache per open: leave out {keep-cache} and {direct-io}")

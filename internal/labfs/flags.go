@@ -77,7 +77,7 @@ func (c *Config) Override(src *Config, given func(flag string) bool) {
 
 // zeroFlags are the values the zero Config stands for, in the flags'
 // syntax, where they are not the type's zero.
-var zeroFlags = map[string]string{"readdirplus": "auto", "invalidation": "none", "read-chunk": FormatSize(DefaultReadChunk)}
+var zeroFlags = map[string]string{"readdirplus": "auto", "invalidation": "none", "xattrs": "pass", "read-chunk": FormatSize(DefaultReadChunk)}
 
 // FlagDefault is a flag's value in the zero Config (the default preset):
 // what --help shows.

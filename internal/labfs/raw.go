@@ -151,8 +151,23 @@ func (w *labRaw) Access(c <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 	})
 }
 
+// xattrsRefused is the answer to every xattr request under --xattrs
+// enosys or eopnotsupp; OK: they are passed through.
+func (w *labRaw) xattrsRefused() fuse.Status {
+	switch w.cfg.Xattrs {
+	case "enosys":
+		return fuse.ENOSYS
+	case "eopnotsupp":
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
+	return fuse.OK
+}
+
 func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (sz uint32, st fuse.Status) {
 	w.serve(h, fuseproto.Getxattr, func(remote backend) (fuse.Status, int) {
+		if st = w.xattrsRefused(); st != fuse.OK {
+			return st, 0
+		}
 		remote.wait()
 		sz, st = w.RawFileSystem.GetXAttr(c, h, attr, dest)
 		return st, xattrReply(sz, dest)
@@ -162,6 +177,9 @@ func (w *labRaw) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest
 
 func (w *labRaw) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (sz uint32, st fuse.Status) {
 	w.serve(h, fuseproto.Listxattr, func(remote backend) (fuse.Status, int) {
+		if st = w.xattrsRefused(); st != fuse.OK {
+			return st, 0
+		}
 		remote.wait()
 		sz, st = w.RawFileSystem.ListXAttr(c, h, dest)
 		return st, xattrReply(sz, dest)
@@ -181,6 +199,9 @@ func xattrReply(sz uint32, dest []byte) int {
 
 func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
 	return w.serve(&in.InHeader, fuseproto.Setxattr, func(remote backend) (fuse.Status, int) {
+		if st := w.xattrsRefused(); st != fuse.OK {
+			return st, 0
+		}
 		remote.wait()
 		st := w.RawFileSystem.SetXAttr(c, in, attr, data)
 		if st == fuse.OK && attr == aclAccess && in.SetXAttrFlags&fuse.SETXATTR_ACL_KILL_SGID != 0 {
@@ -193,6 +214,9 @@ func (w *labRaw) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, d
 
 func (w *labRaw) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
 	return w.serve(h, fuseproto.Removexattr, func(remote backend) (fuse.Status, int) {
+		if st := w.xattrsRefused(); st != fuse.OK {
+			return st, 0
+		}
 		remote.wait()
 		st := w.RawFileSystem.RemoveXAttr(c, h, attr)
 		w.tell(event{kind: attrsChanged, node: h.NodeId, name: attr})

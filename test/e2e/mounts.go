@@ -121,3 +121,20 @@ func Unmount(t testing.TB, mnt string, unmount func() error) {
 		time.Sleep(wait)
 	}
 }
+
+// MountDaemon runs a FUSE daemon's command line (one that mounts and
+// detaches, as libfuse's do), waits for its mount and unmounts it when the
+// test ends.
+func MountDaemon(t testing.TB, mnt string, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", filepath.Base(name), args, err, out)
+	}
+	WaitFor(t, mnt+" mounted", func() bool { return Mounted(mnt) })
+	t.Cleanup(func() {
+		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+			t.Logf("fusermount3 -u %s: %v %s", mnt, err, out)
+		}
+	})
+}

@@ -85,6 +85,15 @@ var cases = []matrixCase{
 		good: config{nil, nil},
 	},
 	{
+		rule: "enosys", setup: `: > $SRC/f`,
+		work: `python3 -c 'import os,sys
+for i in range(200):
+    try: os.getxattr(sys.argv[1], "user.fusescope")
+    except OSError: pass' $MNT/f`,
+		bad:  config{[]string{"--xattrs", "eopnotsupp"}, []string{"enosys"}},
+		good: config{[]string{"--xattrs", "enosys"}, nil},
+	},
+	{
 		rule: "keep-cache", setup: `head -c 4M /dev/urandom > $SRC/f`,
 		work: `for i in $(seq 10); do cat $MNT/f > /dev/null; done`,
 		bad:  config{nil, []string{"keep-cache", "passthrough"}},
@@ -115,6 +124,26 @@ var cases = []matrixCase{
 		bad:  config{nil, []string{"passthrough"}},
 		good: config{[]string{"--passthrough"}, nil},
 	},
+}
+
+// A workload that makes no anti-pattern, on a lab fs that has none: no
+// finding, and no rule left undecided.
+func TestDoctorQuietWorkload(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	env := append(os.Environ(), "SRC="+src, "MNT="+mnt)
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(e2e.FusescopePlain, "fs", "mount", "--background", "--passthrough", src, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fs mount: %v\n%s", err, out)
+	}
+	defer exec.Command(e2e.FusescopePlain, "fs", "umount", mnt).Run()
+	got := doctorOn(t, mnt, env, `ls -l $MNT > /dev/null; cat $MNT/f* > /dev/null; echo more >> $MNT/f00; stat $MNT/f* > /dev/null`)
+	if len(got.rules) > 0 || len(got.undecided) > 0 {
+		t.Errorf("findings %v, undecided %v; want none: %s", got.rules, got.undecided, got.figures)
+	}
 }
 
 // The lab fs is the ground truth: each rule reports its anti-pattern on
@@ -199,8 +228,15 @@ func runDoctor(t *testing.T, c matrixCase, flags []string) diagnosis {
 			exec.Command("umount", "-l", mnt).Run()
 		}
 	}()
+	return doctorOn(t, mnt, env, c.work, c.doctor...)
+}
+
+// doctorOn runs fusescope doctor on mnt while work (a shell command, env
+// its environment) runs, and reads its findings.
+func doctorOn(t *testing.T, mnt string, env []string, work string, flags ...string) diagnosis {
+	t.Helper()
 	rec := filepath.Join(t.TempDir(), "doctor.json")
-	args = append(append([]string{"doctor", "--mount", mnt, "-o", rec}, c.doctor...), "--", "sh", "-c", c.work)
+	args := append(append([]string{"doctor", "--mount", mnt, "-o", rec}, flags...), "--", "sh", "-c", work)
 	cmd := exec.Command(e2e.Fusescope, args...)
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil {

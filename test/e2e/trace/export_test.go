@@ -99,7 +99,7 @@ func TestExportPrometheus(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	promPort := freePort(t)
+	promPort := e2e.FreePort(t)
 	config := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: fusescope\n    static_configs:\n      - targets: ['%s']\n", target)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestExportPrometheus(t *testing.T) {
 	// Native histograms, to a Prometheus that asks for them (protobuf):
 	// the LOOKUP histogram holds every LOOKUP.
 	native := fmt.Sprintf("histogram_count(sum(fusescope_fuse_request_duration_seconds{op=\"LOOKUP\", mount=%q}))", mnt)
-	nativePort := freePort(t)
+	nativePort := e2e.FreePort(t)
 	nprom := proctest.Start(t, exec.Command("prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "native"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", nativePort),
 		"--enable-feature=native-histograms"),
@@ -206,7 +206,7 @@ func TestExportDaemonSide(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("x"), 0o644)
 	}
-	daemon := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	daemon := fmt.Sprintf("127.0.0.1:%d", e2e.FreePort(t))
 	if msg, err := exec.Command(e2e.Fusescope, "fs", "mount", src, mnt, "--preset", "nocache", "--metrics", daemon, "--background").CombinedOutput(); err != nil {
 		t.Fatalf("fs mount: %v\n%s", err, msg)
 	}

@@ -3,11 +3,9 @@ package trace
 import (
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,22 +13,6 @@ import (
 	"github.com/fusescope/fusescope/test/e2e"
 	"github.com/fusescope/fusescope/test/proctest"
 )
-
-// mountDaemon runs a FUSE daemon's command line, waits for its mount and
-// unmounts it when the test ends.
-func mountDaemon(t *testing.T, mnt string, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", filepath.Base(name), args, err, out)
-	}
-	e2e.WaitFor(t, mnt+" mounted", func() bool { return e2e.Mounted(mnt) })
-	t.Cleanup(func() {
-		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
-			exec.Command("umount", "-l", mnt).Run()
-			t.Logf("fusermount3 -u %s: %v %s", mnt, err, out)
-		}
-	})
-}
 
 // stagesWorkload stats, reads and writes in mnt: metadata, data in both
 // directions, opens and releases.
@@ -145,7 +127,7 @@ func TestStagesLibfuseDaemons(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			mountDaemon(t, mnt, c.bin, c.args(src, mnt)...)
+			e2e.MountDaemon(t, mnt, c.bin, c.args(src, mnt)...)
 			conn := e2e.ConnOf(t, mnt)
 			plain, staged := stagesAgainstPlain(t, mnt)
 			checkAllStaged(t, plain, staged, conn)
@@ -191,7 +173,7 @@ func TestStagesIOURing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		mountDaemon(t, mnt, hp, append(append([]string{"--nocache", "--nopassthrough"}, args...), src, mnt)...)
+		e2e.MountDaemon(t, mnt, hp, append(append([]string{"--nocache", "--nopassthrough"}, args...), src, mnt)...)
 		conn = e2e.ConnOf(t, mnt)
 		plain, staged = stagesAgainstPlain(t, mnt)
 		checkAllStaged(t, plain, staged, conn)
@@ -241,51 +223,16 @@ func TestStagesIOURing(t *testing.T) {
 // is split into stages.
 func TestStagesSshfs(t *testing.T) {
 	t.Parallel()
-	e2e.Need(t, "sshfs", "ssh-keygen")
-	sshd := "/usr/sbin/sshd"
-	if _, err := os.Stat(sshd); err != nil {
-		t.Fatalf("sshd is not installed: run make test, which installs openssh-server")
-	}
-	dir := t.TempDir()
-	hostKey, userKey := filepath.Join(dir, "host"), filepath.Join(dir, "user")
-	e2e.Run(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hostKey)
-	e2e.Run(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", userKey)
-	pub, err := os.ReadFile(userKey + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(auth, pub, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.MkdirAll("/run/sshd", 0o755) // sshd's privilege separation directory
-	port := freePort(t)
-	cfg := filepath.Join(dir, "sshd_config")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\nPidFile none\n",
-		port, hostKey, auth)), 0o600)
-	proctest.Start(t, exec.Command(sshd, "-D", "-e", "-f", cfg), "Server listening on 127.0.0.1", 20*time.Second)
 	src, mnt := t.TempDir(), t.TempDir()
 	for i := range 20 {
 		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%03d", i)), []byte("data\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mountDaemon(t, mnt, "sshfs", "-p", strconv.Itoa(port), "-o", "IdentityFile="+userKey+",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR,cache=no,entry_timeout=0,attr_timeout=0",
-		"root@127.0.0.1:"+src, mnt)
+	e2e.MountSshfs(t, src, mnt, "cache=no,entry_timeout=0,attr_timeout=0")
 	conn := e2e.ConnOf(t, mnt)
 	plain, staged := stagesAgainstPlain(t, mnt)
 	checkAllStaged(t, plain, staged, conn)
-}
-
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // go-fuse's loopback example (test/bench/loopback: go-fuse's reader

@@ -75,7 +75,7 @@ func TestStagesIOURingAgainstDaemon(t *testing.T) {
 		}
 	}
 	mnt := t.TempDir()
-	mountDaemon(t, mnt, e2e.LibfuseExample(t, "passthrough_hp"), "--nocache", "--nopassthrough", "-o", "io_uring", backing, mnt)
+	e2e.MountDaemon(t, mnt, e2e.LibfuseExample(t, "passthrough_hp"), "--nocache", "--nopassthrough", "-o", "io_uring", backing, mnt)
 	conn := e2e.ConnOf(t, mnt)
 	lib, process := libfuseSymbol(t, "fuse_session_process_uring_cqe")
 	_, commit := libfuseSymbol(t, "fuse_uring_commit_sqe")
