@@ -35,6 +35,8 @@ type Diff struct {
 	Syscalls []SyscallDiff `json:"syscalls,omitempty"`
 	// Bench: per workload, metric and configuration.
 	Bench []BenchDiff `json:"bench,omitempty"`
+	// Findings: fusescope doctor's, where either record holds them.
+	Findings *FindingsDiff `json:"findings,omitempty"`
 	// Notes say what was paired or left out, one line each.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -73,6 +75,48 @@ type RequestDiff struct {
 	P50Pct   *float64 `json:"p50_delta_pct,omitempty"`
 	P99Pct   *float64 `json:"p99_delta_pct,omitempty"`
 	TotalS   float64  `json:"total_delta_s"` // B's total time less A's: the impact the rows are sorted by
+}
+
+// FindingsDiff sets doctor's findings of two records side by side, each
+// named "rule on mount": gone in B (a fix that worked), new in B, and in
+// both.
+type FindingsDiff struct {
+	Gone []string `json:"gone"`
+	New  []string `json:"new"`
+	Both []string `json:"both"`
+}
+
+func diffFindings(a, b *profile.Findings) *FindingsDiff {
+	if a == nil && b == nil {
+		return nil
+	}
+	names := func(f *profile.Findings) map[string]bool {
+		out := map[string]bool{}
+		if f != nil {
+			for _, x := range f.Findings {
+				out[x.Rule+" on "+x.Mount] = true
+			}
+		}
+		return out
+	}
+	na, nb := names(a), names(b)
+	d := &FindingsDiff{Gone: []string{}, New: []string{}, Both: []string{}}
+	for k := range na {
+		if nb[k] {
+			d.Both = append(d.Both, k)
+		} else {
+			d.Gone = append(d.Gone, k)
+		}
+	}
+	for k := range nb {
+		if !na[k] {
+			d.New = append(d.New, k)
+		}
+	}
+	for _, l := range [][]string{d.Gone, d.New, d.Both} {
+		slices.Sort(l)
+	}
+	return d
 }
 
 // SyscallDiff is a system call in both reports.
@@ -135,6 +179,7 @@ func NewDiff(a, b DiffInput) (*Diff, error) {
 	switch ka {
 	case DiffRequests:
 		d.diffRequests(merged(a.Records), merged(b.Records))
+		d.Findings = diffFindings(a.Records[len(a.Records)-1].Findings, b.Records[len(b.Records)-1].Findings)
 	case DiffSyscalls:
 		d.diffSyscalls(a.Records[0].Syscalls, b.Records[0].Syscalls)
 	case DiffBench:

@@ -83,7 +83,10 @@ func WriteDiffText(w io.Writer, d *Diff, o DiffOptions) error {
 	}
 	switch d.Kind {
 	case DiffRequests:
-		return writeRequestDiff(w, d, o)
+		if err := writeRequestDiff(w, d, o); err != nil {
+			return err
+		}
+		return writeFindingsDiff(w, d.Findings)
 	case DiffSyscalls:
 		return writeSyscallDiff(w, d, o)
 	}
@@ -363,4 +366,26 @@ func WriteDiffCSV(w io.Writer, d *Diff) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// writeFindingsDiff says which of doctor's findings B no longer has, which
+// it has anew, and which both have.
+func writeFindingsDiff(w io.Writer, f *FindingsDiff) error {
+	if f == nil {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("\ndoctor's findings, B against A:\n")
+	for _, l := range []struct {
+		name  string
+		rules []string
+	}{{"gone in B", f.Gone}, {"new in B", f.New}, {"in both", f.Both}} {
+		list := "none"
+		if len(l.rules) > 0 {
+			list = printable(strings.Join(l.rules, ", "))
+		}
+		fmt.Fprintf(&b, "  %-10s %s\n", l.name+":", list)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -28,8 +28,8 @@ func WriteFindingsText(w io.Writer, rec *profile.Record) {
 		fmt.Fprintf(w, "doctor: %s on %s, worst first (%d rules):\n", plural(len(f.Findings), "finding", "findings"), traced(rec), len(f.Rules))
 	}
 	for i, x := range f.Findings {
-		where := x.Mount
-		if where == "" {
+		where := Name(x.Mount)
+		if x.Mount == "" {
 			where = fmt.Sprintf("conn %d", x.Conn)
 		}
 		fmt.Fprintf(w, "\n%d. %s [%s] on %s\n", i+1, x.Title, x.Rule, where)
@@ -52,7 +52,7 @@ func traced(rec *profile.Record) string {
 	case 0:
 		return "no FUSE mount"
 	case 1:
-		return rec.Label(rec.Meta.Mounts[0].Conn)
+		return Name(rec.Label(rec.Meta.Mounts[0].Conn))
 	default:
 		return fmt.Sprintf("%d FUSE mounts", n)
 	}
@@ -60,6 +60,7 @@ func traced(rec *profile.Record) string {
 
 func block(w io.Writer, label string, lines []string) {
 	for i, l := range lines {
+		l = printable(l)
 		if i == 0 {
 			fmt.Fprintf(w, "   %-9s %s\n", label+":", l)
 		} else {

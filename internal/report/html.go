@@ -53,6 +53,7 @@ type section struct {
 	Requests *requestView
 	Syscalls *syscallView
 	Bench    *benchView
+	Findings *profile.Findings // fusescope doctor's, in the record
 	Notes    []string
 }
 
@@ -129,6 +130,7 @@ func htmlSection(in HTMLInput) section {
 	default:
 		s.Requests = newRequestView(in.Records)
 	}
+	s.Findings = last.Findings
 	return s
 }
 
