@@ -122,7 +122,7 @@ once, forced if busy, after the write-behind queues are written.
 	f.Var(&sizeFlag{&cfg.ReadChunk}, "read-chunk", "size of each pipelined read (default "+labfs.FlagDefault("read-chunk")+")")
 	f.IntVar(&cfg.WriteBehind, "write-behind", 0, "writes to acknowledge before they reach the backend, per file (0: off); written out by close and fsync, which report their errors")
 	f.BoolVar(&cfg.ReaddirAhead, "readdir-ahead", false, "fetch each opened directory's listing in the background at OPENDIR, in one backend request, and answer its READDIRs from it")
-	f.StringVar(&cfg.Invalidation, "invalidation", labfs.FlagDefault("invalidation"), "invalidation policy: none, or cto (keep pages across opens unless the file changed since its last close)")
+	f.StringVar(&cfg.Invalidation, "invalidation", labfs.FlagDefault("invalidation"), "invalidation policy: none; cto (keep pages across opens unless the file changed since its last close); or notify (watch the source with inotify and invalidate the kernel's cache of a file changed behind the mount at once)")
 	f.StringVar(&cfg.Xattrs, "xattrs", labfs.FlagDefault("xattrs"), "extended attributes: pass (to the source), or refused with enosys (the kernel stops asking after one) or eopnotsupp (it asks every time)")
 	f.IntVar(&cfg.MaxInodes, "max-inodes", 0, "inodes the kernel may keep; past it the least recently used names are invalidated (0: no limit)")
 	f.StringVar(&latency, "latency", "", "emulated backend latency per operation, e.g. 'lookup=1ms,getattr=500us,read=2ms+-0.5ms,*=100us' (getattr= delays STATX too, which stat(1) sends, unless statx= is given)")

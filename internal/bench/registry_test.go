@@ -74,7 +74,7 @@ workloads:
 	for yaml, want := range map[string]string{
 		"workloads:\n  - name: e\n    test_echo: {lins: 3}\n":                                        `test, line 3: workload "e"'s test_echo has no key "lins": did you mean lines?`,
 		"configurations: [{name: a, native: true}]\nworkloads: [{name: e, test_echo: {lines: 0}}]\n": `workload "e": test_echo: give lines as a positive number`,
-		"workloads:\n  - name: e\n    zork: 1\n":                                                     "give one of calls, cat, fio, git_status, name, requests, shell, smallfiles, test_echo, tree, untar, walk",
+		"workloads:\n  - name: e\n    zork: 1\n":                                                     "give one of calls, cat, coherence, fio, git_status, name, requests, shell, smallfiles, test_echo, tree, untar, walk",
 	} {
 		if _, err := Parse(strings.NewReader(yaml), "test"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", yaml, err, want)

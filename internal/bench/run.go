@@ -66,6 +66,11 @@ func Run(ctx context.Context, spec *Spec, opt Options) (*profile.BenchReport, er
 	if rep.Seed == 0 {
 		rep.Seed = uint64(time.Now().UnixNano())
 	}
+	for _, w := range spec.Workloads {
+		if _, ok := w.Kind.(sideBySide); ok {
+			rep.SideBySide = append(rep.SideBySide, w.Name)
+		}
+	}
 	for cmd, key := range needs(spec.Workloads) {
 		if _, err := exec.LookPath(cmd); err != nil {
 			return nil, fmt.Errorf("%s is not installed: install it (apt-get install %s), or leave out the %s workloads", cmd, cmd, key)

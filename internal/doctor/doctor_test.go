@@ -225,3 +225,33 @@ func TestKernelVersion(t *testing.T) {
 		}
 	}
 }
+
+// A daemon that asked for the ring and runs over /dev/fuse is named as
+// fallen back, or as not offered the ring where enable_uring is off; a
+// daemon that did not ask, on a kernel with the ring off, is not a finding.
+func TestRuleIOURingAskedFor(t *testing.T) {
+	const us = uint64(time.Microsecond)
+	for _, c := range []struct {
+		enabled bool
+		args    []string
+		title   string
+	}{
+		{true, []string{"passthrough_hp", "-o", "io_uring", "/src", "/mnt"}, "fallen back"},
+		{false, []string{"passthrough_hp", "-o", "allow_other,io_uring", "/src", "/mnt"}, "not offered"},
+		{true, []string{"passthrough_hp", "/src", "/mnt"}, "enabled but not used"},
+		{false, []string{"passthrough_hp", "/src", "/mnt"}, ""},
+	} {
+		r := newRec().op("LOOKUP", 300, 30*us, 0, 0, 0).mount(func(m *profile.Mount) { m.Daemons[0].Args = c.args })
+		r.r.Meta.Kernel, r.r.Meta.FuseURing = "6.18.0", c.enabled
+		f, err := Diagnose(r.r, "io-uring")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case c.title == "" && len(f.Findings) > 0:
+			t.Errorf("%v, ring off: found %q", c.args, f.Findings[0].Title)
+		case c.title != "" && (len(f.Findings) != 1 || !strings.Contains(f.Findings[0].Title, c.title)):
+			t.Errorf("%v, ring enabled %v: findings %+v, want one %q", c.args, c.enabled, f.Findings, c.title)
+		}
+	}
+}

@@ -640,8 +640,26 @@ func passthrough(in *input) ([]profile.Finding, *profile.Undecided) {
 	return out, nil
 }
 
+// asksURing says whether a daemon's command line asks for FUSE over
+// io_uring (libfuse's -o io_uring).
+func asksURing(m *profile.Mount) (string, bool) {
+	if m == nil {
+		return "", false
+	}
+	for _, d := range m.Daemons {
+		for _, a := range d.Args {
+			for _, o := range strings.Split(a, ",") {
+				if o == "io_uring" {
+					return fmt.Sprintf("%s (pid %d) was started with %s", d.Comm, d.PID, strings.Join(d.Args, " ")), true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
 func ioURing(in *input) ([]profile.Finding, *profile.Undecided) {
-	if !in.rec.Meta.FuseURing || !in.kernelAtLeast(6, 14) {
+	if !in.kernelAtLeast(6, 14) {
 		return nil, nil
 	}
 	var out []profile.Finding
@@ -653,20 +671,32 @@ func ioURing(in *input) ([]profile.Finding, *profile.Undecided) {
 		if ring > 0 || c.requests < uringMinRequests {
 			continue
 		}
-		out = append(out, profile.Finding{
-			Conn:  c.id,
-			Title: "FUSE over io_uring enabled but not used",
-			Evidence: []string{
-				fmt.Sprintf("%s requests, none over the ring, while the kernel offered it (enable_uring is on)", n(c.requests)),
-			},
-			Cause: "the daemon reads requests from /dev/fuse: it does not ask for the ring at INIT, or its ring set-up failed and it fell back",
-			Fix: []string{
-				"libfuse 3.18+: -o io_uring (built with liburing); fusescope trace then shows `transport io_uring`",
-				"go-fuse and the lab fs: no ring support yet",
-			},
+		asked, asks := asksURing(c.mount)
+		f := profile.Finding{
+			Conn: c.id,
 			Gain: "passthrough_hp over its ring against /dev/fuse on 2 vCPUs: creates 1.95x, 4 KiB writes 1.30x, 1 MiB O_DIRECT reads 1.42x, nothing for buffered reads (bench --preset io_uring, docs/performance.md)",
 			Cost: c.fuseNs / 3,
-		})
+		}
+		switch {
+		case asks && !in.rec.Meta.FuseURing:
+			f.Title = "FUSE over io_uring asked for, not offered"
+			f.Evidence = []string{asked, fmt.Sprintf("%s requests, all through /dev/fuse: the kernel's enable_uring is off", n(c.requests))}
+			f.Cause = "the kernel offers the ring at INIT only while fuse's enable_uring parameter is on, so the daemon fell back to /dev/fuse"
+			f.Fix = []string{"echo Y > /sys/module/fuse/parameters/enable_uring before mounting (or fuse.enable_uring=1 on the kernel's command line), then mount again"}
+		case asks:
+			f.Title = "FUSE over io_uring asked for, fallen back to /dev/fuse"
+			f.Evidence = []string{asked, fmt.Sprintf("%s requests, none over the ring, while the kernel offered it", n(c.requests))}
+			f.Cause = "the daemon's ring set-up failed (liburing missing from its build, RLIMIT_MEMLOCK, the queue depth) and it went on over /dev/fuse"
+			f.Fix = []string{"read the daemon's log for its io_uring error; libfuse 3.18 needs to be built with liburing; raise RLIMIT_MEMLOCK (ulimit -l) for its rings"}
+		case in.rec.Meta.FuseURing:
+			f.Title = "FUSE over io_uring enabled but not used"
+			f.Evidence = []string{fmt.Sprintf("%s requests, none over the ring, while the kernel offered it (enable_uring is on)", n(c.requests))}
+			f.Cause = "the daemon reads requests from /dev/fuse: it does not ask for the ring at INIT"
+			f.Fix = []string{"libfuse 3.18+: -o io_uring (built with liburing); fusescope trace then shows `transport io_uring`", "go-fuse and the lab fs: no ring support yet"}
+		default:
+			continue
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }

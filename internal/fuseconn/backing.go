@@ -18,17 +18,28 @@ var localFS = map[int64]string{
 	0xF2F52010: "f2fs", 0x2FC12FC1: "zfs", 0x3153464a: "jfs", 0x52654973: "reiserfs",
 }
 
-// AddBacking names, for each mount's daemons, the local file system of a
-// directory each holds open (O_PATH included), or of a regular file it
-// holds open for reading: the mark of a daemon that serves files it could
-// pass through (its log, open for writing only, is not).
+// AddBacking adds to each mount's daemons their command lines and the
+// local file system of a directory each holds open (O_PATH included), or
+// of a regular file it holds open for reading: the mark of a daemon that
+// serves files it could pass through (its log, open for writing only, is
+// not).
 func AddBacking(mounts []profile.Mount) {
 	for i := range mounts {
 		for j := range mounts[i].Daemons {
 			d := &mounts[i].Daemons[j]
 			d.Backing = backingOf(d.PID)
+			d.Args = cmdline(d.PID)
 		}
 	}
+}
+
+// cmdline is a process's command line, nil if it is gone.
+func cmdline(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
 
 func backingOf(pid int) string {

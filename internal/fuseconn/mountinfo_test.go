@@ -3,6 +3,7 @@ package fuseconn
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -207,7 +208,7 @@ func TestAddDaemons(t *testing.T) {
 		{PID: 8, FD: 4, Comm: "sshfs", Conn: 42}, {PID: 9, FD: 3, Comm: "fusermount3"}})
 	want := [][]profile.Daemon{{{PID: 7, Comm: "passthrough_hp", FDs: 2}}, {{PID: 8, Comm: "sshfs", FDs: 1}}}
 	for i, w := range want {
-		if !slices.Equal(mounts[i].Daemons, w) {
+		if !reflect.DeepEqual(mounts[i].Daemons, w) {
 			t.Errorf("conn %d: daemons %+v, want %+v", mounts[i].Conn, mounts[i].Daemons, w)
 		}
 	}

@@ -57,7 +57,7 @@ type Config struct {
 	ReadChunk    int           `json:"read_chunk,omitempty" flag:"read-chunk"`       // bytes per pipelined read
 	WriteBehind  int           `json:"write_behind,omitempty" flag:"write-behind"`   // acknowledged, unwritten writes per inode
 	ReaddirAhead bool          `json:"readdir_ahead,omitempty" flag:"readdir-ahead"` // fetch a directory's listing in the background at OPENDIR
-	Invalidation string        `json:"invalidation,omitempty" flag:"invalidation"`   // none, cto
+	Invalidation string        `json:"invalidation,omitempty" flag:"invalidation"`   // none, cto, notify
 	MaxInodes    int           `json:"max_inodes,omitempty" flag:"max-inodes"`       // inodes the daemon lets the kernel keep
 	// Xattrs is how extended attributes are answered: passed through to
 	// the source (""), or refused, every GETXATTR, LISTXATTR, SETXATTR
@@ -146,9 +146,9 @@ func (c *Config) Validate() error {
 		return optionErr("readdirplus", "%q: give auto, on or off", c.Readdirplus)
 	}
 	switch c.Invalidation {
-	case "", "none", "cto":
+	case "", "none", "cto", "notify":
 	default:
-		return optionErr("invalidation", "%q: give none or cto", c.Invalidation)
+		return optionErr("invalidation", "%q: give none, cto or notify", c.Invalidation)
 	}
 	switch c.Xattrs {
 	case "", "pass", "enosys", "eopnotsupp":

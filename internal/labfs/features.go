@@ -37,6 +37,7 @@ var registered = []func(w *labRaw) feature{
 	newPipeline,       // pipeline.go: --read-pipeline
 	newMDCache,        // mdcache.go: --md-cache
 	newCloseToOpen,    // cto.go: --invalidation cto
+	newNotifyInval,    // notify.go: --invalidation notify
 	newInodeLRU,       // lru.go: --max-inodes
 	newReaddirAhead,   // readdirahead.go: --readdir-ahead
 	newDefaultACLKeep, // acl.go: which directories have a default ACL, kept an attribute timeout

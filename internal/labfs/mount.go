@@ -249,7 +249,7 @@ func Mount(src, mnt string, cfg Config) (*FS, error) {
 		sl = newSleeper()
 	}
 	w := &labRaw{
-		RawFileSystem: raw, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
+		RawFileSystem: raw, src: src, cfg: &f.Config, stats: f.stats, sleep: sl, link: &link{rate: cfg.Bandwidth, sleep: sl},
 		shrinks: loop.shrinks,
 	}
 	w.features = newFeatureSet(w, registered)

@@ -19,6 +19,7 @@ import (
 // wrap the requests they answer; labRaw names none of them.
 type labRaw struct {
 	fuse.RawFileSystem
+	src   string // the source directory (--invalidation notify watches it)
 	cfg   *Config
 	stats *daemonStats
 	link  *link

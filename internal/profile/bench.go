@@ -28,6 +28,10 @@ type BenchReport struct {
 	Runs       []BenchRun           `json:"runs"`
 	Results    []BenchResult        `json:"results"`
 	Published  []BenchPublished     `json:"published,omitempty"`
+	// SideBySide are the workloads whose figures the views also show in
+	// one table, each configuration's means side by side (coherence: the
+	// stale reads beside the reads per second).
+	SideBySide []string `json:"side_by_side,omitempty"`
 	// Notes are what went wrong or was left out, one line each.
 	Notes []string `json:"notes,omitempty"`
 }

@@ -401,6 +401,8 @@ type Daemon struct {
 	// regular files or directories the daemon held open when fusescope
 	// doctor looked: a daemon that could pass its files through.
 	Backing string `json:"backing,omitempty"`
+	// Args is its command line, as fusescope doctor saw it.
+	Args []string `json:"args,omitempty"`
 }
 
 // ConnInfo is what /sys/fs/fuse/connections/N shows.

@@ -98,6 +98,7 @@ func WriteBenchText(w io.Writer, b *profile.BenchReport) error {
 			fmt.Fprintln(w, l)
 		}
 	}
+	writeBenchSideBySide(w, b)
 	writeBenchCalls(w, b)
 	writeBenchTransports(w, b)
 	if notes := lowPowerNotes(b); len(notes) > 0 {
@@ -339,4 +340,52 @@ func WriteBenchCSV(w io.Writer, b *profile.BenchReport) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// writeBenchSideBySide prints, for the workloads whose figures are read
+// together (BenchReport.SideBySide), one table per workload: each
+// configuration's means of every figure, side by side.
+func writeBenchSideBySide(w io.Writer, b *profile.BenchReport) {
+	for _, name := range b.SideBySide {
+		var metrics []string
+		units := map[string]string{}
+		means := map[string]map[string]string{} // configuration -> metric -> mean
+		var configs []string
+		for _, r := range b.Results {
+			if r.Workload != name {
+				continue
+			}
+			if _, ok := units[r.Metric]; !ok {
+				metrics = append(metrics, r.Metric)
+				units[r.Metric] = r.Unit
+			}
+			if means[r.Configuration] == nil {
+				means[r.Configuration] = map[string]string{}
+				configs = append(configs, r.Configuration)
+			}
+			means[r.Configuration][r.Metric] = num(r.Summary.Mean)
+		}
+		if len(metrics) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s, side by side (means):\n", name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "configuration\t")
+		for _, m := range metrics {
+			fmt.Fprintf(tw, "%s (%s)\t", m, units[m])
+		}
+		fmt.Fprintln(tw)
+		for _, c := range configs {
+			fmt.Fprintf(tw, "%s\t", c)
+			for _, m := range metrics {
+				v := means[c][m]
+				if v == "" {
+					v = "-"
+				}
+				fmt.Fprintf(tw, "%s\t", v)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,42 @@ func TestBenchTextTransports(t *testing.T) {
 	want := "\nTransports (from the runs' traces):\n  lab: not traced\n  hp: /dev/fuse\n  hp-ring: io_uring\n  hp-fallback: /dev/fuse (asked for io_uring: fell back)\n"
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("want\n%s\nin\n%s", want, buf.String())
+	}
+}
+
+// A workload whose figures are read together (coherence) gets one more
+// table: every figure's mean per configuration, side by side; the others
+// do not.
+func TestBenchTextSideBySide(t *testing.T) {
+	b := benchSample()
+	var buf bytes.Buffer
+	if err := WriteBenchText(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "side by side") {
+		t.Errorf("a bench without side-by-side workloads has the table:\n%s", buf.String())
+	}
+	w := b.Results[0].Workload
+	b.SideBySide = []string{w}
+	buf.Reset()
+	if err := WriteBenchText(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	var metrics []string
+	for _, r := range b.Results {
+		if r.Workload == w && !slices.Contains(metrics, r.Metric) {
+			metrics = append(metrics, r.Metric)
+		}
+	}
+	out := buf.String()
+	i := strings.Index(out, w+", side by side (means):")
+	if i < 0 {
+		t.Fatalf("no side-by-side table for %s:\n%s", w, out)
+	}
+	header := strings.SplitN(out[i:], "\n", 3)[1]
+	for _, m := range metrics {
+		if !strings.Contains(header, m+" (") {
+			t.Errorf("the table's header %q lacks %s", header, m)
+		}
 	}
 }

@@ -2,8 +2,9 @@
 // TestMain that builds fusescope once per package into the run's own
 // directory (and removes what the run left), and the helpers the tests of
 // more than one package call. The tests themselves are in lab (the lab file
-// system, no BPF), trace (the tracer, its views and its oracles), syscalls
-// and cli (the commands' edges), which go test runs side by side.
+// system, no BPF), trace (the tracer, its views and its oracles), syscalls,
+// cli (the commands' edges) and doctor (its rules against the lab fs and
+// independent daemons), which go test runs side by side.
 package e2e
 
 import (

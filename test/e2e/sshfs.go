@@ -18,6 +18,24 @@ import (
 // ("" for none); both go when the test ends.
 func MountSshfs(t testing.TB, src, mnt, opts string) {
 	t.Helper()
+	port, key := StartSshd(t)
+	MountDaemon(t, mnt, "sshfs", SshfsArgs(port, key, opts, src, mnt)...)
+}
+
+// SshfsArgs are sshfs's arguments to mount src at mnt through StartSshd's
+// sshd, with sshfs's -o options opts added.
+func SshfsArgs(port int, key, opts, src, mnt string) []string {
+	o := "IdentityFile=" + key + ",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR"
+	if opts != "" {
+		o += "," + opts
+	}
+	return []string{"-p", strconv.Itoa(port), "-o", o, "root@127.0.0.1:" + src, mnt}
+}
+
+// StartSshd starts an sshd of the test's own on 127.0.0.1 that lets root
+// in with the key it returns; it ends with the test.
+func StartSshd(t testing.TB) (port int, key string) {
+	t.Helper()
 	Need(t, "sshfs", "ssh-keygen")
 	sshd := "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -36,16 +54,12 @@ func MountSshfs(t testing.TB, src, mnt, opts string) {
 		t.Fatal(err)
 	}
 	os.MkdirAll("/run/sshd", 0o755) // sshd's privilege separation directory
-	port := FreePort(t)
+	port = FreePort(t)
 	cfg := filepath.Join(dir, "sshd_config")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\nPidFile none\n",
 		port, hostKey, auth)), 0o600)
 	proctest.Start(t, exec.Command(sshd, "-D", "-e", "-f", cfg), "Server listening on 127.0.0.1", 20*time.Second)
-	o := "IdentityFile=" + userKey + ",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR"
-	if opts != "" {
-		o += "," + opts
-	}
-	MountDaemon(t, mnt, "sshfs", "-p", strconv.Itoa(port), "-o", o, "root@127.0.0.1:"+src, mnt)
+	return port, userKey
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.

@@ -42,6 +42,11 @@ func All() map[string]labfs.Config {
 	pt := must(labfs.Preset("passthrough"))
 	pt.MDCacheTTL = time.Second
 	m["passthrough+md-cache"] = pt
+	// Invalidations from inotify of the mount's own writes, over pages
+	// write-back keeps dirty.
+	notify := must(labfs.Preset("writeback"))
+	notify.Invalidation = "notify"
+	m["writeback+notify"] = notify
 	return m
 }
 

@@ -64,7 +64,7 @@ var layers = []struct {
 	{name: "views", pkgs: []string{"internal/report", "internal/exporter", "internal/top"}, may: []string{"data", "model"},
 		within: map[string]string{"internal/top": "internal/report"}},
 	// A driver of runs uses sources and records, never a view or cmd/.
-	{name: "drivers", pkgs: []string{"internal/bench"}, may: []string{"data", "model", "connections", "run", "sources"}},
+	{name: "drivers", pkgs: []string{"internal/bench", "internal/doctor"}, may: []string{"data", "model", "connections", "run", "sources"}},
 	{name: "cmd", pkgs: []string{"cmd/fusescope"}, may: []string{"data", "model", "connections", "run", "sources", "live", "views", "drivers"}},
 }
 

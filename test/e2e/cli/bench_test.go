@@ -569,3 +569,60 @@ workloads:
 		t.Errorf("enable_uring was %q before the bench and is %q after", was, now)
 	}
 }
+
+// The coherence workload against what the kernel's caches are known to
+// do with writes made in the source behind the mount: a reader that keeps
+// the file open on the default preset sees none of them within the
+// attribute timeout (1 s, longer than the run), with direct_io every one,
+// and with the timeouts at 0 every one too; with --invalidation notify,
+// all but those in the moment inotify and the notification take, though
+// the attribute timeout is 10 s; reading through the mount
+// what was written through it is never stale.
+func TestBenchCoherenceWorkload(t *testing.T) {
+	t.Parallel()
+	e2e.DropsCaches(t)
+	spec := filepath.Join(t.TempDir(), "coherence.yaml")
+	os.WriteFile(spec, []byte(`repetitions: 1
+warmup: 0
+scratch: tmp
+configurations:
+  - {name: default, labfs: [--preset, default]}
+  - {name: direct, labfs: [--direct-io]}
+  - {name: attr0, labfs: [--attr-timeout, "0"]}
+  - {name: notify, labfs: [--invalidation, notify, --attr-timeout, 10s]}
+workloads:
+  - {name: behind, coherence: {writer: behind, reader: keep, duration: 600ms}}
+  - {name: through, coherence: {writer: mount, reader: reopen, duration: 600ms}}
+`), 0o644)
+	rec := filepath.Join(t.TempDir(), "c.json")
+	out, err := exec.Command(e2e.Fusescope, "bench", spec, "--no-trace", "-o", rec).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "behind, side by side (means):") {
+		t.Errorf("no side-by-side table:\n%s", out)
+	}
+	for _, run := range e2e.LoadRecord(t, rec).Bench.Runs {
+		fig := map[string]float64{}
+		for _, m := range run.Metrics {
+			fig[m.Name] = m.Value
+		}
+		if run.Error != "" || fig["reads"] <= 0 {
+			t.Errorf("%s on %s: %q, %v", run.Workload, run.Configuration, run.Error, fig)
+			continue
+		}
+		stale := fig["stale"]
+		switch {
+		case run.Workload == "through" && stale != 0:
+			t.Errorf("%s on %s: %.2f%% stale reading through the mount what was written through it", run.Workload, run.Configuration, stale)
+		case run.Workload == "behind" && run.Configuration == "default" && (stale < 50 || fig["unseen"] < 300):
+			t.Errorf("behind the default preset's back: %.2f%% stale, a write unseen for %.0f ms at most; want most reads stale, for most of the run", stale, fig["unseen"])
+		case run.Workload == "behind" && run.Configuration == "notify" && (stale > 30 || fig["unseen"] > 200):
+			// The window between a write in the source and the kernel's
+			// invalidation, which inotify and the notification take.
+			t.Errorf("behind the back of --invalidation notify: %.2f%% stale, a write unseen for %.0f ms; want few, briefly", stale, fig["unseen"])
+		case run.Workload == "behind" && run.Configuration != "default" && run.Configuration != "notify" && stale > 1:
+			t.Errorf("behind %s's back: %.2f%% stale, want about none", run.Configuration, stale)
+		}
+	}
+}

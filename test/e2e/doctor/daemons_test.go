@@ -20,8 +20,8 @@ type daemonCase struct {
 	work      string
 	rule      string
 	bad, good []string
-	uring     bool // enable_uring on for both
-	noFix     bool // the daemon has no option that fixes it: the bad side alone
+	uring     [2]string // enable_uring for the bad side and the good ("": left as it is)
+	noFix     bool      // the daemon has no option that fixes it: the bad side alone
 }
 
 func bindfs(t *testing.T, src, mnt string, opts []string) {
@@ -67,7 +67,9 @@ var daemonCases = []daemonCase{
 	{name: "passthrough_hp", mount: passthroughHP, setup: files100, work: stat5, rule: "attr-storm", bad: []string{"--nocache"}},
 	{name: "passthrough_hp", mount: passthroughHP, setup: file40M, work: read64k, rule: "passthrough", bad: []string{"--nopassthrough"}},
 	{name: "passthrough_hp", mount: passthroughHP, work: create300, rule: "io-uring", bad: []string{"--nopassthrough"},
-		good: []string{"--nopassthrough", "-o", "io_uring"}, uring: true},
+		good: []string{"--nopassthrough", "-o", "io_uring"}, uring: [2]string{"Y", "Y"}},
+	{name: "passthrough_hp", mount: passthroughHP, work: create300, rule: "io-uring", bad: []string{"--nopassthrough", "-o", "io_uring"},
+		good: []string{"--nopassthrough", "-o", "io_uring"}, uring: [2]string{"N", "Y"}},
 	{name: "passthrough_hp", mount: passthroughHP, work: write4k1k, rule: "killpriv", bad: []string{"--nopassthrough"}, noFix: true},
 	{name: "sshfs", mount: sshfs, setup: file4M, work: read4k, rule: "direct-io", bad: []string{"direct_io"}},
 	{name: "gofuse-loopback", mount: gofuseLoopback, work: write4k1k, rule: "killpriv", noFix: true},
@@ -81,21 +83,22 @@ func TestDoctorIndependentDaemons(t *testing.T) {
 	e2e.DropsCaches(t)
 	for _, c := range daemonCases {
 		t.Run(c.name+"/"+c.rule, func(t *testing.T) {
-			if c.uring {
+			if c.uring[0] != "" {
 				e2e.HoldURing(t)
-				e2e.SetURing(t, "Y")
 			}
-			sides := []struct {
-				opts []string
-				want bool
-			}{{c.bad, true}}
+			type side struct {
+				opts  []string
+				want  bool
+				uring string
+			}
+			sides := []side{{c.bad, true, c.uring[0]}}
 			if !c.noFix {
-				sides = append(sides, struct {
-					opts []string
-					want bool
-				}{c.good, false})
+				sides = append(sides, side{c.good, false, c.uring[1]})
 			}
 			for _, side := range sides {
+				if side.uring != "" {
+					e2e.SetURing(t, side.uring)
+				}
 				src, mnt := t.TempDir(), t.TempDir()
 				env := append(os.Environ(), "SRC="+src, "MNT="+mnt)
 				if c.setup != "" {
