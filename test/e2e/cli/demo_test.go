@@ -105,7 +105,7 @@ func TestDemo(t *testing.T) {
 	// previous demo's directory is gone, this one's alone is left.
 	for _, want := range []string{"files found: 1000", "op = READ", "/usr/bin/grep", "fusescope show ", "bench quick: 3 configurations, 4 of 4 rounds", "vs native [95% CI]",
 		"Each row is one kind of FUSE request the kernel sent the daemon", "The lab daemon times each request itself",
-		`"exit status 1" is grep's`, "cat: read, the mean MiB/s of its reads, and best, the", "== What to try next",
+		`"exit status 1" is grep's`, "[small-writes] on ", "--writeback-cache would gather them", "cat: read, the mean MiB/s of its reads, and best, the", "== What to try next",
 		"== Removed the previous demo's record: " + previous} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the demo's output:\n%s", want, out)
