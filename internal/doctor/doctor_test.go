@@ -159,7 +159,7 @@ func TestRulesThresholds(t *testing.T) {
 // A hung request is found in any record that lists one.
 func TestRuleHung(t *testing.T) {
 	r := newRec().op("GETATTR", 1, 1000, 0, 0, 0)
-	r.r.Hung = []profile.HungRequest{{Conn: 7, Op: "LOOKUP", Age: 5 * time.Second, PID: 99, Comm: "stat"}}
+	r.r.Hung = []profile.HungRequest{{Conn: 7, Op: "LOOKUP", Age: 5 * time.Second, PID: 99, Comm: "stat", ThreadState: "D"}}
 	f, err := Diagnose(r.r, "hung")
 	if err != nil {
 		t.Fatal(err)
@@ -167,8 +167,8 @@ func TestRuleHung(t *testing.T) {
 	if len(f.Findings) != 1 || !strings.Contains(strings.Join(f.Findings[0].Fix, " "), "/sys/fs/fuse/connections/7/abort") {
 		t.Fatalf("findings %+v: want one, with the connection's abort", f.Findings)
 	}
-	if got := f.Findings[0].Evidence[1]; !strings.Contains(got, "stat (thread 99)") {
-		t.Errorf("evidence %q: want the waiting thread named", got)
+	if got := f.Findings[0].Evidence[1]; !strings.Contains(got, "stat (thread 99)") || !strings.Contains(got, "in state D") {
+		t.Errorf("evidence %q: want the waiting thread named, with its state", got)
 	}
 }
 

@@ -3,6 +3,9 @@ package doctor
 import (
 	"context"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
@@ -59,6 +62,9 @@ func Live(ctx context.Context, cfg LiveConfig) error {
 					waiting = nil
 				}
 				fuseconn.AddBacking(rec.Meta.Mounts)
+				for i := range rec.Hung {
+					rec.Hung[i].ThreadState = threadState(rec.Hung[i].PID)
+				}
 				f, err := Diagnose(rec, cfg.Rules...)
 				if err != nil {
 					return err
@@ -73,4 +79,23 @@ func Live(ctx context.Context, cfg LiveConfig) error {
 			}
 		},
 	})
+}
+
+// threadState is a thread's state letter from /proc/PID/stat ("D": in
+// uninterruptible sleep), "" if it is gone.
+func threadState(pid uint32) string {
+	if pid == 0 {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// pid (comm) S ...: the command may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
 }

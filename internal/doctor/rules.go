@@ -577,7 +577,15 @@ func hung(in *input) ([]profile.Finding, *profile.Undecided) {
 		for _, h := range c.hung {
 			if h.PID != 0 && !seen[h.PID] && len(seen) < 5 {
 				seen[h.PID] = true
-				ev = append(ev, fmt.Sprintf("%s (thread %d) waits for its %s, in state D", h.Comm, h.PID, h.Op))
+				state := ""
+				switch h.ThreadState {
+				case "D":
+					state = ", in state D (uninterruptible: not even SIGKILL ends it)"
+				case "":
+				default:
+					state = ", in state " + h.ThreadState
+				}
+				ev = append(ev, fmt.Sprintf("%s (thread %d) waits for its %s%s", h.Comm, h.PID, h.Op, state))
 			}
 		}
 		fusectl := fmt.Sprintf("/sys/fs/fuse/connections/%d", c.id)

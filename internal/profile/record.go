@@ -288,6 +288,9 @@ type HungRequest struct {
 	// "daemon" (read, no reply yet), with trace --stages; "" without.
 	Stage string `json:"stage,omitempty"`
 	Mount string `json:"mount_point,omitempty"`
+	// ThreadState is the requesting thread's state (/proc's: D, S...)
+	// when fusescope doctor looked; "" when not looked at, or gone.
+	ThreadState string `json:"thread_state,omitempty"`
 }
 
 // Meta says where, when and how a profile was measured.
