@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/option"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/session"
 )
@@ -44,6 +47,40 @@ func Live(ctx context.Context, cfg LiveConfig) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
+	for {
+		err := live(ctx, cfg)
+		var refused *option.Error
+		if !errors.As(err, &refused) || !cfg.without(refused.Setting()) {
+			return err
+		}
+		// What this kernel cannot record, doctor does without: the rules
+		// that read it say so, undecided.
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "note: %v; doctor goes on without it.\n", strings.TrimSuffix(refused.Error(), "."))
+		}
+	}
+}
+
+// without turns off the recording of setting (an option.Error's key),
+// saying whether it was on.
+func (cfg *LiveConfig) without(setting string) bool {
+	o := &cfg.Requests.Options
+	switch {
+	case setting == "page-cache" && o.PageCache:
+		o.PageCache = false
+	case setting == "calls" && o.Calls:
+		o.Calls = false
+	case setting == "stages" && o.Stages:
+		o.Stages = false
+	case setting == "files" && cfg.Requests.Files > 0:
+		cfg.Requests.Files = 0
+	default:
+		return false
+	}
+	return true
+}
+
+func live(ctx context.Context, cfg LiveConfig) error {
 	var waiting *fuseconn.Waiting
 	defer func() {
 		if waiting != nil {

@@ -59,6 +59,26 @@ func validKey(k string) bool {
 	return true
 }
 
+// Setting is the setting the sentence refuses: its first {key}, "" if it
+// names none.
+func (e *Error) Setting() string {
+	s := e.text
+	for {
+		open := strings.IndexByte(s, '{')
+		if open < 0 {
+			return ""
+		}
+		end := strings.IndexByte(s[open+1:], '}')
+		if end < 0 {
+			return ""
+		}
+		if key := s[open+1 : open+1+end]; validKey(key) {
+			return key
+		}
+		s = s[open+1:]
+	}
+}
+
 // Error is the command line's wording, the front end most errors reach.
 func (e *Error) Error() string { return e.Words(Flag) }
 

@@ -52,3 +52,17 @@ func FuzzWords(f *testing.F) {
 		}
 	})
 }
+
+// Setting is the first {key} a sentence names: the setting it refuses.
+func TestSetting(t *testing.T) {
+	for text, want := range map[string]string{
+		"{calls} needs the raw tracepoints with BTF: leave out {attach} tracepoint":              "calls",
+		"kernel 5.10 has no tracepoint {x.y}, which {page-cache} counts: leave out {page-cache}": "page-cache",
+		"no setting named here": "",
+		"a path {/tmp/x} only":  "",
+	} {
+		if got := Errorf("%s", text).Setting(); got != want {
+			t.Errorf("Setting(%q) = %q, want %q", text, got, want)
+		}
+	}
+}

@@ -72,10 +72,13 @@ const (
 	PageCache Feature = "page-cache"
 	// Hung: --hung D lists a request the daemon holds (TestHung).
 	Hung Feature = "hung"
+	// Doctor: fusescope doctor names the small writes of a write-through
+	// mount, doing without what the kernel cannot record (TestDoctor).
+	Doctor Feature = "doctor"
 )
 
 // Features in the order docs/kernels.md's table lists them.
-var Features = []Feature{Trace, TpBTF, Tracepoint, Fentry, Kprobe, Latency, Stages, Files, Calls, PageCache, Hung}
+var Features = []Feature{Trace, TpBTF, Tracepoint, Fentry, Kprobe, Latency, Stages, Files, Calls, PageCache, Hung, Doctor}
 
 // Mechanisms are the features that are ways of attaching.
 var Mechanisms = []Feature{TpBTF, Tracepoint, Fentry, Kprobe}

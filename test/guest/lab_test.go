@@ -301,6 +301,15 @@ type record struct {
 			} `json:"stages"`
 		} `json:"ops"`
 	} `json:"profile"`
+	Findings *struct {
+		Findings []struct {
+			Rule     string   `json:"rule"`
+			Evidence []string `json:"evidence"`
+		} `json:"findings"`
+		Undecided []struct {
+			Rule string `json:"rule"`
+		} `json:"undecided"`
+	} `json:"findings"`
 	Files []struct {
 		Conn    uint32 `json:"conn"`
 		Path    string `json:"path"`
@@ -409,6 +418,7 @@ func self(t *testing.T) string {
 //
 //	stat:DIR:N    stat DIR/f000 ... DIR/f{N-1}
 //	read:FILE     read FILE 4 KiB a call to its end
+//	write:FILE:N  create FILE and write it N times 4 KiB
 //	statfs:PATH   statfs PATH
 //	idle:CONN     wait until no request is in flight on FUSE connection
 //	              CONN (the RELEASE a close sends goes in the background)
@@ -441,6 +451,26 @@ func runWorkload(steps []string) error {
 				}
 				if n == 0 {
 					break
+				}
+			}
+			if err := unix.Close(fd); err != nil {
+				return err
+			}
+		case "write":
+			file, n, _ := strings.Cut(arg, ":")
+			count, err := strconv.Atoi(n)
+			if err != nil {
+				return fmt.Errorf("step %q: %v", step, err)
+			}
+			fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				return fmt.Errorf("create %s: %w", file, err)
+			}
+			buf := make([]byte, pageSize)
+			for range count {
+				if _, err := unix.Write(fd, buf); err != nil {
+					unix.Close(fd)
+					return fmt.Errorf("write %s: %w", file, err)
 				}
 			}
 			if err := unix.Close(fd); err != nil {
