@@ -74,7 +74,7 @@ Records are versioned JSON (docs/record.md); every view renders them the same.`,
 		}
 		return checkExclusive(c)
 	}
-	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd(), newReportCmd(), newTopCmd(), newKfuncCmd(), newDoctorCmd())
+	root.AddCommand(newTraceCmd(), newShowCmd(), newFSCmd(), newSyscallsCmd(), newBenchCmd(), newDiffCmd(), newExportCmd(), newReportCmd(), newTopCmd(), newKfuncCmd(), newUfuncCmd(), newDoctorCmd())
 	for _, c := range allCommands(root) {
 		if c.Args != nil {
 			c.Args = withUsage(c.Args)

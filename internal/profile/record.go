@@ -63,6 +63,9 @@ type Record struct {
 	Bench *BenchReport `json:"bench,omitempty"`
 	// Functions are the calls of kernel functions (fusescope kfunc).
 	Functions *KernelFunctions `json:"kernel_functions,omitempty"`
+	// DaemonFunctions are the calls of a program's or a library's own
+	// functions (fusescope ufunc), in the same form.
+	DaemonFunctions *KernelFunctions `json:"daemon_functions,omitempty"`
 	// Programs are the tracer's own BPF programs' cost so far, as the
 	// kernel accounts it (kernel.bpf_stats_enabled; export turns it on).
 	Programs []ProgramCost `json:"programs,omitempty"`
@@ -82,7 +85,7 @@ type ProgramCost struct {
 // quiet interval of a trace does, with no opcode in them); a record of
 // system calls, or of kernel functions, alone does not.
 func (r *Record) HasRequests() bool {
-	return (r.Syscalls == nil && r.Bench == nil && r.Functions == nil) || len(r.Profile.Ops) > 0
+	return (r.Syscalls == nil && r.Bench == nil && r.Functions == nil && r.DaemonFunctions == nil) || len(r.Profile.Ops) > 0
 }
 
 // MarshalJSON leaves out the request statistics of a record that has none.
@@ -541,8 +544,11 @@ func Parse(b []byte) (*Record, error) {
 	if err := r.Profile.check(); err != nil {
 		return nil, fmt.Errorf("malformed record: %w", err)
 	}
-	if r.Functions != nil {
-		if err := r.Functions.check(); err != nil {
+	for _, fn := range []*KernelFunctions{r.Functions, r.DaemonFunctions} {
+		if fn == nil {
+			continue
+		}
+		if err := fn.check(); err != nil {
 			return nil, fmt.Errorf("malformed record: %w", err)
 		}
 	}

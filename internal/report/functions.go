@@ -25,7 +25,7 @@ func WriteFunctionsText(w io.Writer, r *profile.Record, unit hist.Unit) error {
 	if unit.Divisor == 0 {
 		unit = hist.Usecs
 	}
-	fn := r.Functions
+	fn := FunctionsOf(r)
 	var b strings.Builder
 	for i := range fn.Functions {
 		f := &fn.Functions[i]
@@ -83,7 +83,7 @@ func WriteFunctionsCSV(w io.Writer, r *profile.Record, header bool) error {
 		}
 	}
 	end := r.Meta.End.UTC().Format(time.RFC3339Nano)
-	for _, fc := range r.Functions.Functions {
+	for _, fc := range FunctionsOf(r).Functions {
 		row := []string{end, csvName(fc.Name), csvName(fc.Module), u(fc.Count), "", "", "", "", "", ""}
 		if h := fc.Latency; h != nil && h.Count > 0 {
 			copy(row[4:], []string{u(h.Sum), f(h.Mean()), u(h.Min), f(h.Quantile(0.5)), f(h.Quantile(0.99)), u(h.Max)})
@@ -94,4 +94,13 @@ func WriteFunctionsCSV(w io.Writer, r *profile.Record, header bool) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// FunctionsOf is a record's functions section: the kernel's (kfunc) or a
+// program's own (ufunc), which read alike; nil if it has neither.
+func FunctionsOf(r *profile.Record) *profile.KernelFunctions {
+	if r.Functions != nil {
+		return r.Functions
+	}
+	return r.DaemonFunctions
 }

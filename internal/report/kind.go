@@ -19,7 +19,7 @@ var KindNames = map[string]string{
 	KindRequests:  "a record of FUSE requests (trace, fs stats)",
 	KindSyscalls:  "a system-call report (syscalls --json)",
 	KindBench:     "a bench run (bench -o)",
-	KindFunctions: "a record of kernel function calls (kfunc)",
+	KindFunctions: "a record of function calls (kfunc, ufunc)",
 }
 
 // Kind names what a record holds.
@@ -27,7 +27,7 @@ func Kind(r *profile.Record) string {
 	switch {
 	case r.Bench != nil:
 		return KindBench
-	case r.Functions != nil && !r.HasRequests():
+	case FunctionsOf(r) != nil && !r.HasRequests():
 		return KindFunctions
 	case r.Syscalls != nil && !r.HasRequests():
 		return KindSyscalls

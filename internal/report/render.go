@@ -50,7 +50,7 @@ func (r *Renderer) Render(rec *profile.Record) error {
 		return rec.Write(r.W)
 	case r.Format.CSV && rec.Bench != nil:
 		return WriteBenchCSV(r.W, rec.Bench)
-	case r.Format.CSV && rec.Functions != nil:
+	case r.Format.CSV && FunctionsOf(rec) != nil:
 		err := WriteFunctionsCSV(r.W, rec, !r.csvDone)
 		r.csvDone = true
 		return err
@@ -94,7 +94,7 @@ func (r *Renderer) Render(rec *profile.Record) error {
 	if rec.Bench != nil {
 		return WriteBenchText(r.W, rec.Bench)
 	}
-	if rec.Functions != nil {
+	if FunctionsOf(rec) != nil {
 		return WriteFunctionsText(r.W, rec, r.Format.Unit)
 	}
 	return nil

@@ -55,9 +55,9 @@ var layers = []struct {
 	{name: "run", pkgs: []string{"internal/session"}, may: []string{"data", "model"}},
 	// Sources fill records; the kernel side (ktrace) hands typed events
 	// to the interpretations built on it, never the other way.
-	{name: "sources", pkgs: []string{"internal/ktrace", "internal/kfunc", "internal/labfs", "internal/systrace", "internal/sysserve"},
+	{name: "sources", pkgs: []string{"internal/ktrace", "internal/kfunc", "internal/ufunc", "internal/labfs", "internal/systrace", "internal/sysserve"},
 		may:    []string{"data", "model", "formats", "connections", "run"},
-		within: map[string]string{"internal/kfunc": "internal/ktrace", "internal/sysserve": "internal/ktrace"}},
+		within: map[string]string{"internal/kfunc": "internal/ktrace", "internal/ufunc": "internal/ktrace", "internal/sysserve": "internal/ktrace"}},
 	// The live system-call source: ktrace's programs (or sysserve's) and systrace's analyzers.
 	{name: "live", pkgs: []string{"internal/syslive"}, may: []string{"data", "model", "formats", "connections", "run", "sources"}},
 	// Views read records and nothing else.

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/internal/report"
+	"github.com/fusescope/fusescope/internal/session"
+	"github.com/fusescope/fusescope/internal/ufunc"
+	"github.com/spf13/cobra"
+)
+
+func newUfuncCmd() *cobra.Command {
+	var (
+		pid                  int
+		latency              bool
+		msecs, usecs, nsecs  bool
+		asJSON, asCSV, stamp bool
+		recordTo             string
+	)
+	c := &cobra.Command{
+		Use:   "ufunc BINARY 'PATTERN' [flags] [interval [count]] [-- CMD ARGS...]",
+		Short: "Count and time the calls of a program's or a library's own functions (uprobes)",
+		Long: `Count the calls of the functions of BINARY (an executable or a shared
+library such as libfuse3.so.3) whose names match PATTERN (a glob; C++
+names are matched demangled), as bcc's funccount -p counts them with
+uprobes; with --latency, time each call from entry to return in a log2
+histogram per function, as funclatency does. Nothing changes in the
+program and nothing per call reaches user space.
+
+-p PID probes that process alone (its exit ends the run); -- CMD runs the
+command once the probes are attached and ends with it. Records (-o,
+--json) hold the calls in their daemon_functions section, which show
+renders again.
+
+Go programs: their calls are counted; --latency is refused, since a return
+probe corrupts a goroutine's stack.`,
+		Example: `  fusescope ufunc /usr/lib/x86_64-linux-gnu/libc.so.6 'statx' -- ls -l /mnt/lab/dir
+  fusescope ufunc ./passthrough_hp 'sfs_*' --latency -p $(pidof passthrough_hp) 5
+  fusescope ufunc /usr/lib/x86_64-linux-gnu/libfuse3.so.3 'fuse_reply_*' -p 1234 -o calls.json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				args = args[:dash]
+			}
+			if len(args) < 2 {
+				return fmt.Errorf("give the binary and a pattern of its functions, as in fusescope ufunc /usr/lib/x86_64-linux-gnu/libfuse3.so.3 'fuse_reply_*'")
+			}
+			return cobra.MaximumNArgs(4)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var command []string
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				if args, command = args[:dash], args[dash:]; len(command) == 0 {
+					return fmt.Errorf("nothing after --: give the command to trace while it runs")
+				}
+			}
+			interval, count, err := parseIntervalCount(args[2:], "fusescope ufunc BINARY 'PATTERN'")
+			if err != nil {
+				return err
+			}
+			switch {
+			case pid < 0:
+				return fmt.Errorf("-p %d: give a positive process id", pid)
+			case pid > 0 && len(command) > 0:
+				return fmt.Errorf("-p and -- CMD both say whose calls to count: give one")
+			}
+			if pid > 0 {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+					return fmt.Errorf("-p %d: no such process", pid)
+				}
+			}
+			if len(command) > 0 {
+				if _, err := session.LookCommand(command[0]); err != nil {
+					return err
+				}
+			}
+			unit := hist.Usecs
+			switch {
+			case msecs:
+				unit = hist.Msecs
+			case nsecs:
+				unit = hist.Nsecs
+			}
+			cfg := ufunc.Config{Binary: args[0], Pattern: args[1], Latency: latency, PID: pid, Command: os.Args, Tool: version}
+			r := &report.Renderer{Format: report.Format{Unit: unit, JSON: asJSON, CSV: asCSV}, W: os.Stdout, Stamp: stamp, Lines: interval > 0}
+			var src *ufunc.Source
+			run := session.Config{
+				Interval: interval, Count: count, Command: command, PID: pid, Output: recordTo, Log: os.Stderr,
+				Ready: func() { ufuncReady(src, len(command) > 0, interval, count) },
+				Emit:  func(rec *profile.Record, final bool) error { return r.Render(rec) },
+			}
+			_, err = session.Run(context.Background(), run, func(session.Target) (session.Source, error) {
+				var err error
+				if src, err = ufunc.Open(cfg); err != nil {
+					return nil, err
+				}
+				return src, nil
+			})
+			return err
+		},
+	}
+	f := c.Flags()
+	f.IntVarP(&pid, "pid", "p", 0, "probe process `PID` alone; its exit ends the run")
+	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (not for Go programs)")
+	f.BoolVarP(&msecs, "milliseconds", "m", false, "show times in milliseconds")
+	f.BoolVarP(&usecs, "microseconds", "u", false, "show times in microseconds (the default)")
+	f.BoolVar(&nsecs, "ns", false, "show times in nanoseconds")
+	f.BoolVar(&asJSON, "json", false, "print the record as JSON (docs/record.md; one line per interval)")
+	f.BoolVar(&asCSV, "csv", false, "print one CSV row per function (docs/record.md)")
+	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
+	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
+	exclusive(c, "milliseconds", "microseconds", "ns")
+	exclusive(c, "json", "csv")
+	return c
+}
+
+// ufuncReady says what was attached, then what the run does.
+func ufuncReady(src *ufunc.Source, command bool, interval time.Duration, count int) {
+	fn := src.Functions()
+	fmt.Fprintf(os.Stderr, "Attached %s to %d function%s in %s: %s.\n", fn.Mechanism, fn.Attached, plural(fn.Attached), time.Duration(fn.AttachNs).Round(time.Millisecond), fn.Why)
+	if n := len(fn.NotAttached); n > 0 {
+		fmt.Fprintf(os.Stderr, "note: %d function%s not probed: %s (%s)%s.\n", n, plural(n), fn.NotAttached[0].Name, fn.NotAttached[0].Error, map[bool]string{true: " and more", false: ""}[n > 1])
+	}
+	what := fmt.Sprintf("%d function%s for %q", fn.Attached, plural(fn.Attached), fn.Pattern)
+	switch {
+	case command:
+		fmt.Fprintf(os.Stderr, "Tracing %s while the command runs...\n", what)
+	case interval > 0:
+		fmt.Fprintf(os.Stderr, "Tracing %s, reporting every %s... %s\n", what, interval, report.EndNote(interval, count))
+	default:
+		fmt.Fprintf(os.Stderr, "Tracing %s... Hit Ctrl-C to end.\n", what)
+	}
+}

@@ -1,0 +1,129 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+/* fusescope ufunc: calls of a program's or a library's functions counted
+ * (bcc's funccount -p with uprobes) and timed (funclatency), in kernel
+ * maps; nothing per call goes to user space. One program serves every
+ * function: each uprobe's link carries the function's index as its BPF
+ * cookie. */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "kfunc.h"
+
+/* -p: the process whose calls are kept; 0 keeps every process's. */
+volatile const __u32 filter_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KFUNC_MAX_FUNCS);
+	__type(key, __u32);
+	__type(value, __u64);
+} ucounts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KFUNC_MAX_NESTED);
+	__type(key, struct start_key);
+	__type(value, __u64);
+} ustarts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KFUNC_MAX_TIMED);
+	__type(key, __u32);
+	__type(value, struct func_hist);
+} uhists SEC(".maps");
+
+/* Missed: timed calls whose start found the table of calls full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} umissed SEC(".maps");
+
+static __always_inline int kept(void)
+{
+	return !filter_tgid || (bpf_get_current_pid_tgid() >> 32) == filter_tgid;
+}
+
+static __always_inline __u32 log2_slot(__u64 v)
+{
+	__u32 r = 0;
+#pragma unroll
+	for (int s = 32; s > 0; s >>= 1) {
+		if (v >> s) {
+			v >>= s;
+			r += s;
+		}
+	}
+	return r;
+}
+
+SEC("uprobe")
+int ufunc_count(void *ctx)
+{
+	if (!kept())
+		return 0;
+	__u32 index = bpf_get_attach_cookie(ctx);
+	__u64 *n = bpf_map_lookup_elem(&ucounts, &index);
+	if (n)
+		(*n)++;
+	return 0;
+}
+
+/* A timed function's entry: counted, and its start kept by thread. */
+SEC("uprobe")
+int ufunc_enter(void *ctx)
+{
+	if (!kept())
+		return 0;
+	__u32 index = bpf_get_attach_cookie(ctx);
+	__u64 *n = bpf_map_lookup_elem(&ucounts, &index);
+	if (n)
+		(*n)++;
+	struct start_key key = { .tid = (__u32)bpf_get_current_pid_tgid(), .index = index };
+	__u64 now = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&ustarts, &key, &now, BPF_ANY)) {
+		__u32 zero = 0;
+		__u64 *m = bpf_map_lookup_elem(&umissed, &zero);
+		if (m)
+			(*m)++;
+	}
+	return 0;
+}
+
+/* Its return: the call's time into the function's histogram. The cookie
+ * is the function's index among the timed ones. */
+SEC("uretprobe")
+int ufunc_exit(void *ctx)
+{
+	if (!kept())
+		return 0;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct start_key key = { .tid = (__u32)bpf_get_current_pid_tgid(), .index = (__u32)(cookie >> 32) };
+	__u64 *t0 = bpf_map_lookup_elem(&ustarts, &key);
+	if (!t0)
+		return 0; /* entered before the probes were attached */
+	__u64 ns = bpf_ktime_get_ns() - *t0;
+	bpf_map_delete_elem(&ustarts, &key);
+	__u32 timed = (__u32)cookie;
+	struct func_hist *h = bpf_map_lookup_elem(&uhists, &timed);
+	if (!h)
+		return 0;
+	__u32 slot = log2_slot(ns);
+	if (slot >= KFUNC_HIST_SLOTS)
+		slot = KFUNC_HIST_SLOTS - 1;
+	h->slots[slot]++;
+	if (h->count == 0 || ns < h->min_ns)
+		h->min_ns = ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+	h->count++;
+	h->sum_ns += ns;
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

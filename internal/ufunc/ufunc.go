@@ -1,0 +1,249 @@
+package ufunc
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/ktrace"
+	"github.com/fusescope/fusescope/internal/profile"
+)
+
+// Limits of one run: the programs' maps are this size.
+const (
+	MaxCounted = 1024 // KFUNC_MAX_FUNCS
+	MaxTimed   = 64   // KFUNC_MAX_TIMED
+)
+
+// Mechanism is how ufunc reaches the functions (the record's
+// daemon_functions.mechanism).
+const Mechanism = "uprobe"
+
+// Config is one run of fusescope ufunc.
+type Config struct {
+	Binary  string // the executable or library whose functions are probed
+	Pattern string // glob of the functions counted (and timed under Latency)
+	Latency bool   // time each call, entry to return, in a log2 histogram
+	PID     int    // only this process's calls (and probes in it alone)
+	Command []string
+	Tool    string
+}
+
+// Source is the run's probes, read as records (a session source).
+type Source struct {
+	cfg     Config
+	bin     *Binary
+	counted []Symbol
+	timed   int // the first timed functions of counted
+	fn      profile.KernelFunctions
+	coll    *ebpf.Collection
+	links   []link.Link
+	start   time.Time
+	prev    *profile.Record
+}
+
+// Open finds the functions, loads the programs and attaches a uprobe (and
+// with Latency a uretprobe) to each. Each failure is one line that says
+// what is wrong and what to do.
+func Open(cfg Config) (_ *Source, err error) {
+	if err := ktrace.CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	bin, err := OpenBinary(cfg.Binary)
+	if err != nil {
+		return nil, err
+	}
+	syms, err := bin.Match(cfg.Pattern)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(syms) > MaxCounted:
+		return nil, fmt.Errorf("pattern %q matches %d functions of %s, more than the %d one run counts: narrow it", cfg.Pattern, len(syms), path.Base(cfg.Binary), MaxCounted)
+	case cfg.Latency && bin.IsGo:
+		return nil, fmt.Errorf("%s is a Go program: a return probe would corrupt its goroutines' stacks, so --latency is refused; leave it out to count the calls", path.Base(cfg.Binary))
+	case cfg.Latency && len(syms) > MaxTimed:
+		return nil, fmt.Errorf("--latency: pattern %q matches %d functions, more than the %d one run times: narrow it", cfg.Pattern, len(syms), MaxTimed)
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising the locked-memory limit for BPF maps (kernel %s): %w", kernel.Release(), err)
+	}
+	spec, err := bpf.LoadUfunc()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PID > 0 {
+		if err := spec.Variables["filter_tgid"].Set(uint32(cfg.PID)); err != nil {
+			return nil, err
+		}
+	}
+	s := &Source{cfg: cfg, bin: bin, counted: syms}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	began := time.Now()
+	if s.coll, err = ebpf.NewCollection(spec); err != nil {
+		return nil, fmt.Errorf("loading the uprobe programs (kernel %s): %w", kernel.Release(), err)
+	}
+	ex, err := link.OpenExecutable(cfg.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Binary, err)
+	}
+	s.fn = profile.KernelFunctions{Pattern: cfg.Pattern, Mechanism: Mechanism, Why: "uprobes on " + cfg.Binary}
+	if cfg.Latency {
+		s.fn.Timed = []string{cfg.Pattern}
+		s.timed = len(syms)
+	}
+	for i, sym := range syms {
+		opts := &link.UprobeOptions{Cookie: uint64(i), PID: cfg.PID}
+		prog := s.coll.Programs["ufunc_count"]
+		if i < s.timed {
+			prog = s.coll.Programs["ufunc_enter"]
+		}
+		l, err := ex.Uprobe(sym.ELFName, prog, opts)
+		if err != nil {
+			s.fn.NotAttached = append(s.fn.NotAttached, profile.FunctionError{Name: sym.Name, Error: err.Error()})
+			continue
+		}
+		s.links = append(s.links, l)
+		if i < s.timed {
+			ret := &link.UprobeOptions{Cookie: uint64(i)<<32 | uint64(i), PID: cfg.PID}
+			l, err := ex.Uretprobe(sym.ELFName, s.coll.Programs["ufunc_exit"], ret)
+			if err != nil {
+				s.fn.NotAttached = append(s.fn.NotAttached, profile.FunctionError{Name: sym.Name, Error: err.Error()})
+				continue
+			}
+			s.links = append(s.links, l)
+		}
+		s.fn.Attached++
+	}
+	if s.fn.Attached == 0 {
+		return nil, fmt.Errorf("no uprobe attached to the %d functions of %s matching %q: %s", len(syms), path.Base(cfg.Binary), cfg.Pattern, s.fn.NotAttached[0].Error)
+	}
+	s.fn.AttachNs = time.Since(began).Nanoseconds()
+	s.start = time.Now()
+	s.prev = s.record(s.start, s.start, &profile.KernelFunctions{Functions: []profile.FunctionCalls{}})
+	return s, nil
+}
+
+// Functions says what was attached.
+func (s *Source) Functions() profile.KernelFunctions { return s.fn }
+
+// Snapshot is the calls since the probes were attached.
+func (s *Source) Snapshot() (*profile.Record, error) {
+	fn, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	return s.record(s.start, time.Now(), fn), nil
+}
+
+// Interval is the calls since the previous one, and the whole run's.
+func (s *Source) Interval(bool) (interval, whole *profile.Record, err error) {
+	cur, err := s.Snapshot()
+	if err != nil {
+		return nil, nil, err
+	}
+	fn, err := cur.DaemonFunctions.Sub(s.prev.DaemonFunctions)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := *cur
+	in.DaemonFunctions = fn
+	in.Meta.Start = s.prev.Meta.End
+	s.prev = cur
+	return &in, cur, nil
+}
+
+func (s *Source) record(from, to time.Time, fn *profile.KernelFunctions) *profile.Record {
+	return &profile.Record{
+		Schema: profile.Schema,
+		Meta: profile.Meta{
+			Tool: s.cfg.Tool, Source: "user:functions (uprobe on " + s.cfg.Binary + ")", Kernel: kernel.Release(), Host: kernel.Hostname(),
+			Start: from, End: to, Command: s.cfg.Command, Filters: profile.Filters{PID: s.cfg.PID},
+		},
+		DaemonFunctions: fn,
+	}
+}
+
+func (s *Source) read() (*profile.KernelFunctions, error) {
+	fn := s.fn
+	fn.Functions = []profile.FunctionCalls{}
+	var perCPU []uint64
+	var hists []bpf.UfuncFuncHist
+	for i, sym := range s.counted {
+		if err := s.coll.Maps["ucounts"].Lookup(uint32(i), &perCPU); err != nil {
+			return nil, fmt.Errorf("reading the counts: %w", err)
+		}
+		var n uint64
+		for _, c := range perCPU {
+			n += c
+		}
+		if n == 0 {
+			continue
+		}
+		f := profile.FunctionCalls{Name: sym.Name, Module: path.Base(s.cfg.Binary), Count: n}
+		if i < s.timed {
+			if err := s.coll.Maps["uhists"].Lookup(uint32(i), &hists); err != nil {
+				return nil, fmt.Errorf("reading the histograms: %w", err)
+			}
+			h := mergeHists(hists)
+			f.Latency = &h
+		}
+		fn.Functions = append(fn.Functions, f)
+	}
+	var missed []uint64
+	if err := s.coll.Maps["umissed"].Lookup(uint32(0), &missed); err != nil {
+		return nil, fmt.Errorf("reading the missed calls: %w", err)
+	}
+	for _, m := range missed {
+		fn.Missed += m
+	}
+	fn.NotAttached = append([]profile.FunctionError(nil), s.fn.NotAttached...)
+	fn.Sort()
+	return &fn, nil
+}
+
+func mergeHists(perCPU []bpf.UfuncFuncHist) hist.Hist {
+	var buckets [hist.NumBuckets]uint64
+	var total, sumNs, lo, hi uint64
+	for _, c := range perCPU {
+		if c.Count == 0 {
+			continue
+		}
+		for i, n := range c.Slots {
+			buckets[i] += n
+		}
+		if total == 0 || c.MinNs < lo {
+			lo = c.MinNs
+		}
+		hi = max(hi, c.MaxNs)
+		total += c.Count
+		sumNs += c.SumNs
+	}
+	return hist.FromBuckets(buckets[:], sumNs, lo, hi)
+}
+
+// Close detaches the probes and frees the maps.
+func (s *Source) Close() error {
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	s.links = nil
+	if s.coll != nil {
+		s.coll.Close()
+		s.coll = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,146 @@
+package trace
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/labfs"
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/e2e"
+)
+
+const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+
+// ufuncRecord runs fusescope ufunc with args and returns its record's
+// functions by name.
+func ufuncRecord(t *testing.T, args ...string) map[string]profile.FunctionCalls {
+	t.Helper()
+	rec := filepath.Join(t.TempDir(), "ufunc.json")
+	out, err := exec.Command(e2e.Fusescope, append([]string{"ufunc", "-o", rec}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fusescope ufunc %v: %v\n%s", args, err, out)
+	}
+	r := e2e.LoadRecord(t, rec)
+	if r.DaemonFunctions == nil {
+		t.Fatalf("the record has no daemon_functions section:\n%s", out)
+	}
+	got := map[string]profile.FunctionCalls{}
+	for _, f := range r.DaemonFunctions.Functions {
+		got[f.Name] = f
+	}
+	return got
+}
+
+// The calls of libc's statx under ls -l of a directory of 50 files on the
+// lab fs, counted by uprobes, are the statx system calls strace counts for
+// the same command.
+func TestUfuncAgainstStrace(t *testing.T) {
+	t.Parallel()
+	e2e.Need(t, "strace", "ls")
+	src, mnt, _ := e2e.MountLabFS(t, labfs.Config{})
+	os.Mkdir(filepath.Join(src, "d"), 0o755)
+	for i := range 50 {
+		os.WriteFile(filepath.Join(src, "d", "f"+strconv.Itoa(i)), nil, 0o644)
+	}
+	dir := filepath.Join(mnt, "d")
+	got := ufuncRecord(t, libc, "statx", "--", "ls", "-l", dir)
+	out, err := exec.Command("strace", "-f", "-c", "-e", "trace=statx", "-o", "/dev/stdout", "ls", "-l", dir).Output()
+	if err != nil {
+		t.Fatalf("strace: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?statx$`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no statx line in strace -c's table:\n%s", out)
+	}
+	want, _ := strconv.ParseUint(string(m[1]), 10, 64)
+	if got["statx"].Count != want || want < 50 {
+		t.Errorf("ufunc counted %d calls of libc's statx, strace %d statx system calls (50 files and more)", got["statx"].Count, want)
+	}
+}
+
+// A program whose functions sleep a known time: each function's calls
+// counted exactly, and timed at no less than its sleep and less than twice
+// it (a loaded machine oversleeps).
+func TestUfuncLatencyKnownSleeps(t *testing.T) {
+	t.Parallel()
+	e2e.Need(t, "cc")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "sleeps.c")
+	os.WriteFile(src, []byte(`#include <unistd.h>
+__attribute__((noinline)) void sleep_2ms(void) { usleep(2000); }
+__attribute__((noinline)) void sleep_10ms(void) { usleep(10000); }
+int main(void) { for (int i = 0; i < 20; i++) sleep_2ms(); for (int i = 0; i < 5; i++) sleep_10ms(); return 0; }
+`), 0o644)
+	bin := filepath.Join(dir, "sleeps")
+	e2e.Run(t, "cc", "-O1", "-o", bin, src)
+	got := ufuncRecord(t, bin, "sleep_*", "--latency", "--", bin)
+	for name, c := range map[string]struct {
+		calls uint64
+		sleep time.Duration
+	}{"sleep_2ms": {20, 2 * time.Millisecond}, "sleep_10ms": {5, 10 * time.Millisecond}} {
+		f := got[name]
+		if f.Count != c.calls || f.Latency == nil || f.Latency.Count != c.calls {
+			t.Errorf("%s: %+v, want %d calls, each timed", name, f, c.calls)
+			continue
+		}
+		if lo, mean := time.Duration(f.Latency.Min), time.Duration(f.Latency.Mean()); lo < c.sleep || mean >= 2*c.sleep {
+			t.Errorf("%s: min %v, mean %v; want at least %v and less than twice it", name, lo, mean, c.sleep)
+		}
+	}
+}
+
+// A Go function called 10,000 times from 200 goroutines at once: every
+// call counted, and the program runs to its end unharmed (an entry probe
+// leaves its stack alone); --latency is refused in one line, since a
+// return probe would not.
+func TestUfuncGoProgram(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "goroutines")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/goroutines").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	got := ufuncRecord(t, bin, "main.work", "--", bin)
+	if got["main.work"].Count != 200*50 {
+		t.Errorf("main.work: %d calls counted, want %d", got["main.work"].Count, 200*50)
+	}
+	oneLineExit(t, "is a Go program: a return probe would corrupt its goroutines' stacks", "ufunc", bin, "main.work", "--latency", "--", bin)
+}
+
+// Bad input: one line each, naming the problem and what to give.
+func TestUfuncBadInput(t *testing.T) {
+	t.Parallel()
+	notELF := filepath.Join(t.TempDir(), "script.sh")
+	os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755)
+	oneLineExit(t, "is not an ELF executable or library", "ufunc", notELF, "main")
+	oneLineExit(t, "no such file", "ufunc", "/nonexistent/bin", "x")
+	oneLineExit(t, `no function of `+libc+` matches "zzz_no_such_*"`, "ufunc", libc, "zzz_no_such_*")
+	oneLineExit(t, "give the binary and a pattern", "ufunc", libc)
+	oneLineExit(t, "-p and -- CMD both", "ufunc", libc, "statx", "-p", "1", "--", "true")
+}
+
+// A ufunc record renders again with show, as text and as JSON.
+func TestShowUfuncRecord(t *testing.T) {
+	t.Parallel()
+	rec := filepath.Join(t.TempDir(), "u.json")
+	if out, err := exec.Command(e2e.Fusescope, "ufunc", "-o", rec, libc, "getpid", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("ufunc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(e2e.Fusescope, "show", rec).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "FUNC") {
+		t.Errorf("show: %v\n%s", err, out)
+	}
+	js, err := exec.Command(e2e.Fusescope, "show", "--json", rec).Output()
+	var r struct {
+		DF *json.RawMessage `json:"daemon_functions"`
+	}
+	if err != nil || json.Unmarshal(js, &r) != nil || r.DF == nil {
+		t.Errorf("show --json: %v\n%s", err, js)
+	}
+}
