@@ -43,5 +43,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
+	golang.org/x/arch v0.33.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )

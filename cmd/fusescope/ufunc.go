@@ -37,8 +37,11 @@ command once the probes are attached and ends with it. Records (-o,
 --json) hold the calls in their daemon_functions section, which show
 renders again.
 
-Go programs: their calls are counted; --latency is refused, since a return
-probe corrupts a goroutine's stack.`,
+Go programs: a return probe would rewrite the return address on a
+goroutine's stack, which the Go runtime moves and reads, so a Go function
+is timed from its entry to each of its RET instructions (found by
+disassembling it, amd64), calls matched by goroutine; one whose returns
+cannot be found is refused in one line.`,
 		Example: `  fusescope ufunc /usr/lib/x86_64-linux-gnu/libc.so.6 'statx' -- ls -l /mnt/lab/dir
   fusescope ufunc ./passthrough_hp 'sfs_*' --latency -p $(pidof passthrough_hp) 5
   fusescope ufunc /usr/lib/x86_64-linux-gnu/libfuse3.so.3 'fuse_reply_*' -p 1234 -o calls.json`,
@@ -105,7 +108,7 @@ probe corrupts a goroutine's stack.`,
 	}
 	f := c.Flags()
 	f.IntVarP(&pid, "pid", "p", 0, "probe process `PID` alone; its exit ends the run")
-	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (not for Go programs)")
+	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (Go: to each RET instruction)")
 	f.BoolVarP(&msecs, "milliseconds", "m", false, "show times in milliseconds")
 	f.BoolVarP(&usecs, "microseconds", "u", false, "show times in microseconds (the default)")
 	f.BoolVar(&nsecs, "ns", false, "show times in nanoseconds")

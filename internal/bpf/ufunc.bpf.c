@@ -10,6 +10,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "kfunc.h"
 
 /* -p: the process whose calls are kept; 0 keeps every process's. */
@@ -35,6 +36,30 @@ struct {
 	__type(key, __u32);
 	__type(value, struct func_hist);
 } uhists SEC(".maps");
+
+/* Go: a call being timed, by goroutine (its g, in R14 under Go's register
+ * ABI): goroutines move between threads, and a Go function is timed at
+ * its RET instructions, not with a return probe (which would rewrite the
+ * return address on a stack the Go runtime may move). LRU: a call that
+ * ends in a panic never reaches a RET. */
+struct go_key {
+	__u64 g;
+	__u32 index;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, KFUNC_MAX_NESTED);
+	__type(key, struct go_key);
+	__type(value, __u64);
+} ustarts_go SEC(".maps");
+
+/* The registers at a uprobe, relocated by CO-RE: only the field names
+ * must match the kernel's. */
+struct pt_regs {
+	unsigned long r14;
+} __attribute__((preserve_access_index));
 
 /* Missed: timed calls whose start found the table of calls full. */
 struct {
@@ -95,8 +120,25 @@ int ufunc_enter(void *ctx)
 	return 0;
 }
 
+static __always_inline void record(__u32 timed, __u64 ns)
+{
+	struct func_hist *h = bpf_map_lookup_elem(&uhists, &timed);
+	if (!h)
+		return;
+	__u32 slot = log2_slot(ns);
+	if (slot >= KFUNC_HIST_SLOTS)
+		slot = KFUNC_HIST_SLOTS - 1;
+	h->slots[slot]++;
+	if (h->count == 0 || ns < h->min_ns)
+		h->min_ns = ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+	h->count++;
+	h->sum_ns += ns;
+}
+
 /* Its return: the call's time into the function's histogram. The cookie
- * is the function's index among the timed ones. */
+ * is the function's index, then its index among the timed ones. */
 SEC("uretprobe")
 int ufunc_exit(void *ctx)
 {
@@ -109,20 +151,39 @@ int ufunc_exit(void *ctx)
 		return 0; /* entered before the probes were attached */
 	__u64 ns = bpf_ktime_get_ns() - *t0;
 	bpf_map_delete_elem(&ustarts, &key);
-	__u32 timed = (__u32)cookie;
-	struct func_hist *h = bpf_map_lookup_elem(&uhists, &timed);
-	if (!h)
+	record((__u32)cookie, ns);
+	return 0;
+}
+
+SEC("uprobe")
+int ufunc_enter_go(struct pt_regs *ctx)
+{
+	if (!kept())
 		return 0;
-	__u32 slot = log2_slot(ns);
-	if (slot >= KFUNC_HIST_SLOTS)
-		slot = KFUNC_HIST_SLOTS - 1;
-	h->slots[slot]++;
-	if (h->count == 0 || ns < h->min_ns)
-		h->min_ns = ns;
-	if (ns > h->max_ns)
-		h->max_ns = ns;
-	h->count++;
-	h->sum_ns += ns;
+	__u32 index = bpf_get_attach_cookie(ctx);
+	__u64 *n = bpf_map_lookup_elem(&ucounts, &index);
+	if (n)
+		(*n)++;
+	struct go_key key = { .g = BPF_CORE_READ(ctx, r14), .index = index };
+	__u64 now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&ustarts_go, &key, &now, BPF_ANY);
+	return 0;
+}
+
+/* A RET instruction of a timed Go function (a uprobe on each). */
+SEC("uprobe")
+int ufunc_ret_go(struct pt_regs *ctx)
+{
+	if (!kept())
+		return 0;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct go_key key = { .g = BPF_CORE_READ(ctx, r14), .index = (__u32)(cookie >> 32) };
+	__u64 *t0 = bpf_map_lookup_elem(&ustarts_go, &key);
+	if (!t0)
+		return 0;
+	__u64 ns = bpf_ktime_get_ns() - *t0;
+	bpf_map_delete_elem(&ustarts_go, &key);
+	record((__u32)cookie, ns);
 	return 0;
 }
 

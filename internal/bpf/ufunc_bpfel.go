@@ -22,6 +22,13 @@ type UfuncFuncHist struct {
 	MaxNs uint64
 }
 
+type UfuncGoKey struct {
+	_     structs.HostLayout
+	G     uint64
+	Index uint32
+	Pad   uint32
+}
+
 type UfuncStartKey struct {
 	_     structs.HostLayout
 	Tid   uint32
@@ -32,14 +39,17 @@ type UfuncStartKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	UfuncMapUcounts     = "ucounts"
-	UfuncMapUhists      = "uhists"
-	UfuncMapUmissed     = "umissed"
-	UfuncMapUstarts     = "ustarts"
-	UfuncProgUfuncCount = "ufunc_count"
-	UfuncProgUfuncEnter = "ufunc_enter"
-	UfuncProgUfuncExit  = "ufunc_exit"
-	UfuncVarFilterTgid  = "filter_tgid"
+	UfuncMapUcounts       = "ucounts"
+	UfuncMapUhists        = "uhists"
+	UfuncMapUmissed       = "umissed"
+	UfuncMapUstarts       = "ustarts"
+	UfuncMapUstartsGo     = "ustarts_go"
+	UfuncProgUfuncCount   = "ufunc_count"
+	UfuncProgUfuncEnter   = "ufunc_enter"
+	UfuncProgUfuncEnterGo = "ufunc_enter_go"
+	UfuncProgUfuncExit    = "ufunc_exit"
+	UfuncProgUfuncRetGo   = "ufunc_ret_go"
+	UfuncVarFilterTgid    = "filter_tgid"
 )
 
 // LoadUfunc returns the embedded CollectionSpec for Ufunc.
@@ -84,19 +94,22 @@ type UfuncSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type UfuncProgramSpecs struct {
-	UfuncCount *ebpf.ProgramSpec `ebpf:"ufunc_count"`
-	UfuncEnter *ebpf.ProgramSpec `ebpf:"ufunc_enter"`
-	UfuncExit  *ebpf.ProgramSpec `ebpf:"ufunc_exit"`
+	UfuncCount   *ebpf.ProgramSpec `ebpf:"ufunc_count"`
+	UfuncEnter   *ebpf.ProgramSpec `ebpf:"ufunc_enter"`
+	UfuncEnterGo *ebpf.ProgramSpec `ebpf:"ufunc_enter_go"`
+	UfuncExit    *ebpf.ProgramSpec `ebpf:"ufunc_exit"`
+	UfuncRetGo   *ebpf.ProgramSpec `ebpf:"ufunc_ret_go"`
 }
 
 // UfuncMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type UfuncMapSpecs struct {
-	Ucounts *ebpf.MapSpec `ebpf:"ucounts"`
-	Uhists  *ebpf.MapSpec `ebpf:"uhists"`
-	Umissed *ebpf.MapSpec `ebpf:"umissed"`
-	Ustarts *ebpf.MapSpec `ebpf:"ustarts"`
+	Ucounts   *ebpf.MapSpec `ebpf:"ucounts"`
+	Uhists    *ebpf.MapSpec `ebpf:"uhists"`
+	Umissed   *ebpf.MapSpec `ebpf:"umissed"`
+	Ustarts   *ebpf.MapSpec `ebpf:"ustarts"`
+	UstartsGo *ebpf.MapSpec `ebpf:"ustarts_go"`
 }
 
 // UfuncVariableSpecs contains global variables before they are loaded into the kernel.
@@ -126,10 +139,11 @@ func (o *UfuncObjects) Close() error {
 //
 // It can be passed to LoadUfuncObjects or ebpf.CollectionSpec.LoadAndAssign.
 type UfuncMaps struct {
-	Ucounts *ebpf.Map `ebpf:"ucounts"`
-	Uhists  *ebpf.Map `ebpf:"uhists"`
-	Umissed *ebpf.Map `ebpf:"umissed"`
-	Ustarts *ebpf.Map `ebpf:"ustarts"`
+	Ucounts   *ebpf.Map `ebpf:"ucounts"`
+	Uhists    *ebpf.Map `ebpf:"uhists"`
+	Umissed   *ebpf.Map `ebpf:"umissed"`
+	Ustarts   *ebpf.Map `ebpf:"ustarts"`
+	UstartsGo *ebpf.Map `ebpf:"ustarts_go"`
 }
 
 func (m *UfuncMaps) Close() error {
@@ -138,6 +152,7 @@ func (m *UfuncMaps) Close() error {
 		m.Uhists,
 		m.Umissed,
 		m.Ustarts,
+		m.UstartsGo,
 	)
 }
 
@@ -152,16 +167,20 @@ type UfuncVariables struct {
 //
 // It can be passed to LoadUfuncObjects or ebpf.CollectionSpec.LoadAndAssign.
 type UfuncPrograms struct {
-	UfuncCount *ebpf.Program `ebpf:"ufunc_count"`
-	UfuncEnter *ebpf.Program `ebpf:"ufunc_enter"`
-	UfuncExit  *ebpf.Program `ebpf:"ufunc_exit"`
+	UfuncCount   *ebpf.Program `ebpf:"ufunc_count"`
+	UfuncEnter   *ebpf.Program `ebpf:"ufunc_enter"`
+	UfuncEnterGo *ebpf.Program `ebpf:"ufunc_enter_go"`
+	UfuncExit    *ebpf.Program `ebpf:"ufunc_exit"`
+	UfuncRetGo   *ebpf.Program `ebpf:"ufunc_ret_go"`
 }
 
 func (p *UfuncPrograms) Close() error {
 	return _UfuncClose(
 		p.UfuncCount,
 		p.UfuncEnter,
+		p.UfuncEnterGo,
 		p.UfuncExit,
+		p.UfuncRetGo,
 	)
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ianlancetaylor/demangle"
+	"golang.org/x/arch/x86/x86asm"
 )
 
 // Symbol is a function of the binary: its ELF name, the name people read
@@ -31,6 +32,56 @@ type Binary struct {
 	Path    string
 	IsGo    bool
 	Symbols []Symbol
+	machine elf.Machine
+}
+
+// Returns lists the offsets, from the function's start, of its RET
+// instructions, found by disassembling it (amd64): where a Go function is
+// timed, since a return probe would rewrite the return address on a
+// goroutine's stack, which the Go runtime moves and reads.
+func (b *Binary) Returns(s Symbol) ([]uint64, error) {
+	if b.machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("%s: timing Go functions at their RET instructions is done on amd64 only", path.Base(b.Path))
+	}
+	f, err := elf.Open(b.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var text *elf.Section
+	for _, sec := range f.Sections {
+		if sec.Type == elf.SHT_PROGBITS && sec.Flags&elf.SHF_EXECINSTR != 0 && s.Address >= sec.Addr && s.Address+s.Size <= sec.Addr+sec.Size {
+			text = sec
+		}
+	}
+	if text == nil || s.Size == 0 {
+		return nil, fmt.Errorf("%s: its code is in no section of %s", s.Name, path.Base(b.Path))
+	}
+	code := make([]byte, s.Size)
+	if _, err := text.ReadAt(code, int64(s.Address-text.Addr)); err != nil {
+		return nil, fmt.Errorf("%s: reading its code: %v", s.Name, err)
+	}
+	var rets []uint64
+	for pc := 0; pc < len(code); {
+		inst, err := x86asm.Decode(code[pc:], 64)
+		if err != nil {
+			// Go pads functions with INT3 (0xcc); anything else undecoded
+			// leaves the RETs unknown.
+			if code[pc] == 0xcc {
+				pc++
+				continue
+			}
+			return nil, fmt.Errorf("%s: undecodable instruction at +%#x: its returns are not known", s.Name, pc)
+		}
+		if inst.Op == x86asm.RET {
+			rets = append(rets, uint64(pc))
+		}
+		pc += inst.Len
+	}
+	if len(rets) == 0 {
+		return nil, fmt.Errorf("%s has no RET instruction (it never returns, or ends in a tail call): it cannot be timed", s.Name)
+	}
+	return rets, nil
 }
 
 // OpenBinary reads a binary's function symbols (.symtab, else .dynsym).
@@ -54,7 +105,7 @@ func OpenBinary(p string) (*Binary, error) {
 		return nil, notELF
 	}
 	defer f.Close()
-	b := &Binary{Path: p, IsGo: f.Section(".gopclntab") != nil || f.Section(".go.buildinfo") != nil}
+	b := &Binary{Path: p, IsGo: f.Section(".gopclntab") != nil || f.Section(".go.buildinfo") != nil, machine: f.Machine}
 	seen := map[string]bool{}
 	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
 		syms, err := read()

@@ -31,6 +31,10 @@ func TestOpenBinaryGo(t *testing.T) {
 	if err != nil || len(syms) != 1 || syms[0].Size == 0 {
 		t.Errorf("Match: %+v, %v; want OpenBinary, once, with its size", syms, err)
 	}
+	rets, err := b.Returns(syms[0])
+	if err != nil || len(rets) == 0 || rets[len(rets)-1] >= syms[0].Size {
+		t.Errorf("Returns(main.OpenBinary): %v, %v; want its RET offsets, inside it", rets, err)
+	}
 	if _, err := b.Match("[bad"); err == nil || !strings.Contains(err.Error(), "give a glob") {
 		t.Errorf("a bad glob: %v", err)
 	}

@@ -68,8 +68,6 @@ func Open(cfg Config) (_ *Source, err error) {
 	switch {
 	case len(syms) > MaxCounted:
 		return nil, fmt.Errorf("pattern %q matches %d functions of %s, more than the %d one run counts: narrow it", cfg.Pattern, len(syms), path.Base(cfg.Binary), MaxCounted)
-	case cfg.Latency && bin.IsGo:
-		return nil, fmt.Errorf("%s is a Go program: a return probe would corrupt its goroutines' stacks, so --latency is refused; leave it out to count the calls", path.Base(cfg.Binary))
 	case cfg.Latency && len(syms) > MaxTimed:
 		return nil, fmt.Errorf("--latency: pattern %q matches %d functions, more than the %d one run times: narrow it", cfg.Pattern, len(syms), MaxTimed)
 	}
@@ -104,10 +102,26 @@ func Open(cfg Config) (_ *Source, err error) {
 		s.fn.Timed = []string{cfg.Pattern}
 		s.timed = len(syms)
 	}
+	// A Go function is timed at its RET instructions, found before
+	// anything is attached: one that cannot be is refused in one line.
+	var rets [][]uint64
+	if cfg.Latency && bin.IsGo {
+		for _, sym := range syms {
+			r, err := bin.Returns(sym)
+			if err != nil {
+				return nil, fmt.Errorf("--latency on a Go program times a function at its RET instructions (a return probe would corrupt its goroutine's stack), and %v: leave --latency out to count the calls", err)
+			}
+			rets = append(rets, r)
+		}
+		s.fn.Why += " (Go: timed at each function's RET instructions, by goroutine)"
+	}
 	for i, sym := range syms {
 		opts := &link.UprobeOptions{Cookie: uint64(i), PID: cfg.PID}
 		prog := s.coll.Programs["ufunc_count"]
-		if i < s.timed {
+		switch {
+		case i < s.timed && bin.IsGo:
+			prog = s.coll.Programs["ufunc_enter_go"]
+		case i < s.timed:
 			prog = s.coll.Programs["ufunc_enter"]
 		}
 		l, err := ex.Uprobe(sym.ELFName, prog, opts)
@@ -116,7 +130,16 @@ func Open(cfg Config) (_ *Source, err error) {
 			continue
 		}
 		s.links = append(s.links, l)
-		if i < s.timed {
+		if i < s.timed && bin.IsGo {
+			for _, off := range rets[i] {
+				ret := &link.UprobeOptions{Offset: off, Cookie: uint64(i)<<32 | uint64(i), PID: cfg.PID}
+				l, err := ex.Uprobe(sym.ELFName, s.coll.Programs["ufunc_ret_go"], ret)
+				if err != nil {
+					return nil, fmt.Errorf("%s: a probe on its RET at +%#x: %w", sym.Name, off, err)
+				}
+				s.links = append(s.links, l)
+			}
+		} else if i < s.timed {
 			ret := &link.UprobeOptions{Cookie: uint64(i)<<32 | uint64(i), PID: cfg.PID}
 			l, err := ex.Uretprobe(sym.ELFName, s.coll.Programs["ufunc_exit"], ret)
 			if err != nil {

@@ -80,37 +80,59 @@ int main(void) { for (int i = 0; i < 20; i++) sleep_2ms(); for (int i = 0; i < 5
 `), 0o644)
 	bin := filepath.Join(dir, "sleeps")
 	e2e.Run(t, "cc", "-O1", "-o", bin, src)
-	got := ufuncRecord(t, bin, "sleep_*", "--latency", "--", bin)
-	for name, c := range map[string]struct {
-		calls uint64
-		sleep time.Duration
-	}{"sleep_2ms": {20, 2 * time.Millisecond}, "sleep_10ms": {5, 10 * time.Millisecond}} {
-		f := got[name]
-		if f.Count != c.calls || f.Latency == nil || f.Latency.Count != c.calls {
-			t.Errorf("%s: %+v, want %d calls, each timed", name, f, c.calls)
-			continue
+	e2e.Timed(t, 3, func() (stretched []string) {
+		got := ufuncRecord(t, bin, "sleep_*", "--latency", "--", bin)
+		for name, c := range map[string]struct {
+			calls uint64
+			sleep time.Duration
+		}{"sleep_2ms": {20, 2 * time.Millisecond}, "sleep_10ms": {5, 10 * time.Millisecond}} {
+			f := got[name]
+			if f.Count != c.calls || f.Latency == nil || f.Latency.Count != c.calls {
+				t.Errorf("%s: %+v, want %d calls, each timed", name, f, c.calls)
+				continue
+			}
+			lo, p50 := time.Duration(f.Latency.Min), time.Duration(f.Latency.Quantile(0.5))
+			if lo < c.sleep {
+				t.Errorf("%s: a call timed at %v, less than its sleep of %v", name, lo, c.sleep)
+			}
+			if p50 >= 2*c.sleep {
+				stretched = append(stretched, e2e.Stretched("%s: p50 %v, twice its sleep of %v or more", name, p50, c.sleep))
+			}
 		}
-		if lo, mean := time.Duration(f.Latency.Min), time.Duration(f.Latency.Mean()); lo < c.sleep || mean >= 2*c.sleep {
-			t.Errorf("%s: min %v, mean %v; want at least %v and less than twice it", name, lo, mean, c.sleep)
-		}
-	}
+		return stretched
+	})
 }
 
 // A Go function called 10,000 times from 200 goroutines at once: every
-// call counted, and the program runs to its end unharmed (an entry probe
-// leaves its stack alone); --latency is refused in one line, since a
-// return probe would not.
+// call counted and timed, and the program runs to its end unharmed (an
+// entry probe and probes on its RET instructions leave its stack alone;
+// a return probe would not); a function that sleeps 2 ms, whose goroutine
+// parks and may wake on another thread, timed at no less than its sleep
+// (calls are matched by goroutine, not by thread).
 func TestUfuncGoProgram(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "goroutines")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/goroutines").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	got := ufuncRecord(t, bin, "main.work", "--", bin)
-	if got["main.work"].Count != 200*50 {
-		t.Errorf("main.work: %d calls counted, want %d", got["main.work"].Count, 200*50)
-	}
-	oneLineExit(t, "is a Go program: a return probe would corrupt its goroutines' stacks", "ufunc", bin, "main.work", "--latency", "--", bin)
+	e2e.Timed(t, 3, func() (stretched []string) {
+		got := ufuncRecord(t, bin, "main.*", "--latency", "--", bin)
+		if w := got["main.work"]; w.Count != 200*50 || w.Latency == nil || w.Latency.Count != 200*50 {
+			t.Errorf("main.work: %+v, want %d calls, each timed", w, 200*50)
+		}
+		n := got["main.nap"]
+		if n.Count != 20 || n.Latency == nil || n.Latency.Count != 20 {
+			t.Fatalf("main.nap: %+v, want 20 calls, each timed", n)
+		}
+		lo, p50 := time.Duration(n.Latency.Min), time.Duration(n.Latency.Quantile(0.5))
+		if lo < 2*time.Millisecond {
+			t.Errorf("main.nap: a call timed at %v, less than its 2ms sleep: calls paired wrongly", lo)
+		}
+		if p50 >= 4*time.Millisecond {
+			stretched = append(stretched, e2e.Stretched("main.nap: p50 %v, twice its 2ms sleep or more", p50))
+		}
+		return stretched
+	})
 }
 
 // Bad input: one line each, naming the problem and what to give.

@@ -1,6 +1,8 @@
 // A Go program whose function work is called a known number of times from
-// many goroutines at once: ufunc's probes on a Go function must count
-// every call and leave the program running as it would.
+// many goroutines at once, and whose function nap sleeps a known time
+// (its goroutine parks and may wake on another thread): ufunc's probes on
+// a Go function must count and time every call and leave the program
+// running as it would.
 package main
 
 import (
@@ -8,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var total atomic.Int64
@@ -22,6 +25,9 @@ func work(n int) int {
 	return s
 }
 
+//go:noinline
+func nap() { time.Sleep(2 * time.Millisecond) }
+
 func main() {
 	const goroutines, calls = 200, 50
 	var wg sync.WaitGroup
@@ -32,6 +38,15 @@ func main() {
 			for range calls {
 				work(1000)
 			}
+		}()
+	}
+	wg.Wait() // the naps on idle processors: their wake-ups not late
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nap()
+			nap()
 		}()
 	}
 	wg.Wait()
