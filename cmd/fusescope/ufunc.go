@@ -17,7 +17,7 @@ import (
 func newUfuncCmd() *cobra.Command {
 	var (
 		pid                  int
-		latency              bool
+		latency, usdt, list  bool
 		msecs, usecs, nsecs  bool
 		asJSON, asCSV, stamp bool
 		recordTo             string
@@ -32,6 +32,11 @@ uprobes; with --latency, time each call from entry to return in a log2
 histogram per function, as funclatency does. Nothing changes in the
 program and nothing per call reaches user space.
 
+--usdt matches the binary's USDT probes instead (provider:name; libfuse's
+request_receive, request_process and request_reply when it is built with
+-Denable-usdt) and counts their hits; --list lists what PATTERN matches
+(with --usdt, each probe's arguments) and attaches nothing.
+
 -p PID probes that process alone (its exit ends the run); -- CMD runs the
 command once the probes are attached and ends with it. Records (-o,
 --json) hold the calls in their daemon_functions section, which show
@@ -44,7 +49,9 @@ disassembling it, amd64), calls matched by goroutine; one whose returns
 cannot be found is refused in one line.`,
 		Example: `  fusescope ufunc /usr/lib/x86_64-linux-gnu/libc.so.6 'statx' -- ls -l /mnt/lab/dir
   fusescope ufunc ./passthrough_hp 'sfs_*' --latency -p $(pidof passthrough_hp) 5
-  fusescope ufunc /usr/lib/x86_64-linux-gnu/libfuse3.so.3 'fuse_reply_*' -p 1234 -o calls.json`,
+  fusescope ufunc /usr/lib/x86_64-linux-gnu/libfuse3.so.3 'fuse_reply_*' -p 1234 -o calls.json
+  fusescope ufunc --usdt --list ./libfuse3.so.4 '*'    # its USDT probes and their arguments
+  fusescope ufunc --usdt ./libfuse3.so.4 'libfuse:request_*' -p $(pidof passthrough_hp) 10 1`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				args = args[:dash]
@@ -88,7 +95,10 @@ cannot be found is refused in one line.`,
 			case nsecs:
 				unit = hist.Nsecs
 			}
-			cfg := ufunc.Config{Binary: args[0], Pattern: args[1], Latency: latency, PID: pid, Command: os.Args, Tool: version}
+			cfg := ufunc.Config{Binary: args[0], Pattern: args[1], Latency: latency, USDT: usdt, PID: pid, Command: os.Args, Tool: version}
+			if list {
+				return listUfunc(cfg)
+			}
 			r := &report.Renderer{Format: report.Format{Unit: unit, JSON: asJSON, CSV: asCSV}, W: os.Stdout, Stamp: stamp, Lines: interval > 0}
 			var src *ufunc.Source
 			run := session.Config{
@@ -108,6 +118,8 @@ cannot be found is refused in one line.`,
 	}
 	f := c.Flags()
 	f.IntVarP(&pid, "pid", "p", 0, "probe process `PID` alone; its exit ends the run")
+	f.BoolVar(&usdt, "usdt", false, "PATTERN matches the binary's USDT probes (provider:name, e.g. 'libfuse:request_*'), whose hits are counted")
+	f.BoolVarP(&list, "list", "l", false, "list what PATTERN matches (with --usdt, each probe's arguments) and attach nothing")
 	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (Go: to each RET instruction)")
 	f.BoolVarP(&msecs, "milliseconds", "m", false, "show times in milliseconds")
 	f.BoolVarP(&usecs, "microseconds", "u", false, "show times in microseconds (the default)")
@@ -119,6 +131,33 @@ cannot be found is refused in one line.`,
 	exclusive(c, "milliseconds", "microseconds", "ns")
 	exclusive(c, "json", "csv")
 	return c
+}
+
+// listUfunc prints what the pattern matches, as bcc's tplist and
+// funccount -l do.
+func listUfunc(cfg ufunc.Config) error {
+	bin, err := ufunc.OpenBinary(cfg.Binary)
+	if err != nil {
+		return err
+	}
+	if cfg.USDT {
+		probes, err := bin.MatchUSDT(cfg.Pattern)
+		if err != nil {
+			return err
+		}
+		for _, p := range probes {
+			fmt.Printf("%s %s\n", p.FullName(), p.Args)
+		}
+		return nil
+	}
+	syms, err := bin.Match(cfg.Pattern)
+	if err != nil {
+		return err
+	}
+	for _, s := range syms {
+		fmt.Println(report.Name(s.Name))
+	}
+	return nil
 }
 
 // ufuncReady says what was attached, then what the run does.

@@ -32,6 +32,7 @@ type Config struct {
 	Binary  string // the executable or library whose functions are probed
 	Pattern string // glob of the functions counted (and timed under Latency)
 	Latency bool   // time each call, entry to return, in a log2 histogram
+	USDT    bool   // Pattern matches USDT probes (provider:name), counted
 	PID     int    // only this process's calls (and probes in it alone)
 	Command []string
 	Tool    string
@@ -60,6 +61,9 @@ func Open(cfg Config) (_ *Source, err error) {
 	bin, err := OpenBinary(cfg.Binary)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.USDT {
+		return openUSDT(cfg, bin)
 	}
 	syms, err := bin.Match(cfg.Pattern)
 	if err != nil {
@@ -152,6 +156,66 @@ func Open(cfg Config) (_ *Source, err error) {
 	}
 	if s.fn.Attached == 0 {
 		return nil, fmt.Errorf("no uprobe attached to the %d functions of %s matching %q: %s", len(syms), path.Base(cfg.Binary), cfg.Pattern, s.fn.NotAttached[0].Error)
+	}
+	s.fn.AttachNs = time.Since(began).Nanoseconds()
+	s.start = time.Now()
+	s.prev = s.record(s.start, s.start, &profile.KernelFunctions{Functions: []profile.FunctionCalls{}})
+	return s, nil
+}
+
+// openUSDT attaches a counting uprobe to each USDT probe the pattern
+// matches (its semaphore, if any, raised by the kernel while attached).
+func openUSDT(cfg Config, bin *Binary) (_ *Source, err error) {
+	if cfg.Latency {
+		return nil, fmt.Errorf("--latency times functions, and a USDT probe marks a point: leave out --latency, or time the function around it")
+	}
+	probes, err := bin.MatchUSDT(cfg.Pattern)
+	if err != nil {
+		return nil, err
+	}
+	if len(probes) > MaxCounted {
+		return nil, fmt.Errorf("pattern %q matches %d USDT probes, more than the %d one run counts: narrow it", cfg.Pattern, len(probes), MaxCounted)
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising the locked-memory limit for BPF maps (kernel %s): %w", kernel.Release(), err)
+	}
+	spec, err := bpf.LoadUfunc()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PID > 0 {
+		if err := spec.Variables["filter_tgid"].Set(uint32(cfg.PID)); err != nil {
+			return nil, err
+		}
+	}
+	s := &Source{cfg: cfg, bin: bin}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	began := time.Now()
+	if s.coll, err = ebpf.NewCollection(spec); err != nil {
+		return nil, fmt.Errorf("loading the uprobe programs (kernel %s): %w", kernel.Release(), err)
+	}
+	ex, err := link.OpenExecutable(cfg.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Binary, err)
+	}
+	s.fn = profile.KernelFunctions{Pattern: cfg.Pattern, Mechanism: Mechanism, Why: "uprobes on the USDT probes of " + cfg.Binary}
+	for i, p := range probes {
+		s.counted = append(s.counted, Symbol{Name: "usdt:" + p.FullName()})
+		opts := &link.UprobeOptions{Address: p.Offset, RefCtrOffset: p.SemaphoreOffset, Cookie: uint64(i), PID: cfg.PID}
+		l, err := ex.Uprobe(p.Name, s.coll.Programs["ufunc_count"], opts)
+		if err != nil {
+			s.fn.NotAttached = append(s.fn.NotAttached, profile.FunctionError{Name: p.FullName(), Error: err.Error()})
+			continue
+		}
+		s.links = append(s.links, l)
+		s.fn.Attached++
+	}
+	if s.fn.Attached == 0 {
+		return nil, fmt.Errorf("no uprobe attached to the %d USDT probes of %s matching %q: %s", len(probes), path.Base(cfg.Binary), cfg.Pattern, s.fn.NotAttached[0].Error)
 	}
 	s.fn.AttachNs = time.Since(began).Nanoseconds()
 	s.start = time.Now()

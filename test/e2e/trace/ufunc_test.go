@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/test/e2e"
+	"github.com/fusescope/fusescope/test/proctest"
 )
 
 const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
@@ -165,4 +167,63 @@ func TestShowUfuncRecord(t *testing.T) {
 	if err != nil || json.Unmarshal(js, &r) != nil || r.DF == nil {
 		t.Errorf("show --json: %v\n%s", err, js)
 	}
+}
+
+// libfuse's USDT probes (passthrough_hp, libfuse 3.18 built with
+// -Denable-usdt): each request the daemon reads fires request_receive,
+// each it processes request_process, each reply request_reply; counted
+// with -p on the daemon, each equals the requests fusescope trace counted
+// of the same workload (no FORGET among them, which the trace does not
+// see), and --list names them with their arguments.
+func TestUfuncUSDTAgainstTrace(t *testing.T) {
+	t.Parallel()
+	hp := e2e.LibfuseExample(t, "passthrough_hp")
+	lib := filepath.Join(filepath.Dir(hp), "..", "lib", "libfuse3.so.4")
+	list, err := exec.Command(e2e.Fusescope, "ufunc", "--usdt", "--list", lib, "libfuse:*").CombinedOutput()
+	if err != nil || !strings.Contains(string(list), "libfuse:request_process 4@") {
+		t.Fatalf("ufunc --usdt --list: %v\n%s", err, list)
+	}
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 30 {
+		os.WriteFile(filepath.Join(src, "f"+strconv.Itoa(i)), []byte("data\n"), 0o644)
+	}
+	e2e.MountDaemon(t, mnt, hp, "--nocache", src, mnt)
+	conn := e2e.ConnOf(t, mnt)
+	daemon := daemonOf(t, conn)
+	rec := filepath.Join(t.TempDir(), "usdt.json")
+	u := proctest.Start(t, exec.Command(e2e.Fusescope, "ufunc", "--usdt", lib, "libfuse:request_*", "-p", strconv.Itoa(daemon), "-o", rec),
+		"Tracing", 30*time.Second)
+	trRec := filepath.Join(t.TempDir(), "trace.json")
+	work := "stat " + mnt + "/f* > /dev/null; cat " + mnt + "/f* > /dev/null"
+	if out, err := exec.Command(e2e.Fusescope, "trace", "--mount", mnt, "-o", trRec, "--", "sh", "-c", work).CombinedOutput(); err != nil {
+		t.Fatalf("trace: %v\n%s", err, out)
+	}
+	e2e.WaitIdle(t, conn)
+	if err := u.Interrupt(t, 30*time.Second); err != nil {
+		t.Fatalf("ufunc: %v\n%s", err, u.Output())
+	}
+	var traced uint64
+	for _, n := range e2e.Counts(e2e.LoadRecord(t, trRec), conn) {
+		traced += n
+	}
+	fns := e2e.LoadRecord(t, rec).DaemonFunctions
+	got := map[string]uint64{}
+	for _, f := range fns.Functions {
+		got[f.Name] = f.Count
+	}
+	for _, p := range []string{"request_receive", "request_process", "request_reply"} {
+		if n := got["usdt:libfuse:"+p]; n != traced || traced == 0 {
+			t.Errorf("libfuse:%s fired %d times; the trace counted %d requests", p, n, traced)
+		}
+	}
+}
+
+// daemonOf is the process that holds a connection's /dev/fuse.
+func daemonOf(t *testing.T, conn uint32) int {
+	t.Helper()
+	hs, err := fuseconn.HoldersOf(conn)
+	if err != nil || len(hs) == 0 {
+		t.Fatalf("no daemon holds connection %d: %v", conn, err)
+	}
+	return hs[0].PID
 }
