@@ -35,13 +35,10 @@ type Binary struct {
 	machine elf.Machine
 }
 
-// Returns lists the offsets, from the function's start, of its RET
-// instructions, found by disassembling it (amd64): where a Go function is
-// timed, since a return probe would rewrite the return address on a
-// goroutine's stack, which the Go runtime moves and reads.
-func (b *Binary) Returns(s Symbol) ([]uint64, error) {
+// code reads a function's machine code (amd64 only).
+func (b *Binary) code(s Symbol) ([]byte, error) {
 	if b.machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("%s: timing Go functions at their RET instructions is done on amd64 only", path.Base(b.Path))
+		return nil, fmt.Errorf("%s: Go functions are probed past their prologue and at their RET instructions on amd64 only", path.Base(b.Path))
 	}
 	f, err := elf.Open(b.Path)
 	if err != nil {
@@ -60,6 +57,50 @@ func (b *Binary) Returns(s Symbol) ([]uint64, error) {
 	code := make([]byte, s.Size)
 	if _, err := text.ReadAt(code, int64(s.Address-text.Addr)); err != nil {
 		return nil, fmt.Errorf("%s: reading its code: %v", s.Name, err)
+	}
+	return code, nil
+}
+
+// GoEntry is where a Go function's entry is probed: past its prologue's
+// stack check (CMP against the goroutine's stack guard, 16(R14), then
+// JBE to morestack), since a call that grows its stack runs the function
+// again from its first instruction, which a probe there would count
+// twice; 0 for a function with no check (NOSPLIT).
+func (b *Binary) GoEntry(s Symbol) (uint64, error) {
+	code, err := b.code(s)
+	if err != nil {
+		return 0, err
+	}
+	sawCheck := false
+	for pc, n := 0, 0; pc < len(code) && n < 4; n++ {
+		inst, err := x86asm.Decode(code[pc:], 64)
+		if err != nil {
+			return 0, nil
+		}
+		pc += inst.Len
+		if inst.Op == x86asm.CMP {
+			for _, a := range inst.Args {
+				if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.R14 {
+					sawCheck = true
+				}
+			}
+			continue
+		}
+		if sawCheck && inst.Op == x86asm.JBE {
+			return uint64(pc), nil
+		}
+	}
+	return 0, nil
+}
+
+// Returns lists the offsets, from the function's start, of its RET
+// instructions, found by disassembling it (amd64): where a Go function is
+// timed, since a return probe would rewrite the return address on a
+// goroutine's stack, which the Go runtime moves and reads.
+func (b *Binary) Returns(s Symbol) ([]uint64, error) {
+	code, err := b.code(s)
+	if err != nil {
+		return nil, err
 	}
 	var rets []uint64
 	for pc := 0; pc < len(code); {
@@ -144,10 +185,7 @@ func (b *Binary) Match(glob string) ([]Symbol, error) {
 	var out []Symbol
 	at := map[uint64]bool{}
 	for _, s := range b.Symbols {
-		ok, _ := path.Match(glob, s.Name)
-		if !ok {
-			ok, _ = path.Match(glob, s.ELFName)
-		}
+		ok := globMatch(glob, s.Name) || globMatch(glob, s.ELFName)
 		if ok && !at[s.Address] {
 			at[s.Address] = true
 			out = append(out, s)
@@ -157,4 +195,12 @@ func (b *Binary) Match(glob string) ([]Symbol, error) {
 		return nil, fmt.Errorf("no function of %s matches %q: list them with nm -D --defined-only %s", b.Path, glob, b.Path)
 	}
 	return out, nil
+}
+
+// globMatch is path.Match with * matching a slash too: Go's function
+// names hold their package's path (github.com/x/y.F).
+func globMatch(glob, name string) bool {
+	const slash = "\u2215" // DIVISION SLASH: no glob syntax, in no symbol
+	ok, _ := path.Match(strings.ReplaceAll(glob, "/", slash), strings.ReplaceAll(name, "/", slash))
+	return ok
 }

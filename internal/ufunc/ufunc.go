@@ -121,6 +121,11 @@ func Open(cfg Config) (_ *Source, err error) {
 	}
 	for i, sym := range syms {
 		opts := &link.UprobeOptions{Cookie: uint64(i), PID: cfg.PID}
+		if bin.IsGo {
+			if opts.Offset, err = bin.GoEntry(sym); err != nil {
+				return nil, err
+			}
+		}
 		prog := s.coll.Programs["ufunc_count"]
 		switch {
 		case i < s.timed && bin.IsGo:

@@ -109,9 +109,7 @@ func (b *Binary) MatchUSDT(glob string) ([]Probe, error) {
 	}
 	var out []Probe
 	for _, p := range all {
-		if ok, _ := path.Match(glob, p.FullName()); ok {
-			out = append(out, p)
-		} else if ok, _ := path.Match(glob, p.Name); ok {
+		if globMatch(glob, p.FullName()) || globMatch(glob, p.Name) {
 			out = append(out, p)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/test/e2e"
@@ -226,4 +227,71 @@ func daemonOf(t *testing.T, conn uint32) int {
 		t.Fatalf("no daemon holds connection %d: %v", conn, err)
 	}
 	return hs[0].PID
+}
+
+// The lab fs's own timers against ufunc on its Go handler: LOOKUPs the
+// daemon delays 2 ms, timed by the daemon (fs stats, from go-fuse's
+// handing the request over to the reply) and by ufunc --latency from
+// labRaw.Lookup's entry to its RET instructions: as many calls as
+// LOOKUPs, and the same mean within 5%.
+func TestUfuncAgainstLabFSTimers(t *testing.T) {
+	t.Parallel()
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 100 {
+		os.WriteFile(filepath.Join(src, "f"+strconv.Itoa(i)), nil, 0o644)
+	}
+	if out, err := exec.Command(e2e.Fusescope, "fs", "mount", "--background", "--latency", "lookup=2ms", src, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fs mount: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(e2e.Fusescope, "fs", "umount", mnt).Run() })
+	daemon := daemonOf(t, e2e.ConnOf(t, mnt))
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(daemon) + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(t.TempDir(), "lookup.json")
+	u := proctest.Start(t, exec.Command(e2e.Fusescope, "ufunc", exe, "*/labfs.(?labRaw).Lookup", "--latency", "-p", strconv.Itoa(daemon), "-o", rec),
+		"Tracing", 30*time.Second)
+	before := labLookups(t, mnt)
+	// Each name stat-ed by its path, not listed first (a listing's
+	// READDIRPLUS would answer the lookups).
+	if out, err := exec.Command("sh", "-c", "for i in $(seq 0 99); do echo "+mnt+"/f$i; done | xargs stat > /dev/null").CombinedOutput(); err != nil {
+		t.Fatalf("stat: %v\n%s", err, out)
+	}
+	after := labLookups(t, mnt)
+	if err := u.Interrupt(t, 30*time.Second); err != nil {
+		t.Fatalf("ufunc: %v\n%s", err, u.Output())
+	}
+	fns := e2e.LoadRecord(t, rec).DaemonFunctions.Functions
+	if len(fns) != 1 || fns[0].Latency == nil {
+		t.Fatalf("ufunc's functions: %+v, want labRaw.Lookup, timed", fns)
+	}
+	got := fns[0]
+	n, sum := after.Count-before.Count, after.Sum-before.Sum
+	if got.Count != n || n < 100 {
+		t.Errorf("ufunc counted %d calls of labRaw.Lookup; the daemon served %d LOOKUPs (100 files or more)", got.Count, n)
+	}
+	daemonMean, ufuncMean := float64(sum)/float64(n), got.Latency.Mean()
+	if r := ufuncMean / daemonMean; r < 0.95 || r > 1.05 {
+		t.Errorf("labRaw.Lookup's mean %v by ufunc, %v by the daemon's timers: %.3f, want within 5%%", time.Duration(ufuncMean), time.Duration(daemonMean), r)
+	}
+}
+
+// labLookups reads the lab daemon's own LOOKUP statistics (fs stats).
+func labLookups(t *testing.T, mnt string) hist.Hist {
+	t.Helper()
+	out, err := exec.Command(e2e.Fusescope, "fs", "stats", "--json", mnt).Output()
+	if err != nil {
+		t.Fatalf("fs stats: %v", err)
+	}
+	r, err := profile.Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range r.Profile.Ops {
+		if o.Op == "LOOKUP" {
+			return o.Latency
+		}
+	}
+	return hist.Hist{}
 }
