@@ -122,4 +122,3 @@ func (b *Binary) MatchUSDT(glob string) ([]Probe, error) {
 	}
 	return out, nil
 }
-
