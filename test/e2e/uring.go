@@ -58,3 +58,19 @@ func SetURing(t testing.TB, on string) {
 	}
 	t.Cleanup(func() { os.WriteFile(URingParam, []byte(strings.TrimSpace(string(was))), 0o644) })
 }
+
+// URingOff turns fuse's enable_uring off for t, which holds it
+// (HoldURing), and restores it when t ends, where the kernel has it: a
+// test whose daemons cannot use the ring (the lab fs) would otherwise be
+// told of the ring they do not use while another test has it on.
+func URingOff(t testing.TB) {
+	t.Helper()
+	was, err := os.ReadFile(URingParam)
+	if err != nil {
+		return // no FUSE over io_uring here
+	}
+	if err := os.WriteFile(URingParam, []byte("N"), 0o644); err != nil {
+		t.Fatalf("turning enable_uring off: %v", err)
+	}
+	t.Cleanup(func() { os.WriteFile(URingParam, []byte(strings.TrimSpace(string(was))), 0o644) })
+}
