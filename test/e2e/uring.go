@@ -33,7 +33,8 @@ func LibfuseExample(t testing.TB, name string) string {
 // its subtests hold it with it.
 func HoldURing(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "fusescope-e2e-enable_uring.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	// machineTmp, not TMPDIR: each package's run has a TMPDIR of its own.
+	f, err := os.OpenFile(filepath.Join(machineTmp, "fusescope-e2e-enable_uring.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
