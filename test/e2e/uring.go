@@ -30,7 +30,9 @@ func LibfuseExample(t testing.TB, name string) string {
 // enable_uring or mount with it (a bench's io_uring configuration does):
 // one test set it on for its mount while another restored it off would
 // make the first's daemon fall back to /dev/fuse. t holds it to its end;
-// its subtests hold it with it.
+// its subtests hold it with it. A test that holds the kernel's caches too
+// (DropsCaches, KeepsCaches) takes this lock first, as every test does:
+// the other order deadlocked with a bench waiting for the caches.
 func HoldURing(t testing.TB) {
 	t.Helper()
 	// machineTmp, not TMPDIR: each package's run has a TMPDIR of its own.

@@ -80,12 +80,14 @@ var daemonCases = []daemonCase{
 // that fixes it, only the bad side is run). The gains of the fixes are
 // measured by test/bench's TestBenchDoctorFixes (docs/performance.md).
 func TestDoctorIndependentDaemons(t *testing.T) {
-	e2e.DropsCaches(t)
 	for _, c := range daemonCases {
 		t.Run(c.name+"/"+c.rule, func(t *testing.T) {
+			// enable_uring's lock before the caches' (as every test takes
+			// them), for one case at a time.
 			if c.uring[0] != "" {
 				e2e.HoldURing(t)
 			}
+			e2e.KeepsCaches(t)
 			type side struct {
 				opts  []string
 				want  bool

@@ -133,6 +133,7 @@ func TestDoctorQuietWorkload(t *testing.T) {
 	// have it, io-uring would rightly say it is not used.
 	e2e.HoldURing(t)
 	e2e.URingOff(t)
+	e2e.KeepsCaches(t)
 	src, mnt := t.TempDir(), t.TempDir()
 	env := append(os.Environ(), "SRC="+src, "MNT="+mnt)
 	for i := range 20 {
@@ -155,7 +156,6 @@ func TestDoctorQuietWorkload(t *testing.T) {
 // rule reports what its configuration does not have: a clean confusion
 // matrix over every rule and every run.
 func TestDoctorConfusionMatrix(t *testing.T) {
-	e2e.DropsCaches(t) // the cases read files cold
 	type cell struct{ tp, fp, fn, tn int }
 	matrix := map[string]*cell{}
 	for _, r := range doctor.Rules() {
@@ -171,9 +171,13 @@ func TestDoctorConfusionMatrix(t *testing.T) {
 			t.Run(c.rule+"/"+side.name, func(t *testing.T) {
 				// The lab fs has no ring: with enable_uring on, as another
 				// test may have it for a while, io-uring would rightly say
-				// it is not used. Held for one run at a time.
+				// it is not used; and caches dropped meanwhile would send
+				// FORGETs the forget rules count. Held for one run at a
+				// time, enable_uring's lock before the caches' (as every
+				// test takes them).
 				e2e.HoldURing(t)
 				e2e.URingOff(t)
+				e2e.KeepsCaches(t)
 				got = runDoctor(t, c, side.cfg.flags)
 			})
 			for _, r := range doctor.Rules() {
