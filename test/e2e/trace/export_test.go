@@ -153,7 +153,9 @@ func TestExportPrometheus(t *testing.T) {
 		"Server is ready to receive web requests", 60*time.Second)
 	defer nprom.Interrupt(t, 10*time.Second)
 	nbase := fmt.Sprintf("http://127.0.0.1:%d", nativePort)
-	e2e.Eventually(t, 30*time.Second, fmt.Sprintf("%s to reach %d", native, want), func() (bool, string) {
+	// A minute, as for its start: a Prometheus started on a machine that
+	// make test loads took more than 30 s to its first sample (run 27).
+	e2e.Eventually(t, 60*time.Second, fmt.Sprintf("%s to reach %d", native, want), func() (bool, string) {
 		got := promQuery(t, nbase, native)
 		return len(got) == 1 && uint64(got[0]) == want, fmt.Sprint(got)
 	})
