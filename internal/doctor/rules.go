@@ -55,6 +55,7 @@ const (
 	daemonShare     = 0.75
 	daemonMinMeanNs = 100e3
 	daemonMinNs     = 50e6
+	daemonMinRate   = 50 << 20 // bytes/s: READ and WRITE faster than this are the data's time, not the daemon's
 	// enosys: repeated answers that an opcode is not supported.
 	enosysRepeats = 2
 	notsupRepeats = 64
@@ -430,6 +431,12 @@ func daemonStage(in *input) ([]profile.Finding, *profile.Undecided) {
 			if d == nil || d.Count == 0 {
 				continue
 			}
+			// Data requests take the daemon time in proportion to their
+			// size: only where it moves them slower than daemonMinRate
+			// does their time count against it.
+			if bytes := dataBytes(o); bytes > 0 && float64(bytes)/(float64(d.Sum)/1e9) >= daemonMinRate {
+				continue
+			}
 			daemonNs += d.Sum
 			totalNs += o.Latency.Sum
 			held += d.Count
@@ -471,6 +478,22 @@ func daemonStage(in *input) ([]profile.Finding, *profile.Undecided) {
 		})
 	}
 	return out, nil
+}
+
+// dataBytes is the data a READ's or WRITE's requests carried; 0 for
+// other opcodes.
+func dataBytes(o *profile.OpStats) uint64 {
+	switch o.Op {
+	case "READ":
+		if o.ReplyBytes > o.Count*16 {
+			return o.ReplyBytes - o.Count*16
+		}
+	case "WRITE":
+		if o.ReqBytes > o.Count*writeHeaderBytes {
+			return o.ReqBytes - o.Count*writeHeaderBytes
+		}
+	}
+	return 0
 }
 
 // The opcodes whose ENOSYS the kernel remembers for the connection's life,

@@ -75,8 +75,8 @@ var cases = []matrixCase{
 	{
 		rule: "max-background", setup: `for i in 1 2 3 4; do head -c 8M /dev/zero > $SRC/f$i; done`,
 		work: `for i in 1 2 3 4; do cat $MNT/f$i > /dev/null & done; wait`,
-		bad:  config{[]string{"--latency", "read=2ms", "--max-background", "1"}, []string{"max-background", "daemon-stage", "passthrough"}},
-		good: config{[]string{"--latency", "read=2ms", "--max-background", "64"}, []string{"daemon-stage", "passthrough"}},
+		bad:  config{[]string{"--latency", "read=2ms", "--max-background", "1"}, []string{"max-background", "passthrough"}},
+		good: config{[]string{"--latency", "read=2ms", "--max-background", "64"}, []string{"passthrough"}},
 	},
 	{
 		rule: "daemon-stage", setup: `mkdir $SRC/d; for i in $(seq 200); do : > $SRC/d/f$i; done`,
