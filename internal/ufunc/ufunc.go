@@ -75,32 +75,17 @@ func Open(cfg Config) (_ *Source, err error) {
 	case cfg.Latency && len(syms) > MaxTimed:
 		return nil, fmt.Errorf("--latency: pattern %q matches %d functions, more than the %d one run times: narrow it", cfg.Pattern, len(syms), MaxTimed)
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising the locked-memory limit for BPF maps (kernel %s): %w", kernel.Release(), err)
-	}
-	spec, err := bpf.LoadUfunc()
+	began := time.Now()
+	s, ex, err := load(cfg, bin)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.PID > 0 {
-		if err := spec.Variables["filter_tgid"].Set(uint32(cfg.PID)); err != nil {
-			return nil, err
-		}
-	}
-	s := &Source{cfg: cfg, bin: bin, counted: syms}
+	s.counted = syms
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	began := time.Now()
-	if s.coll, err = ebpf.NewCollection(spec); err != nil {
-		return nil, fmt.Errorf("loading the uprobe programs (kernel %s): %w", kernel.Release(), err)
-	}
-	ex, err := link.OpenExecutable(cfg.Binary)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Binary, err)
-	}
 	s.fn = profile.KernelFunctions{Pattern: cfg.Pattern, Mechanism: Mechanism, Why: "uprobes on " + cfg.Binary}
 	if cfg.Latency {
 		s.fn.Timed = []string{cfg.Pattern}
@@ -162,9 +147,7 @@ func Open(cfg Config) (_ *Source, err error) {
 	if s.fn.Attached == 0 {
 		return nil, fmt.Errorf("no uprobe attached to the %d functions of %s matching %q: %s", len(syms), path.Base(cfg.Binary), cfg.Pattern, s.fn.NotAttached[0].Error)
 	}
-	s.fn.AttachNs = time.Since(began).Nanoseconds()
-	s.start = time.Now()
-	s.prev = s.record(s.start, s.start, &profile.KernelFunctions{Functions: []profile.FunctionCalls{}})
+	s.started(began)
 	return s, nil
 }
 
@@ -181,32 +164,16 @@ func openUSDT(cfg Config, bin *Binary) (_ *Source, err error) {
 	if len(probes) > MaxCounted {
 		return nil, fmt.Errorf("pattern %q matches %d USDT probes, more than the %d one run counts: narrow it", cfg.Pattern, len(probes), MaxCounted)
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising the locked-memory limit for BPF maps (kernel %s): %w", kernel.Release(), err)
-	}
-	spec, err := bpf.LoadUfunc()
+	began := time.Now()
+	s, ex, err := load(cfg, bin)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.PID > 0 {
-		if err := spec.Variables["filter_tgid"].Set(uint32(cfg.PID)); err != nil {
-			return nil, err
-		}
-	}
-	s := &Source{cfg: cfg, bin: bin}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	began := time.Now()
-	if s.coll, err = ebpf.NewCollection(spec); err != nil {
-		return nil, fmt.Errorf("loading the uprobe programs (kernel %s): %w", kernel.Release(), err)
-	}
-	ex, err := link.OpenExecutable(cfg.Binary)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Binary, err)
-	}
 	s.fn = profile.KernelFunctions{Pattern: cfg.Pattern, Mechanism: Mechanism, Why: "uprobes on the USDT probes of " + cfg.Binary}
 	for i, p := range probes {
 		s.counted = append(s.counted, Symbol{Name: "usdt:" + p.FullName()})
@@ -222,10 +189,43 @@ func openUSDT(cfg Config, bin *Binary) (_ *Source, err error) {
 	if s.fn.Attached == 0 {
 		return nil, fmt.Errorf("no uprobe attached to the %d USDT probes of %s matching %q: %s", len(probes), path.Base(cfg.Binary), cfg.Pattern, s.fn.NotAttached[0].Error)
 	}
+	s.started(began)
+	return s, nil
+}
+
+// load loads the programs (-p's process set in them) and opens the
+// binary to attach them to.
+func load(cfg Config, bin *Binary) (*Source, *link.Executable, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, nil, fmt.Errorf("raising the locked-memory limit for BPF maps (kernel %s): %w", kernel.Release(), err)
+	}
+	spec, err := bpf.LoadUfunc()
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.PID > 0 {
+		if err := spec.Variables["filter_tgid"].Set(uint32(cfg.PID)); err != nil {
+			return nil, nil, err
+		}
+	}
+	s := &Source{cfg: cfg, bin: bin}
+	if s.coll, err = ebpf.NewCollection(spec); err != nil {
+		return nil, nil, fmt.Errorf("loading the uprobe programs (kernel %s): %w", kernel.Release(), err)
+	}
+	ex, err := link.OpenExecutable(cfg.Binary)
+	if err != nil {
+		s.Close()
+		return nil, nil, fmt.Errorf("%s: %w", cfg.Binary, err)
+	}
+	return s, ex, nil
+}
+
+// started notes that the probes are attached: the run's figures count
+// from now.
+func (s *Source) started(began time.Time) {
 	s.fn.AttachNs = time.Since(began).Nanoseconds()
 	s.start = time.Now()
 	s.prev = s.record(s.start, s.start, &profile.KernelFunctions{Functions: []profile.FunctionCalls{}})
-	return s, nil
 }
 
 // Functions says what was attached.
