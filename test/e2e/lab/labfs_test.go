@@ -425,7 +425,7 @@ func TestLabFSKilledDaemon(t *testing.T) {
 	// socket, and its log when it wrote nothing.
 	sock := labfs.SocketPath(mnt)
 	for _, p := range []string{sock, strings.TrimSuffix(sock, ".sock") + ".log"} {
-		e2e.Eventually(t, time.Second, p+" removed after fs umount", func() (bool, string) {
+		e2e.Eventually(t, 10*time.Second, p+" removed after fs umount", func() (bool, string) {
 			_, err := os.Stat(p)
 			return err != nil, "still there"
 		})
