@@ -117,15 +117,21 @@ reports did.`,
 			if cmd.Flags().Changed("top") {
 				return fmt.Errorf("--top applies to syscalls reports; %s is a record: every opcode is shown", args[0])
 			}
-			slowCSV, findingsCSV := false, false
 			switch table {
-			case "", "opcodes":
-			case "slow":
-				slowCSV = true
-			case "findings":
-				findingsCSV = true
+			case "", "opcodes", "slow", "findings", "functions", "daemon-stage":
 			default:
-				return fmt.Errorf("--table %q: %s is a record: give opcodes, slow (its trace --slower requests) or findings (fusescope doctor's)", table, args[0])
+				return fmt.Errorf("--table %q: %s is a record: give opcodes, slow (its trace --slower requests), findings (fusescope doctor's), functions or daemon-stage (ufunc --stages')", table, args[0])
+			}
+			slowCSV := table == "slow"
+			if table == "functions" || table == "daemon-stage" {
+				found := false
+				for _, rec := range recs {
+					fn := report.FunctionsOf(rec)
+					found = found || (fn != nil && (table == "functions" || fn.DaemonStage != nil))
+				}
+				if !found {
+					return fmt.Errorf("--table %s: %s holds no %s: record one with fusescope ufunc --stages -o", table, args[0], map[bool]string{true: "functions", false: "daemon stage by function"}[table == "functions"])
+				}
 			}
 			if table != "" && !out.csv {
 				return fmt.Errorf("--table chooses the table --csv prints: add --csv")
@@ -137,11 +143,15 @@ reports did.`,
 			// renders as that interval's report did.
 			r := &report.Renderer{Format: out.format(), W: os.Stdout, Slow: true, Lines: len(recs) > 1, Stamp: stamp}
 			for i, rec := range recs {
-				switch {
-				case slowCSV:
+				switch table {
+				case "slow":
 					err = report.WriteSlowCSV(os.Stdout, i == 0, rec.Slow...)
-				case findingsCSV:
+				case "findings":
 					err = report.WriteFindingsCSV(os.Stdout, rec, i == 0)
+				case "functions":
+					err = report.WriteFunctionsCSV(os.Stdout, rec, i == 0)
+				case "daemon-stage":
+					err = report.WriteDaemonStageCSV(os.Stdout, rec, i == 0)
 				default:
 					err = r.Render(rec)
 				}
@@ -155,7 +165,7 @@ reports did.`,
 	out.register(c)
 	c.Flags().BoolVarP(&stamp, "timestamp", "T", false, "records: print the time each report ended before it, as trace -T did")
 	c.Flags().IntVar(&top, "top", 10, "syscalls reports: rows in each list and processes in the tree (0: all)")
-	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default), slow (trace --slower's requests) or findings (doctor's); for syscalls reports "+strings.Join(report.SyscallsCSVTables, ", ")+" (default syscalls)")
+	c.Flags().StringVar(&table, "table", "", "with --csv, the table to print: for records opcodes (the default), slow (trace --slower's requests), findings (doctor's), functions or daemon-stage (ufunc --stages'); for syscalls reports "+strings.Join(report.SyscallsCSVTables, ", ")+" (default syscalls)")
 	return c
 }
 

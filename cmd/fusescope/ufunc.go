@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fusescope/fusescope/internal/hist"
+	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 	"github.com/fusescope/fusescope/internal/report"
 	"github.com/fusescope/fusescope/internal/session"
@@ -18,6 +19,7 @@ func newUfuncCmd() *cobra.Command {
 	var (
 		pid                  int
 		latency, usdt, list  bool
+		stages               bool
 		msecs, usecs, nsecs  bool
 		asJSON, asCSV, stamp bool
 		recordTo             string
@@ -75,8 +77,8 @@ cannot be found is refused in one line.`,
 			switch {
 			case pid < 0:
 				return fmt.Errorf("-p %d: give a positive process id", pid)
-			case pid > 0 && len(command) > 0:
-				return fmt.Errorf("-p and -- CMD both say whose calls to count: give one")
+			case pid > 0 && len(command) > 0 && !stages:
+				return fmt.Errorf("-p and -- CMD both say whose calls to count: give one (with --stages, -p names the daemon and CMD its workload)")
 			}
 			if pid > 0 {
 				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
@@ -99,19 +101,39 @@ cannot be found is refused in one line.`,
 			if list {
 				return listUfunc(cfg)
 			}
+			if stages && usdt {
+				return fmt.Errorf("--stages times functions within the daemon's requests, and a USDT probe marks a point: leave out --usdt")
+			}
 			r := &report.Renderer{Format: report.Format{Unit: unit, JSON: asJSON, CSV: asCSV}, W: os.Stdout, Stamp: stamp, Lines: interval > 0}
-			var src *ufunc.Source
+			var src interface {
+				Functions() profile.KernelFunctions
+			}
 			run := session.Config{
 				Interval: interval, Count: count, Command: command, PID: pid, Output: recordTo, Log: os.Stderr,
-				Ready: func() { ufuncReady(src, len(command) > 0, interval, count) },
+				Ready: func() { ufuncReady(src.Functions(), stages, len(command) > 0, interval, count) },
 				Emit:  func(rec *profile.Record, final bool) error { return r.Render(rec) },
 			}
+			if stages {
+				run.Emit = stageEmitter(r, unit, asJSON, asCSV, stamp)
+				if len(command) > 0 {
+					run.PID = 0 // the daemon's probes stay in -p; the command's end ends the run
+				}
+			}
 			_, err = session.Run(context.Background(), run, func(session.Target) (session.Source, error) {
-				var err error
-				if src, err = ufunc.Open(cfg); err != nil {
+				if stages {
+					s, err := ufunc.OpenStages(cfg, ktrace.RequestConfig{Command: os.Args, Tool: version, Intervals: interval > 0})
+					if err != nil {
+						return nil, err
+					}
+					src = s
+					return s, nil
+				}
+				s, err := ufunc.Open(cfg)
+				if err != nil {
 					return nil, err
 				}
-				return src, nil
+				src = s
+				return s, nil
 			})
 			return err
 		},
@@ -120,6 +142,7 @@ cannot be found is refused in one line.`,
 	f.IntVarP(&pid, "pid", "p", 0, "probe process `PID` alone; its exit ends the run")
 	f.BoolVar(&usdt, "usdt", false, "PATTERN matches the binary's USDT probes (provider:name, e.g. 'libfuse:request_*'), whose hits are counted")
 	f.BoolVarP(&list, "list", "l", false, "list what PATTERN matches (with --usdt, each probe's arguments) and attach nothing")
+	f.BoolVar(&stages, "stages", false, "trace the FUSE requests' stages too and break the daemon stage down by these functions (timed): a call that begins while the daemon holds a request counts for its opcode")
 	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (Go: to each RET instruction)")
 	f.BoolVarP(&msecs, "milliseconds", "m", false, "show times in milliseconds")
 	f.BoolVarP(&usecs, "microseconds", "u", false, "show times in microseconds (the default)")
@@ -160,14 +183,39 @@ func listUfunc(cfg ufunc.Config) error {
 	return nil
 }
 
+// stageEmitter renders ufunc --stages' records: the daemon stage by
+// function (text, or its CSV table), or the whole record (JSON).
+func stageEmitter(r *report.Renderer, unit hist.Unit, asJSON, asCSV, stamp bool) func(*profile.Record, bool) error {
+	header, n := true, 0
+	return func(rec *profile.Record, final bool) error {
+		switch {
+		case asJSON:
+			return r.Render(rec)
+		case asCSV:
+			err := report.WriteDaemonStageCSV(os.Stdout, rec, header)
+			header = false
+			return err
+		}
+		if n++; n > 1 {
+			fmt.Println()
+		}
+		if stamp {
+			fmt.Println(rec.Meta.End.Format("15:04:05"))
+		}
+		return report.WriteDaemonStageText(os.Stdout, rec, unit)
+	}
+}
+
 // ufuncReady says what was attached, then what the run does.
-func ufuncReady(src *ufunc.Source, command bool, interval time.Duration, count int) {
-	fn := src.Functions()
+func ufuncReady(fn profile.KernelFunctions, stages, command bool, interval time.Duration, count int) {
 	fmt.Fprintf(os.Stderr, "Attached %s to %d function%s in %s: %s.\n", fn.Mechanism, fn.Attached, plural(fn.Attached), time.Duration(fn.AttachNs).Round(time.Millisecond), fn.Why)
 	if n := len(fn.NotAttached); n > 0 {
 		fmt.Fprintf(os.Stderr, "note: %d function%s not probed: %s (%s)%s.\n", n, plural(n), fn.NotAttached[0].Name, fn.NotAttached[0].Error, map[bool]string{true: " and more", false: ""}[n > 1])
 	}
 	what := fmt.Sprintf("%d function%s for %q", fn.Attached, plural(fn.Attached), fn.Pattern)
+	if stages {
+		what += " within the daemons' requests (their stages traced)"
+	}
 	switch {
 	case command:
 		fmt.Fprintf(os.Stderr, "Tracing %s while the command runs...\n", what)

@@ -105,6 +105,18 @@ type FuseReqForgetCount struct {
 	Nodes    uint64
 }
 
+type FuseReqHeldRequest struct {
+	_         structs.HostLayout
+	Unique    uint64
+	TakenNs   uint64
+	RepliedNs uint64
+	OuterNs   uint64
+	Conn      uint32
+	Opcode    uint32
+	Depth     uint32
+	Pad       uint32
+}
+
 type FuseReqInflightSlot struct {
 	_         structs.HostLayout
 	Unique    uint64
@@ -250,6 +262,7 @@ const (
 	FuseReqMapAppTgids                      = "app_tgids"
 	FuseReqMapAppThreads                    = "app_threads"
 	FuseReqMapCallTable                     = "call_table"
+	FuseReqMapDaemonHeld                    = "daemon_held"
 	FuseReqMapDaemonTgids                   = "daemon_tgids"
 	FuseReqMapDaemonThreads                 = "daemon_threads"
 	FuseReqMapDrops                         = "drops"
@@ -258,6 +271,7 @@ const (
 	FuseReqMapFineFast0                     = "fine_fast0"
 	FuseReqMapFineFast1                     = "fine_fast1"
 	FuseReqMapForgets                       = "forgets"
+	FuseReqMapHeldByGoroutine               = "held_by_goroutine"
 	FuseReqMapInflight                      = "inflight"
 	FuseReqMapInflightComm                  = "inflight_comm"
 	FuseReqMapNamesSent                     = "names_sent"
@@ -360,6 +374,7 @@ const (
 	FuseReqVarKeyByAddress                  = "key_by_address"
 	FuseReqVarReapAgeNs                     = "reap_age_ns"
 	FuseReqVarSlowerNs                      = "slower_ns"
+	FuseReqVarStageHolds                    = "stage_holds"
 	FuseReqVarStageNames                    = "stage_names"
 	FuseReqVarStagesEmpty                   = "stages_empty"
 	FuseReqVarStagesUncounted               = "stages_uncounted"
@@ -491,6 +506,7 @@ type FuseReqMapSpecs struct {
 	AppTgids         *ebpf.MapSpec `ebpf:"app_tgids"`
 	AppThreads       *ebpf.MapSpec `ebpf:"app_threads"`
 	CallTable        *ebpf.MapSpec `ebpf:"call_table"`
+	DaemonHeld       *ebpf.MapSpec `ebpf:"daemon_held"`
 	DaemonTgids      *ebpf.MapSpec `ebpf:"daemon_tgids"`
 	DaemonThreads    *ebpf.MapSpec `ebpf:"daemon_threads"`
 	Drops            *ebpf.MapSpec `ebpf:"drops"`
@@ -499,6 +515,7 @@ type FuseReqMapSpecs struct {
 	FineFast0        *ebpf.MapSpec `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.MapSpec `ebpf:"fine_fast1"`
 	Forgets          *ebpf.MapSpec `ebpf:"forgets"`
+	HeldByGoroutine  *ebpf.MapSpec `ebpf:"held_by_goroutine"`
 	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
 	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.MapSpec `ebpf:"names_sent"`
@@ -539,6 +556,7 @@ type FuseReqVariableSpecs struct {
 	KeyByAddress     *ebpf.VariableSpec `ebpf:"key_by_address"`
 	ReapAgeNs        *ebpf.VariableSpec `ebpf:"reap_age_ns"`
 	SlowerNs         *ebpf.VariableSpec `ebpf:"slower_ns"`
+	StageHolds       *ebpf.VariableSpec `ebpf:"stage_holds"`
 	StageNames       *ebpf.VariableSpec `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.VariableSpec `ebpf:"stages_empty"`
 	StagesUncounted  *ebpf.VariableSpec `ebpf:"stages_uncounted"`
@@ -574,6 +592,7 @@ type FuseReqMaps struct {
 	AppTgids         *ebpf.Map `ebpf:"app_tgids"`
 	AppThreads       *ebpf.Map `ebpf:"app_threads"`
 	CallTable        *ebpf.Map `ebpf:"call_table"`
+	DaemonHeld       *ebpf.Map `ebpf:"daemon_held"`
 	DaemonTgids      *ebpf.Map `ebpf:"daemon_tgids"`
 	DaemonThreads    *ebpf.Map `ebpf:"daemon_threads"`
 	Drops            *ebpf.Map `ebpf:"drops"`
@@ -582,6 +601,7 @@ type FuseReqMaps struct {
 	FineFast0        *ebpf.Map `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.Map `ebpf:"fine_fast1"`
 	Forgets          *ebpf.Map `ebpf:"forgets"`
+	HeldByGoroutine  *ebpf.Map `ebpf:"held_by_goroutine"`
 	Inflight         *ebpf.Map `ebpf:"inflight"`
 	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.Map `ebpf:"names_sent"`
@@ -614,6 +634,7 @@ func (m *FuseReqMaps) Close() error {
 		m.AppTgids,
 		m.AppThreads,
 		m.CallTable,
+		m.DaemonHeld,
 		m.DaemonTgids,
 		m.DaemonThreads,
 		m.Drops,
@@ -622,6 +643,7 @@ func (m *FuseReqMaps) Close() error {
 		m.FineFast0,
 		m.FineFast1,
 		m.Forgets,
+		m.HeldByGoroutine,
 		m.Inflight,
 		m.InflightComm,
 		m.NamesSent,
@@ -663,6 +685,7 @@ type FuseReqVariables struct {
 	KeyByAddress     *ebpf.Variable `ebpf:"key_by_address"`
 	ReapAgeNs        *ebpf.Variable `ebpf:"reap_age_ns"`
 	SlowerNs         *ebpf.Variable `ebpf:"slower_ns"`
+	StageHolds       *ebpf.Variable `ebpf:"stage_holds"`
 	StageNames       *ebpf.Variable `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.Variable `ebpf:"stages_empty"`
 	StagesUncounted  *ebpf.Variable `ebpf:"stages_uncounted"`

@@ -80,6 +80,18 @@ type FuseReqNoCASForgetCount struct {
 	Nodes    uint64
 }
 
+type FuseReqNoCASHeldRequest struct {
+	_         structs.HostLayout
+	Unique    uint64
+	TakenNs   uint64
+	RepliedNs uint64
+	OuterNs   uint64
+	Conn      uint32
+	Opcode    uint32
+	Depth     uint32
+	Pad       uint32
+}
+
 type FuseReqNoCASInflightSlot struct {
 	_         structs.HostLayout
 	Unique    uint64
@@ -199,6 +211,7 @@ const (
 	FuseReqNoCASMapAppTgids                      = "app_tgids"
 	FuseReqNoCASMapAppThreads                    = "app_threads"
 	FuseReqNoCASMapCallTable                     = "call_table"
+	FuseReqNoCASMapDaemonHeld                    = "daemon_held"
 	FuseReqNoCASMapDaemonTgids                   = "daemon_tgids"
 	FuseReqNoCASMapDaemonThreads                 = "daemon_threads"
 	FuseReqNoCASMapDrops                         = "drops"
@@ -207,6 +220,7 @@ const (
 	FuseReqNoCASMapFineFast0                     = "fine_fast0"
 	FuseReqNoCASMapFineFast1                     = "fine_fast1"
 	FuseReqNoCASMapForgets                       = "forgets"
+	FuseReqNoCASMapHeldByGoroutine               = "held_by_goroutine"
 	FuseReqNoCASMapInflight                      = "inflight"
 	FuseReqNoCASMapInflightComm                  = "inflight_comm"
 	FuseReqNoCASMapNamesSent                     = "names_sent"
@@ -309,6 +323,7 @@ const (
 	FuseReqNoCASVarKeyByAddress                  = "key_by_address"
 	FuseReqNoCASVarReapAgeNs                     = "reap_age_ns"
 	FuseReqNoCASVarSlowerNs                      = "slower_ns"
+	FuseReqNoCASVarStageHolds                    = "stage_holds"
 	FuseReqNoCASVarStageNames                    = "stage_names"
 	FuseReqNoCASVarStagesEmpty                   = "stages_empty"
 	FuseReqNoCASVarStagesUncounted               = "stages_uncounted"
@@ -440,6 +455,7 @@ type FuseReqNoCASMapSpecs struct {
 	AppTgids         *ebpf.MapSpec `ebpf:"app_tgids"`
 	AppThreads       *ebpf.MapSpec `ebpf:"app_threads"`
 	CallTable        *ebpf.MapSpec `ebpf:"call_table"`
+	DaemonHeld       *ebpf.MapSpec `ebpf:"daemon_held"`
 	DaemonTgids      *ebpf.MapSpec `ebpf:"daemon_tgids"`
 	DaemonThreads    *ebpf.MapSpec `ebpf:"daemon_threads"`
 	Drops            *ebpf.MapSpec `ebpf:"drops"`
@@ -448,6 +464,7 @@ type FuseReqNoCASMapSpecs struct {
 	FineFast0        *ebpf.MapSpec `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.MapSpec `ebpf:"fine_fast1"`
 	Forgets          *ebpf.MapSpec `ebpf:"forgets"`
+	HeldByGoroutine  *ebpf.MapSpec `ebpf:"held_by_goroutine"`
 	Inflight         *ebpf.MapSpec `ebpf:"inflight"`
 	InflightComm     *ebpf.MapSpec `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.MapSpec `ebpf:"names_sent"`
@@ -488,6 +505,7 @@ type FuseReqNoCASVariableSpecs struct {
 	KeyByAddress     *ebpf.VariableSpec `ebpf:"key_by_address"`
 	ReapAgeNs        *ebpf.VariableSpec `ebpf:"reap_age_ns"`
 	SlowerNs         *ebpf.VariableSpec `ebpf:"slower_ns"`
+	StageHolds       *ebpf.VariableSpec `ebpf:"stage_holds"`
 	StageNames       *ebpf.VariableSpec `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.VariableSpec `ebpf:"stages_empty"`
 	StagesUncounted  *ebpf.VariableSpec `ebpf:"stages_uncounted"`
@@ -523,6 +541,7 @@ type FuseReqNoCASMaps struct {
 	AppTgids         *ebpf.Map `ebpf:"app_tgids"`
 	AppThreads       *ebpf.Map `ebpf:"app_threads"`
 	CallTable        *ebpf.Map `ebpf:"call_table"`
+	DaemonHeld       *ebpf.Map `ebpf:"daemon_held"`
 	DaemonTgids      *ebpf.Map `ebpf:"daemon_tgids"`
 	DaemonThreads    *ebpf.Map `ebpf:"daemon_threads"`
 	Drops            *ebpf.Map `ebpf:"drops"`
@@ -531,6 +550,7 @@ type FuseReqNoCASMaps struct {
 	FineFast0        *ebpf.Map `ebpf:"fine_fast0"`
 	FineFast1        *ebpf.Map `ebpf:"fine_fast1"`
 	Forgets          *ebpf.Map `ebpf:"forgets"`
+	HeldByGoroutine  *ebpf.Map `ebpf:"held_by_goroutine"`
 	Inflight         *ebpf.Map `ebpf:"inflight"`
 	InflightComm     *ebpf.Map `ebpf:"inflight_comm"`
 	NamesSent        *ebpf.Map `ebpf:"names_sent"`
@@ -563,6 +583,7 @@ func (m *FuseReqNoCASMaps) Close() error {
 		m.AppTgids,
 		m.AppThreads,
 		m.CallTable,
+		m.DaemonHeld,
 		m.DaemonTgids,
 		m.DaemonThreads,
 		m.Drops,
@@ -571,6 +592,7 @@ func (m *FuseReqNoCASMaps) Close() error {
 		m.FineFast0,
 		m.FineFast1,
 		m.Forgets,
+		m.HeldByGoroutine,
 		m.Inflight,
 		m.InflightComm,
 		m.NamesSent,
@@ -612,6 +634,7 @@ type FuseReqNoCASVariables struct {
 	KeyByAddress     *ebpf.Variable `ebpf:"key_by_address"`
 	ReapAgeNs        *ebpf.Variable `ebpf:"reap_age_ns"`
 	SlowerNs         *ebpf.Variable `ebpf:"slower_ns"`
+	StageHolds       *ebpf.Variable `ebpf:"stage_holds"`
 	StageNames       *ebpf.Variable `ebpf:"stage_names"`
 	StagesEmpty      *ebpf.Variable `ebpf:"stages_empty"`
 	StagesUncounted  *ebpf.Variable `ebpf:"stages_uncounted"`

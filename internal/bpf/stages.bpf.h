@@ -42,6 +42,8 @@ struct iovec___user {
 #define FUSE_IN_HEADER_LEN 40
 #define FUSE_OUT_HEADER_LEN 16
 
+#include "held.h"
+
 /* Benchmarks: every stage program returns at once (the floor of attaching
  * them). */
 volatile const __u8 stages_empty = 0;
@@ -254,6 +256,47 @@ static __always_inline void take_stamps(__u32 conn, __u64 unique, __u64 *taken, 
 	bpf_map_delete_elem(&stage_stamps, &k);
 }
 
+/* ufunc --stages: each daemon thread's request, in daemon_held (held.h).
+ * Off, the code is removed at load. */
+volatile const __u8 stage_holds = 0;
+
+/* The Go daemons, by tgid: their requests are held by goroutine, since a
+ * goroutine that read one may run its handler on another thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u8);
+} held_by_goroutine SEC(".maps");
+
+/* Who holds what the current thread reads or answers: its goroutine (R14
+ * holds g at a Go program's system call) or the thread. */
+static __always_inline __u64 holder(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (bpf_map_lookup_elem(&held_by_goroutine, &tgid)) {
+		struct pt_regs *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		return regs->r14;
+	}
+	return (__u32)id;
+}
+
+static __always_inline void hold(__u32 conn, __u32 opcode, __u64 unique, __u64 ts)
+{
+	__u64 k = holder();
+	struct held_request h = { .unique = unique, .taken_ns = ts, .conn = conn, .opcode = opcode };
+	bpf_map_update_elem(&daemon_held, &k, &h, BPF_ANY);
+}
+
+static __always_inline void hold_replied(__u32 conn, __u64 unique, __u64 ts)
+{
+	__u64 k = holder();
+	struct held_request *h = bpf_map_lookup_elem(&daemon_held, &k);
+	if (h && h->unique == unique && h->conn == conn && !h->replied_ns)
+		h->replied_ns = ts;
+}
+
 /* The FORGET and BATCH_FORGET requests the daemons read, per connection,
  * and the nodes they forget: the kernel queues them apart from the other
  * requests, and no fuse tracepoint sees them. */
@@ -303,6 +346,8 @@ static __always_inline void mark_taken(__u32 conn, __u64 buf, __u64 ts, __u32 wa
 	if (s && s->opcode == h.opcode && !s->taken_ns) {
 		s->node = h.nodeid;
 		s->taken_ns = ts;
+		if (stage_holds)
+			hold(conn, h.opcode, h.unique, ts);
 	}
 }
 
@@ -316,6 +361,8 @@ int BPF_PROG(stage_sent, struct fuse_req *req)
 	if (s && !s->taken_ns) {
 		s->node = req->in.h.nodeid;
 		s->taken_ns = bpf_ktime_get_ns();
+		if (stage_holds)
+			hold(s->conn, s->opcode, s->unique, s->taken_ns);
 	}
 	return 0;
 }
@@ -338,6 +385,8 @@ static __always_inline struct inflight_slot *mark_replied(__u32 conn, __u64 uniq
 	struct inflight_slot *s = key_by_address ? find_stamps(conn, unique, 0, 0) : find_slot(conn, unique);
 	if (s && !s->replied_ns)
 		s->replied_ns = ts;
+	if (stage_holds)
+		hold_replied(conn, unique, ts);
 	return s;
 }
 

@@ -12,6 +12,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "kfunc.h"
+#include "held.h"
 
 /* -p: the process whose calls are kept; 0 keeps every process's. */
 volatile const __u32 filter_tgid = 0;
@@ -23,12 +24,49 @@ struct {
 	__type(value, __u64);
 } ucounts SEC(".maps");
 
+/* A timed call in progress: when it began and, under stage_join, the
+ * request its thread held then (taken 0: none). */
+struct ustart {
+	__u64 t0;
+	__u64 taken;
+	__u32 conn;
+	__u32 opcode;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, KFUNC_MAX_NESTED);
 	__type(key, struct start_key);
-	__type(value, __u64);
+	__type(value, struct ustart);
 } ustarts SEC(".maps");
+
+/* ufunc --stages: the daemon stage by function. The time of each timed
+ * function's calls within a request's hold (clipped to the hold: a call
+ * that begins the reply counts up to it), by connection, opcode and
+ * function; index UFUNC_IN_FUNCTIONS is the hold's time inside any of
+ * them (the outermost calls'), so that nesting counts once. */
+volatile const __u8 stage_join = 0;
+
+#define UFUNC_IN_FUNCTIONS 0xffffffffu
+
+struct stage_fn_key {
+	__u32 conn;
+	__u32 opcode;
+	__u32 index;
+	__u32 pad;
+};
+
+struct stage_fn {
+	__u64 calls;
+	__u64 ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct stage_fn_key);
+	__type(value, struct stage_fn);
+} ustage SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -52,7 +90,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, KFUNC_MAX_NESTED);
 	__type(key, struct go_key);
-	__type(value, __u64);
+	__type(value, struct ustart);
 } ustarts_go SEC(".maps");
 
 /* The registers at a uprobe, relocated by CO-RE: only the field names
@@ -87,6 +125,59 @@ static __always_inline __u32 log2_slot(__u64 v)
 	return r;
 }
 
+static __always_inline void stage_add(__u32 conn, __u32 opcode, __u32 index, __u64 ns)
+{
+	struct stage_fn_key k = { .conn = conn, .opcode = opcode, .index = index };
+	struct stage_fn *v = bpf_map_lookup_elem(&ustage, &k);
+	if (!v) {
+		struct stage_fn zero = {};
+		bpf_map_update_elem(&ustage, &k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&ustage, &k);
+		if (!v)
+			return;
+	}
+	v->calls++;
+	v->ns += ns;
+}
+
+/* A call begins: within its holder's hold of a request, it is that
+ * request's (and the outermost such call in progress marks the time from
+ * which the hold is inside a function). */
+static __always_inline void enter_hold(__u64 holder, struct ustart *st)
+{
+	if (!stage_join)
+		return;
+	struct held_request *h = bpf_map_lookup_elem(&daemon_held, &holder);
+	if (!h || !h->taken_ns || h->replied_ns || st->t0 < h->taken_ns)
+		return;
+	st->taken = h->taken_ns;
+	st->conn = h->conn;
+	st->opcode = h->opcode;
+	if (h->depth == 0)
+		h->outer_ns = st->t0;
+	h->depth++;
+}
+
+/* It returns at now: its time up to the reply's start, if that came
+ * first, counts for the request. */
+static __always_inline void exit_hold(__u64 holder, const struct ustart *st, __u32 index, __u64 now)
+{
+	if (!stage_join || !st->taken)
+		return;
+	struct held_request *h = bpf_map_lookup_elem(&daemon_held, &holder);
+	__u64 end = now;
+	int same = h && h->taken_ns == st->taken;
+	if (same && h->replied_ns && h->replied_ns < end)
+		end = h->replied_ns;
+	if (!same && h && h->taken_ns > st->t0 && h->taken_ns < end)
+		end = h->taken_ns; /* the holder took another request since */
+	if (end < st->t0)
+		end = st->t0;
+	stage_add(st->conn, st->opcode, index, end - st->t0);
+	if (same && h->depth > 0 && --h->depth == 0 && end >= h->outer_ns)
+		stage_add(st->conn, st->opcode, UFUNC_IN_FUNCTIONS, end - h->outer_ns);
+}
+
 SEC("uprobe")
 int ufunc_count(void *ctx)
 {
@@ -109,9 +200,11 @@ int ufunc_enter(void *ctx)
 	__u64 *n = bpf_map_lookup_elem(&ucounts, &index);
 	if (n)
 		(*n)++;
-	struct start_key key = { .tid = (__u32)bpf_get_current_pid_tgid(), .index = index };
-	__u64 now = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&ustarts, &key, &now, BPF_ANY)) {
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct start_key key = { .tid = tid, .index = index };
+	struct ustart st = { .t0 = bpf_ktime_get_ns() };
+	enter_hold(tid, &st);
+	if (bpf_map_update_elem(&ustarts, &key, &st, BPF_ANY)) {
 		__u32 zero = 0;
 		__u64 *m = bpf_map_lookup_elem(&umissed, &zero);
 		if (m)
@@ -145,13 +238,15 @@ int ufunc_exit(void *ctx)
 	if (!kept())
 		return 0;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	struct start_key key = { .tid = (__u32)bpf_get_current_pid_tgid(), .index = (__u32)(cookie >> 32) };
-	__u64 *t0 = bpf_map_lookup_elem(&ustarts, &key);
-	if (!t0)
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct start_key key = { .tid = tid, .index = (__u32)(cookie >> 32) };
+	struct ustart *st = bpf_map_lookup_elem(&ustarts, &key);
+	if (!st)
 		return 0; /* entered before the probes were attached */
-	__u64 ns = bpf_ktime_get_ns() - *t0;
+	__u64 now = bpf_ktime_get_ns();
+	record((__u32)cookie, now - st->t0);
+	exit_hold(tid, st, key.index, now);
 	bpf_map_delete_elem(&ustarts, &key);
-	record((__u32)cookie, ns);
 	return 0;
 }
 
@@ -165,8 +260,9 @@ int ufunc_enter_go(struct pt_regs *ctx)
 	if (n)
 		(*n)++;
 	struct go_key key = { .g = BPF_CORE_READ(ctx, r14), .index = index };
-	__u64 now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&ustarts_go, &key, &now, BPF_ANY);
+	struct ustart st = { .t0 = bpf_ktime_get_ns() };
+	enter_hold(key.g, &st);
+	bpf_map_update_elem(&ustarts_go, &key, &st, BPF_ANY);
 	return 0;
 }
 
@@ -178,12 +274,13 @@ int ufunc_ret_go(struct pt_regs *ctx)
 		return 0;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	struct go_key key = { .g = BPF_CORE_READ(ctx, r14), .index = (__u32)(cookie >> 32) };
-	__u64 *t0 = bpf_map_lookup_elem(&ustarts_go, &key);
-	if (!t0)
+	struct ustart *st = bpf_map_lookup_elem(&ustarts_go, &key);
+	if (!st)
 		return 0;
-	__u64 ns = bpf_ktime_get_ns() - *t0;
+	__u64 now = bpf_ktime_get_ns();
+	record((__u32)cookie, now - st->t0);
+	exit_hold(key.g, st, key.index, now);
 	bpf_map_delete_elem(&ustarts_go, &key);
-	record((__u32)cookie, ns);
 	return 0;
 }
 

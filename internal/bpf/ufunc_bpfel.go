@@ -29,19 +29,55 @@ type UfuncGoKey struct {
 	Pad   uint32
 }
 
+type UfuncHeldRequest struct {
+	_         structs.HostLayout
+	Unique    uint64
+	TakenNs   uint64
+	RepliedNs uint64
+	OuterNs   uint64
+	Conn      uint32
+	Opcode    uint32
+	Depth     uint32
+	Pad       uint32
+}
+
+type UfuncStageFn struct {
+	_     structs.HostLayout
+	Calls uint64
+	Ns    uint64
+}
+
+type UfuncStageFnKey struct {
+	_      structs.HostLayout
+	Conn   uint32
+	Opcode uint32
+	Index  uint32
+	Pad    uint32
+}
+
 type UfuncStartKey struct {
 	_     structs.HostLayout
 	Tid   uint32
 	Index uint32
 }
 
+type UfuncUstart struct {
+	_      structs.HostLayout
+	T0     uint64
+	Taken  uint64
+	Conn   uint32
+	Opcode uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	UfuncMapDaemonHeld    = "daemon_held"
 	UfuncMapUcounts       = "ucounts"
 	UfuncMapUhists        = "uhists"
 	UfuncMapUmissed       = "umissed"
+	UfuncMapUstage        = "ustage"
 	UfuncMapUstarts       = "ustarts"
 	UfuncMapUstartsGo     = "ustarts_go"
 	UfuncProgUfuncCount   = "ufunc_count"
@@ -50,6 +86,7 @@ const (
 	UfuncProgUfuncExit    = "ufunc_exit"
 	UfuncProgUfuncRetGo   = "ufunc_ret_go"
 	UfuncVarFilterTgid    = "filter_tgid"
+	UfuncVarStageJoin     = "stage_join"
 )
 
 // LoadUfunc returns the embedded CollectionSpec for Ufunc.
@@ -105,11 +142,13 @@ type UfuncProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type UfuncMapSpecs struct {
-	Ucounts   *ebpf.MapSpec `ebpf:"ucounts"`
-	Uhists    *ebpf.MapSpec `ebpf:"uhists"`
-	Umissed   *ebpf.MapSpec `ebpf:"umissed"`
-	Ustarts   *ebpf.MapSpec `ebpf:"ustarts"`
-	UstartsGo *ebpf.MapSpec `ebpf:"ustarts_go"`
+	DaemonHeld *ebpf.MapSpec `ebpf:"daemon_held"`
+	Ucounts    *ebpf.MapSpec `ebpf:"ucounts"`
+	Uhists     *ebpf.MapSpec `ebpf:"uhists"`
+	Umissed    *ebpf.MapSpec `ebpf:"umissed"`
+	Ustage     *ebpf.MapSpec `ebpf:"ustage"`
+	Ustarts    *ebpf.MapSpec `ebpf:"ustarts"`
+	UstartsGo  *ebpf.MapSpec `ebpf:"ustarts_go"`
 }
 
 // UfuncVariableSpecs contains global variables before they are loaded into the kernel.
@@ -117,6 +156,7 @@ type UfuncMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type UfuncVariableSpecs struct {
 	FilterTgid *ebpf.VariableSpec `ebpf:"filter_tgid"`
+	StageJoin  *ebpf.VariableSpec `ebpf:"stage_join"`
 }
 
 // UfuncObjects contains all objects after they have been loaded into the kernel.
@@ -139,18 +179,22 @@ func (o *UfuncObjects) Close() error {
 //
 // It can be passed to LoadUfuncObjects or ebpf.CollectionSpec.LoadAndAssign.
 type UfuncMaps struct {
-	Ucounts   *ebpf.Map `ebpf:"ucounts"`
-	Uhists    *ebpf.Map `ebpf:"uhists"`
-	Umissed   *ebpf.Map `ebpf:"umissed"`
-	Ustarts   *ebpf.Map `ebpf:"ustarts"`
-	UstartsGo *ebpf.Map `ebpf:"ustarts_go"`
+	DaemonHeld *ebpf.Map `ebpf:"daemon_held"`
+	Ucounts    *ebpf.Map `ebpf:"ucounts"`
+	Uhists     *ebpf.Map `ebpf:"uhists"`
+	Umissed    *ebpf.Map `ebpf:"umissed"`
+	Ustage     *ebpf.Map `ebpf:"ustage"`
+	Ustarts    *ebpf.Map `ebpf:"ustarts"`
+	UstartsGo  *ebpf.Map `ebpf:"ustarts_go"`
 }
 
 func (m *UfuncMaps) Close() error {
 	return _UfuncClose(
+		m.DaemonHeld,
 		m.Ucounts,
 		m.Uhists,
 		m.Umissed,
+		m.Ustage,
 		m.Ustarts,
 		m.UstartsGo,
 	)
@@ -161,6 +205,7 @@ func (m *UfuncMaps) Close() error {
 // It can be passed to LoadUfuncObjects or ebpf.CollectionSpec.LoadAndAssign.
 type UfuncVariables struct {
 	FilterTgid *ebpf.Variable `ebpf:"filter_tgid"`
+	StageJoin  *ebpf.Variable `ebpf:"stage_join"`
 }
 
 // UfuncPrograms contains all programs after they have been loaded into the kernel.

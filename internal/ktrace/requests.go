@@ -200,6 +200,14 @@ func (s *RequestSource) watchDaemons() error {
 // its requests split into stages from the first.
 func (s *RequestSource) WatchDaemons() error { return s.watchDaemons() }
 
+// Holds is the tracer's map of the requests the daemons hold
+// (Options.Holds), which ufunc's programs share; nil without it.
+func (s *RequestSource) Holds() *ebpf.Map { return s.t.Holds() }
+
+// HoldByGoroutine has process pid's requests held by goroutine (a Go
+// daemon): Tracer.HoldByGoroutine.
+func (s *RequestSource) HoldByGoroutine(pid int) error { return s.t.HoldByGoroutine(pid) }
+
 // Conns are the traced connections; none: every one.
 func (s *RequestSource) Conns() []uint32 { return s.conns }
 

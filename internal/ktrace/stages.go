@@ -100,6 +100,7 @@ type stageFeature struct {
 	cost   StageCost
 	sent   bool // the kernel has fuse:fuse_request_sent (Linux 7.3)
 	ring   bool // and FUSE over io_uring with io_uring's tracepoints
+	holds  bool // the daemons' holds kept (Options.Holds)
 	progs  *stagePrograms
 	sentP  *sentProgram
 	ringP  *ringPrograms
@@ -123,7 +124,15 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 	}
 	if !p.opts.Stages {
 		p.unused("daemon_tgids", "daemon_threads", "stage_table", "stage_fast0", "stage_fast1", "stage_fine0", "stage_fine1", "passthrough_opens", "pipe_headers", "reply_starts", "ring_conns", "forgets")
+	}
+	if !p.opts.Stages || !p.opts.Holds {
+		p.unused("daemon_held", "held_by_goroutine")
+	}
+	if !p.opts.Stages {
 		return false, nil
+	}
+	if p.opts.Holds {
+		p.consts["stage_holds"] = uint8(1)
 	}
 	p.twin += "_stages"
 	if p.opts.StageCost == StagesEmpty {
@@ -132,7 +141,7 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 	if p.opts.StageCost == StagesUncounted {
 		p.consts["stages_uncounted"] = uint8(1)
 	}
-	f.cost, f.sent, f.ring, f.daemons = p.opts.StageCost, p.tps.Sent, p.tps.Ring, map[int]time.Time{}
+	f.cost, f.sent, f.ring, f.holds, f.daemons = p.opts.StageCost, p.tps.Sent, p.tps.Ring, p.opts.Holds, map[int]time.Time{}
 	return true, nil
 }
 
@@ -141,6 +150,9 @@ func (f *stageFeature) configure(p *loadPlan) (bool, error) {
 // fuse:fuse_request_sent.
 func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 	if t.funcs != nil {
+		if f.holds {
+			return option.Errorf("the daemon stage by function needs the stage programs on the daemons' system calls, and {stages} here times the daemons from the kernel's functions: this kernel cannot join them")
+		}
 		f.kernel, err = t.funcs.loadStages(t, spec)
 		return err
 	}
@@ -151,7 +163,7 @@ func (f *stageFeature) load(t *Tracer, spec *ebpf.CollectionSpec) (err error) {
 		"stage_fine0": t.maps.StageFine0, "stage_fine1": t.maps.StageFine1,
 		"passthrough_opens": t.maps.PassthroughOpens, "node_names": t.maps.NodeNames, "names_sent": t.maps.NamesSent,
 		"stage_stamps": t.maps.StageStamps, "pipe_headers": t.maps.PipeHeaders, "ring_conns": t.maps.RingConns,
-		"forgets": t.maps.Forgets,
+		"forgets": t.maps.Forgets, "daemon_held": t.maps.DaemonHeld, "held_by_goroutine": t.maps.HeldByGoroutine,
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: repl}
 	if f.cost == StagesRawEmpty {
@@ -297,6 +309,28 @@ func (t *Tracer) WatchDaemons(pids []int) error {
 		if err := t.maps.DaemonTgids.Put(w, bits); err != nil {
 			return fmt.Errorf("watching the daemons: %w", err)
 		}
+	}
+	return nil
+}
+
+// Holds is the map of the request each daemon thread or goroutine holds
+// (Options.Holds), for ufunc's programs to share; nil without it.
+func (t *Tracer) Holds() *ebpf.Map {
+	if t.stages == nil || !t.stages.holds {
+		return nil
+	}
+	return t.maps.DaemonHeld
+}
+
+// HoldByGoroutine has the stage programs key process pid's holds by
+// goroutine: it is a Go daemon, whose goroutine may read a request on one
+// thread and answer it from another.
+func (t *Tracer) HoldByGoroutine(pid int) error {
+	if t.Holds() == nil {
+		return nil
+	}
+	if err := t.maps.HeldByGoroutine.Put(uint32(pid), uint8(1)); err != nil {
+		return fmt.Errorf("keeping process %d's requests by goroutine: %w", pid, err)
 	}
 	return nil
 }

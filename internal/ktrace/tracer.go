@@ -73,6 +73,10 @@ type Options struct {
 	// WatchDaemons names; StageCost is for the benchmarks.
 	Stages    bool
 	StageCost StageCost
+	// Holds has the stage programs keep the request each daemon thread
+	// (or a Go daemon's goroutine) holds, for ufunc's daemon stage by
+	// function (Tracer.Holds).
+	Holds bool
 	// Files sums each node's requests in the kernel (tp_btf only), and,
 	// with Slower, has nodes named from the replies that make entries.
 	Files bool

@@ -50,6 +50,112 @@ type KernelFunctions struct {
 	// Functions are the functions called in the record's window, each
 	// once; in the order of Sort.
 	Functions []FunctionCalls `json:"functions"`
+	// DaemonStage is the daemon stage broken down by the functions (ufunc
+	// --stages), per connection and opcode, in the order of SortStage;
+	// nil when it was not measured.
+	DaemonStage []StageFunctions `json:"daemon_stage,omitempty"`
+}
+
+// StageFunctions is the daemon stage of one opcode's requests on one
+// connection, broken down by the daemon's functions: a call that began
+// while a daemon thread (or a Go daemon's goroutine) held one of these
+// requests counts for it, up to the start of the reply.
+type StageFunctions struct {
+	Conn   uint32 `json:"conn"`
+	Op     string `json:"op"`
+	Opcode uint32 `json:"opcode"`
+	// Requests and HeldNs are the trace's daemon stage of the opcode's
+	// requests: how many it timed, and their time from being read to the
+	// reply's start, summed.
+	Requests uint64 `json:"requests"`
+	HeldNs   uint64 `json:"held_ns"`
+	// InFunctionsNs is the part of HeldNs inside at least one of the
+	// functions (nested calls count once); the rest is unaccounted for.
+	InFunctionsNs uint64 `json:"in_functions_ns"`
+	// Functions are each function's calls within the holds and their
+	// time (a nested call's time is its caller's too), most time first.
+	Functions []StageFunction `json:"functions"`
+}
+
+// StageFunction is one function's calls within an opcode's holds.
+type StageFunction struct {
+	Name  string `json:"name"`
+	Calls uint64 `json:"calls"`
+	Ns    uint64 `json:"ns"`
+}
+
+// UnaccountedNs is the daemon's time with the requests outside every
+// function measured.
+func (s *StageFunctions) UnaccountedNs() uint64 {
+	if s.InFunctionsNs >= s.HeldNs {
+		return 0
+	}
+	return s.HeldNs - s.InFunctionsNs
+}
+
+// SortStage orders the daemon stage's rows by the daemon's time, most
+// first, and each row's functions likewise.
+func (k *KernelFunctions) SortStage() {
+	for i := range k.DaemonStage {
+		fs := k.DaemonStage[i].Functions
+		sort.Slice(fs, func(a, b int) bool {
+			if fs[a].Ns != fs[b].Ns {
+				return fs[a].Ns > fs[b].Ns
+			}
+			return fs[a].Name < fs[b].Name
+		})
+	}
+	sort.Slice(k.DaemonStage, func(i, j int) bool {
+		a, b := &k.DaemonStage[i], &k.DaemonStage[j]
+		if a.HeldNs != b.HeldNs {
+			return a.HeldNs > b.HeldNs
+		}
+		if a.Conn != b.Conn {
+			return a.Conn < b.Conn
+		}
+		return a.Opcode < b.Opcode
+	})
+}
+
+// subStage is the daemon stage between an earlier snapshot and cur.
+func subStage(cur, earlier []StageFunctions) []StageFunctions {
+	if cur == nil {
+		return nil
+	}
+	type key struct{ conn, opcode uint32 }
+	old := map[key]*StageFunctions{}
+	for i := range earlier {
+		old[key{earlier[i].Conn, earlier[i].Opcode}] = &earlier[i]
+	}
+	out := []StageFunctions{}
+	for _, s := range cur {
+		o := old[key{s.Conn, s.Opcode}]
+		if o == nil {
+			out = append(out, s)
+			continue
+		}
+		s.Requests -= min(s.Requests, o.Requests)
+		s.HeldNs -= min(s.HeldNs, o.HeldNs)
+		s.InFunctionsNs -= min(s.InFunctionsNs, o.InFunctionsNs)
+		was := map[string]StageFunction{}
+		for _, f := range o.Functions {
+			was[f.Name] = f
+		}
+		fs := []StageFunction{}
+		for _, f := range s.Functions {
+			w := was[f.Name]
+			f.Calls -= min(f.Calls, w.Calls)
+			f.Ns -= min(f.Ns, w.Ns)
+			if f.Calls > 0 {
+				fs = append(fs, f)
+			}
+		}
+		s.Functions = fs
+		if s.Requests > 0 || len(fs) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // FunctionError is a function that could not be probed, and why.
@@ -117,6 +223,8 @@ func (k *KernelFunctions) Sub(earlier *KernelFunctions) (*KernelFunctions, error
 		}
 	}
 	out.Sort()
+	out.DaemonStage = subStage(k.DaemonStage, earlier.DaemonStage)
+	out.SortStage()
 	return &out, nil
 }
 
@@ -131,6 +239,19 @@ func (k *KernelFunctions) check() error {
 			return fmt.Errorf("kernel function %s appears twice", f.Name)
 		}
 		seen[f.Key()] = true
+	}
+	type key struct{ conn, opcode uint32 }
+	rows := map[key]bool{}
+	for _, s := range k.DaemonStage {
+		if rows[key{s.Conn, s.Opcode}] {
+			return fmt.Errorf("daemon stage of %s on connection %d appears twice", s.Op, s.Conn)
+		}
+		rows[key{s.Conn, s.Opcode}] = true
+		for _, f := range s.Functions {
+			if f.Name == "" {
+				return fmt.Errorf("daemon stage of %s: a function without a name", s.Op)
+			}
+		}
 	}
 	return nil
 }

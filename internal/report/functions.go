@@ -68,8 +68,14 @@ func WriteFunctionsText(w io.Writer, r *profile.Record, unit hist.Unit) error {
 	if fn.Missed > 0 {
 		fmt.Fprintf(&b, "\n%d calls were not timed: the table of calls in progress (10,240) was full, or the kernel skipped the program while a run of it was preempted.\n", fn.Missed)
 	}
-	_, err := io.WriteString(w, strings.TrimPrefix(b.String(), "\n"))
-	return err
+	if _, err := io.WriteString(w, strings.TrimPrefix(b.String(), "\n")); err != nil {
+		return err
+	}
+	if fn.DaemonStage != nil {
+		fmt.Fprintln(w)
+		return WriteDaemonStageText(w, r, unit)
+	}
+	return nil
 }
 
 // WriteFunctionsCSV writes one row per function called, in the order of
@@ -83,7 +89,11 @@ func WriteFunctionsCSV(w io.Writer, r *profile.Record, header bool) error {
 		}
 	}
 	end := r.Meta.End.UTC().Format(time.RFC3339Nano)
-	for _, fc := range FunctionsOf(r).Functions {
+	fn := FunctionsOf(r)
+	if fn == nil {
+		fn = &profile.KernelFunctions{}
+	}
+	for _, fc := range fn.Functions {
 		row := []string{end, csvName(fc.Name), csvName(fc.Module), u(fc.Count), "", "", "", "", "", ""}
 		if h := fc.Latency; h != nil && h.Count > 0 {
 			copy(row[4:], []string{u(h.Sum), f(h.Mean()), u(h.Min), f(h.Quantile(0.5)), f(h.Quantile(0.99)), u(h.Max)})

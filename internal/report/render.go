@@ -50,7 +50,7 @@ func (r *Renderer) Render(rec *profile.Record) error {
 		return rec.Write(r.W)
 	case r.Format.CSV && rec.Bench != nil:
 		return WriteBenchCSV(r.W, rec.Bench)
-	case r.Format.CSV && FunctionsOf(rec) != nil:
+	case r.Format.CSV && FunctionsOf(rec) != nil && !rec.HasRequests():
 		err := WriteFunctionsCSV(r.W, rec, !r.csvDone)
 		r.csvDone = true
 		return err

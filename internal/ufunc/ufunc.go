@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/ktrace"
@@ -36,6 +37,9 @@ type Config struct {
 	PID     int    // only this process's calls (and probes in it alone)
 	Command []string
 	Tool    string
+	// holds is the tracer's map of the requests the daemons hold
+	// (OpenStages): each timed call within a hold counts for its request.
+	holds *ebpf.Map
 }
 
 // Source is the run's probes, read as records (a session source).
@@ -73,7 +77,7 @@ func Open(cfg Config) (_ *Source, err error) {
 	case len(syms) > MaxCounted:
 		return nil, fmt.Errorf("pattern %q matches %d functions of %s, more than the %d one run counts: narrow it", cfg.Pattern, len(syms), path.Base(cfg.Binary), MaxCounted)
 	case cfg.Latency && len(syms) > MaxTimed:
-		return nil, fmt.Errorf("--latency: pattern %q matches %d functions, more than the %d one run times: narrow it", cfg.Pattern, len(syms), MaxTimed)
+		return nil, fmt.Errorf("%s: pattern %q matches %d functions, more than the %d one run times: narrow it", map[bool]string{true: "--stages", false: "--latency"}[cfg.holds != nil], cfg.Pattern, len(syms), MaxTimed)
 	}
 	began := time.Now()
 	s, ex, err := load(cfg, bin)
@@ -208,8 +212,15 @@ func load(cfg Config, bin *Binary) (*Source, *link.Executable, error) {
 			return nil, nil, err
 		}
 	}
+	opts := ebpf.CollectionOptions{}
+	if cfg.holds != nil {
+		if err := spec.Variables["stage_join"].Set(uint8(1)); err != nil {
+			return nil, nil, err
+		}
+		opts.MapReplacements = map[string]*ebpf.Map{"daemon_held": cfg.holds}
+	}
 	s := &Source{cfg: cfg, bin: bin}
-	if s.coll, err = ebpf.NewCollection(spec); err != nil {
+	if s.coll, err = ebpf.NewCollectionWithOptions(spec, opts); err != nil {
 		return nil, nil, fmt.Errorf("loading the uprobe programs (kernel %s): %w", kernel.Release(), err)
 	}
 	ex, err := link.OpenExecutable(cfg.Binary)
@@ -303,7 +314,55 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 	}
 	fn.NotAttached = append([]profile.FunctionError(nil), s.fn.NotAttached...)
 	fn.Sort()
+	if s.cfg.holds != nil {
+		stage, err := s.readStage()
+		if err != nil {
+			return nil, err
+		}
+		fn.DaemonStage = stage
+	}
 	return &fn, nil
+}
+
+// inFunctions is the index under which the join keeps each opcode's time
+// inside any function (ufunc.bpf.c's UFUNC_IN_FUNCTIONS).
+const inFunctions = 0xffffffff
+
+// readStage reads the calls counted within the daemons' holds, by
+// connection and opcode; the stage's own figures are the trace's
+// (StageSource fills them in).
+func (s *Source) readStage() ([]profile.StageFunctions, error) {
+	type key struct{ conn, opcode uint32 }
+	rows := map[key]*profile.StageFunctions{}
+	var k bpf.UfuncStageFnKey
+	var perCPU []bpf.UfuncStageFn
+	it := s.coll.Maps["ustage"].Iterate()
+	for it.Next(&k, &perCPU) {
+		var calls, ns uint64
+		for _, c := range perCPU {
+			calls += c.Calls
+			ns += c.Ns
+		}
+		r := rows[key{k.Conn, k.Opcode}]
+		if r == nil {
+			r = &profile.StageFunctions{Conn: k.Conn, Opcode: k.Opcode, Op: fuseproto.Opcode(k.Opcode).String(), Functions: []profile.StageFunction{}}
+			rows[key{k.Conn, k.Opcode}] = r
+		}
+		switch {
+		case k.Index == inFunctions:
+			r.InFunctionsNs += ns
+		case int(k.Index) < len(s.counted):
+			r.Functions = append(r.Functions, profile.StageFunction{Name: s.counted[k.Index].Name, Calls: calls, Ns: ns})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the daemon stage by function: %w", err)
+	}
+	out := []profile.StageFunctions{}
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	return out, nil
 }
 
 func mergeHists(perCPU []bpf.UfuncFuncHist) hist.Hist {

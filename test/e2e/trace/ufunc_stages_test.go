@@ -1,0 +1,170 @@
+package trace
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fusescope/fusescope/internal/profile"
+	"github.com/fusescope/fusescope/test/e2e"
+)
+
+// stageRows runs fusescope ufunc --stages on a daemon while work runs
+// and returns its record's daemon stage by function, by opcode, for conn.
+func stageRows(t *testing.T, conn uint32, args ...string) (*profile.Record, map[string]profile.StageFunctions) {
+	t.Helper()
+	rec := filepath.Join(t.TempDir(), "stages.json")
+	out, err := exec.Command(e2e.Fusescope, append([]string{"ufunc", "--stages", "-o", rec}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ufunc --stages: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Daemon stage by function") {
+		t.Errorf("ufunc --stages printed no daemon stage by function:\n%s", out)
+	}
+	t.Logf("%s", out)
+	r := e2e.LoadRecord(t, rec)
+	if r.DaemonFunctions == nil || r.DaemonFunctions.DaemonStage == nil {
+		t.Fatalf("the record has no daemon stage by function:\n%s", out)
+	}
+	rows := map[string]profile.StageFunctions{}
+	for _, s := range r.DaemonFunctions.DaemonStage {
+		if s.Conn == conn {
+			rows[s.Op] = s
+		}
+		if s.InFunctionsNs > s.HeldNs {
+			t.Errorf("%s: %d ns inside the functions, more than the %d ns the daemon held its requests", s.Op, s.InFunctionsNs, s.HeldNs)
+		}
+		for _, f := range s.Functions {
+			if f.Ns > s.HeldNs {
+				t.Errorf("%s: %s took %d ns within holds of %d ns in all", s.Op, f.Name, f.Ns, s.HeldNs)
+			}
+		}
+	}
+	return r, rows
+}
+
+// stageFunction is one function's row under an opcode, by a suffix of its
+// name.
+func stageFunction(s profile.StageFunctions, suffix string) (profile.StageFunction, bool) {
+	for _, f := range s.Functions {
+		if strings.HasSuffix(f.Name, suffix) {
+			return f, true
+		}
+	}
+	return profile.StageFunction{}, false
+}
+
+// The daemon stage by function on the lab fs (Go: its goroutines hold
+// the requests): LOOKUPs the daemon delays 2 ms, stat-ed by four
+// processes at once. labRaw.Lookup is called within every LOOKUP's hold
+// and no other opcode's; its calls there equal the LOOKUPs the daemon
+// served by its own count (fs stats) and their mean the daemon's own
+// timer's within 5%; the functions leave at most a tenth of the LOOKUPs'
+// hold unaccounted for; GetAttr counts only under GETATTR.
+func TestUfuncStagesLabFS(t *testing.T) {
+	t.Parallel()
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 100 {
+		os.WriteFile(filepath.Join(src, "f"+strconv.Itoa(i)), nil, 0o644)
+	}
+	if out, err := exec.Command(e2e.Fusescope, "fs", "mount", "--background", "--latency", "lookup=2ms", "--entry-timeout", "0", "--attr-timeout", "0", src, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fs mount: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(e2e.Fusescope, "fs", "umount", mnt).Run() })
+	conn := e2e.ConnOf(t, mnt)
+	daemon := daemonOf(t, conn)
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(daemon) + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := labLookups(t, mnt)
+	work := ""
+	for p := range 4 {
+		work += "for i in $(seq " + strconv.Itoa(p*25) + " " + strconv.Itoa(p*25+24) + "); do stat " + mnt + "/f$i; done > /dev/null & "
+	}
+	_, rows := stageRows(t, conn, exe, "*/labfs.(?labRaw).[LG]*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", work+"wait")
+	after := labLookups(t, mnt)
+	lookups, sum := after.Count-before.Count, after.Sum-before.Sum
+	lk := rows["LOOKUP"]
+	f, ok := stageFunction(lk, "labRaw).Lookup")
+	switch {
+	case !ok:
+		t.Fatalf("no labRaw.Lookup under LOOKUP: %+v", rows)
+	case f.Calls != lookups || lk.Requests != lookups || lookups < 100:
+		t.Errorf("labRaw.Lookup: %d calls within %d LOOKUPs held; the daemon served %d (100 or more)", f.Calls, lk.Requests, lookups)
+	}
+	if f.Calls > 0 && lookups > 0 {
+		mean, daemonMean := float64(f.Ns)/float64(f.Calls), float64(sum)/float64(lookups)
+		if r := mean / daemonMean; r < 0.95 || r > 1.05 || mean < 2e6 {
+			t.Errorf("labRaw.Lookup within the holds: %v a call; the daemon's timer %v (%.3f; want within 5%%, and the 2 ms delay or more)", time.Duration(mean), time.Duration(daemonMean), r)
+		}
+	}
+	if u := lk.UnaccountedNs(); u*10 > lk.HeldNs {
+		t.Errorf("LOOKUP: %v of %v held unaccounted for, more than a tenth", time.Duration(u), time.Duration(lk.HeldNs))
+	}
+	for op, s := range rows {
+		for _, f := range s.Functions {
+			if (strings.HasSuffix(f.Name, ").Lookup") && op != "LOOKUP") || (strings.HasSuffix(f.Name, ").GetAttr") && op != "GETATTR") {
+				t.Errorf("%s counted under %s", f.Name, op)
+			}
+		}
+	}
+}
+
+// The same on a C daemon (libfuse's passthrough_hp, its threads holding
+// the requests), stacked on a lab fs that delays its LOOKUPs 2 ms: each
+// of passthrough_hp's LOOKUPs looks its file up in the lab fs below, so
+// sfs_lookup takes the 2 ms within each LOOKUP's hold. Each sfs_ handler
+// is counted under its own opcode alone, once per request the trace
+// counted; sfs_lookup's mean is no less than the lab daemon's own LOOKUP
+// timer; libfuse's own work, outside the handlers, is a small part of
+// the LOOKUPs' hold.
+func TestUfuncStagesPassthroughHP(t *testing.T) {
+	t.Parallel()
+	lower, below, mnt := t.TempDir(), t.TempDir(), t.TempDir()
+	for i := range 50 {
+		os.WriteFile(filepath.Join(lower, "f"+strconv.Itoa(i)), []byte("data\n"), 0o644)
+	}
+	if out, err := exec.Command(e2e.Fusescope, "fs", "mount", "--background", "--latency", "lookup=2ms", "--entry-timeout", "0", "--attr-timeout", "0", lower, below).CombinedOutput(); err != nil {
+		t.Fatalf("fs mount: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(e2e.Fusescope, "fs", "umount", below).Run() })
+	hp := e2e.LibfuseExample(t, "passthrough_hp")
+	e2e.MountDaemon(t, mnt, hp, "--nocache", below, mnt)
+	conn := e2e.ConnOf(t, mnt)
+	daemon := daemonOf(t, conn)
+	before := labLookups(t, below)
+	r, rows := stageRows(t, conn, hp, "sfs_*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", "for i in $(seq 0 49); do stat "+mnt+"/f$i; done > /dev/null; cat "+mnt+"/f* > /dev/null")
+	after := labLookups(t, below)
+	counts := e2e.Counts(r, conn)
+	handlers := map[string]string{"LOOKUP": "sfs_lookup", "GETATTR": "sfs_getattr", "OPEN": "sfs_open", "RELEASE": "sfs_release"}
+	for op, fn := range handlers {
+		s := rows[op]
+		f, ok := stageFunction(s, fn)
+		if !ok || f.Calls != counts[op] || s.Requests != counts[op] || counts[op] == 0 {
+			t.Errorf("%s: %s called %d times within %d requests held; the trace counted %d", op, fn, f.Calls, s.Requests, counts[op])
+		}
+	}
+	for op, s := range rows {
+		for _, f := range s.Functions {
+			if want, ok := handlers[op]; ok && strings.HasPrefix(f.Name, "sfs_") && f.Name != want && f.Name != "sfs_create_open_flags" {
+				t.Errorf("%s counted under %s", f.Name, op)
+			}
+		}
+	}
+	lk := rows["LOOKUP"]
+	if f, ok := stageFunction(lk, "sfs_lookup"); ok && f.Calls > 0 {
+		mean := float64(f.Ns) / float64(f.Calls)
+		labMean := float64(after.Sum-before.Sum) / float64(max(after.Count-before.Count, 1))
+		if mean < 2e6 || mean < labMean {
+			t.Errorf("sfs_lookup within the holds: %v a call; the lab fs below took %v a LOOKUP (2 ms delayed)", time.Duration(mean), time.Duration(labMean))
+		}
+	}
+	if u := lk.UnaccountedNs(); u*10 > lk.HeldNs {
+		t.Errorf("LOOKUP: %v of %v held unaccounted for, more than a tenth", time.Duration(u), time.Duration(lk.HeldNs))
+	}
+}
