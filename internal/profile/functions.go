@@ -86,7 +86,7 @@ type StageFunction struct {
 
 // UnaccountedNs is the daemon's time with the requests outside every
 // function measured.
-func (s *StageFunctions) UnaccountedNs() uint64 {
+func (s StageFunctions) UnaccountedNs() uint64 {
 	if s.InFunctionsNs >= s.HeldNs {
 		return 0
 	}
@@ -254,4 +254,94 @@ func (k *KernelFunctions) check() error {
 		}
 	}
 	return nil
+}
+
+// Add sums o, a later window of the same run, into k: an interval run's
+// records add up to the whole run.
+func (k *KernelFunctions) Add(o *KernelFunctions) {
+	k.Missed += o.Missed
+	k.Skipped += o.Skipped
+	at := map[string]int{}
+	for i := range k.Functions {
+		at[k.Functions[i].Key()] = i
+	}
+	for _, f := range o.Functions {
+		i, ok := at[f.Key()]
+		if !ok {
+			at[f.Key()] = len(k.Functions)
+			if f.Latency != nil {
+				h := f.Latency.Clone()
+				f.Latency = &h
+			}
+			k.Functions = append(k.Functions, f)
+			continue
+		}
+		g := &k.Functions[i]
+		g.Count += f.Count
+		switch {
+		case f.Latency == nil:
+		case g.Latency == nil:
+			h := f.Latency.Clone()
+			g.Latency = &h
+		default:
+			g.Latency.Merge(f.Latency)
+		}
+	}
+	k.Sort()
+	if o.DaemonStage == nil {
+		return
+	}
+	type key struct{ conn, opcode uint32 }
+	rows := map[key]int{}
+	for i, s := range k.DaemonStage {
+		rows[key{s.Conn, s.Opcode}] = i
+	}
+	for _, s := range o.DaemonStage {
+		i, ok := rows[key{s.Conn, s.Opcode}]
+		if !ok {
+			rows[key{s.Conn, s.Opcode}] = len(k.DaemonStage)
+			s.Functions = append([]StageFunction{}, s.Functions...)
+			k.DaemonStage = append(k.DaemonStage, s)
+			continue
+		}
+		r := &k.DaemonStage[i]
+		r.Requests += s.Requests
+		r.HeldNs += s.HeldNs
+		r.InFunctionsNs += s.InFunctionsNs
+		fi := map[string]int{}
+		for j, f := range r.Functions {
+			fi[f.Name] = j
+		}
+		for _, f := range s.Functions {
+			if j, ok := fi[f.Name]; ok {
+				r.Functions[j].Calls += f.Calls
+				r.Functions[j].Ns += f.Ns
+			} else {
+				r.Functions = append(r.Functions, f)
+			}
+		}
+	}
+	k.SortStage()
+}
+
+// SumFunctions is the functions of an interval run's records summed: the
+// whole run's. Nil if none of them has any.
+func SumFunctions(sections []*KernelFunctions) *KernelFunctions {
+	var out *KernelFunctions
+	for _, s := range sections {
+		if s == nil {
+			continue
+		}
+		if out == nil {
+			c := *s
+			c.Functions = []FunctionCalls{}
+			c.Missed, c.Skipped = 0, 0
+			if s.DaemonStage != nil {
+				c.DaemonStage = []StageFunctions{}
+			}
+			out = &c
+		}
+		out.Add(s)
+	}
+	return out
 }

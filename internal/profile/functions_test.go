@@ -81,3 +81,44 @@ func TestKernelFunctionsRecord(t *testing.T) {
 		t.Errorf("a function listed twice: %v", err)
 	}
 }
+
+func stageSection(requests, held, in, fnNs uint64) *KernelFunctions {
+	return &KernelFunctions{Mechanism: "uprobe", Functions: []FunctionCalls{{Name: "sfs_lookup", Count: requests}},
+		DaemonStage: []StageFunctions{{Conn: 7, Op: "LOOKUP", Opcode: 1, Requests: requests, HeldNs: held, InFunctionsNs: in,
+			Functions: []StageFunction{{Name: "sfs_lookup", Calls: requests, Ns: fnNs}}}}}
+}
+
+// The daemon stage by function: an interval is the difference of two
+// snapshots, and the intervals add up to the whole run.
+func TestDaemonStageSubAdd(t *testing.T) {
+	first, whole := stageSection(10, 1000, 900, 900), stageSection(25, 3000, 2500, 2500)
+	in, err := whole.Sub(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := in.DaemonStage[0]
+	if s.Requests != 15 || s.HeldNs != 2000 || s.InFunctionsNs != 1600 || s.Functions[0].Calls != 15 || s.Functions[0].Ns != 1600 || s.UnaccountedNs() != 400 {
+		t.Errorf("interval: %+v", s)
+	}
+	sum := SumFunctions([]*KernelFunctions{first, nil, in})
+	if got := sum.DaemonStage[0]; got.Requests != 25 || got.HeldNs != 3000 || got.InFunctionsNs != 2500 || got.Functions[0].Ns != 2500 || sum.Functions[0].Count != 25 {
+		t.Errorf("the intervals summed: %+v, want the whole run's %+v", got, whole.DaemonStage[0])
+	}
+	if first.DaemonStage[0].Requests != 10 {
+		t.Errorf("summing changed the first interval: %+v", first.DaemonStage[0])
+	}
+	// Nothing new in an interval: no row.
+	if same, _ := whole.Sub(whole); len(same.DaemonStage) != 0 {
+		t.Errorf("an empty interval has rows: %+v", same.DaemonStage)
+	}
+	// More time inside the functions than held (a window's edge) leaves
+	// nothing unaccounted, never a wrapped-around number.
+	if u := (StageFunctions{HeldNs: 5, InFunctionsNs: 6}).UnaccountedNs(); u != 0 {
+		t.Errorf("unaccounted %d, want 0", u)
+	}
+	dup := stageSection(1, 1, 1, 1)
+	dup.DaemonStage = append(dup.DaemonStage, dup.DaemonStage[0])
+	if err := dup.check(); err == nil {
+		t.Errorf("a connection's opcode twice in the daemon stage passed the check")
+	}
+}

@@ -35,6 +35,11 @@ type Diff struct {
 	Syscalls []SyscallDiff `json:"syscalls,omitempty"`
 	// Bench: per workload, metric and configuration.
 	Bench []BenchDiff `json:"bench,omitempty"`
+	// Functions: kfunc's or ufunc's, per function, the largest change in
+	// time first; DaemonStage: ufunc --stages' daemon stage by function,
+	// per opcode, as time per request.
+	Functions   []FunctionDiff `json:"functions,omitempty"`
+	DaemonStage []StageDiff    `json:"daemon_stage,omitempty"`
 	// Findings: fusescope doctor's, where either record holds them.
 	Findings *FindingsDiff `json:"findings,omitempty"`
 	// Notes say what was paired or left out, one line each.
@@ -150,9 +155,10 @@ type BenchDiff struct {
 
 // Diff kinds: the kinds of record (Kind).
 const (
-	DiffRequests = KindRequests
-	DiffSyscalls = KindSyscalls
-	DiffBench    = KindBench
+	DiffRequests  = KindRequests
+	DiffSyscalls  = KindSyscalls
+	DiffBench     = KindBench
+	DiffFunctions = KindFunctions
 )
 
 // NewDiff compares b with a. Records of different kinds are refused in
@@ -162,24 +168,27 @@ func NewDiff(a, b DiffInput) (*Diff, error) {
 	if ka != kb {
 		return nil, fmt.Errorf("%s is %s and %s is %s: diff compares records of one kind", a.Name, KindNames[ka], b.Name, KindNames[kb])
 	}
-	if ka == KindFunctions {
-		return nil, fmt.Errorf("%s and %s are records of kernel function calls (kfunc), which diff does not compare: show each with fusescope show, or compare their --csv", a.Name, b.Name)
-	}
 	for _, in := range []DiffInput{a, b} {
 		for _, r := range in.Records {
 			if Kind(r) != ka {
 				return nil, fmt.Errorf("%s mixes records of different kinds: give one kind per file", in.Name)
 			}
 		}
-		if ka != DiffRequests && len(in.Records) > 1 {
+		if ka != DiffRequests && ka != DiffFunctions && len(in.Records) > 1 {
 			return nil, fmt.Errorf("%s holds %d %s records: diff takes one per file", in.Name, len(in.Records), ka)
 		}
 	}
 	d := &Diff{Schema: DiffSchema, Kind: ka, A: side(a), B: side(b)}
 	switch ka {
 	case DiffRequests:
-		d.diffRequests(merged(a.Records), merged(b.Records))
+		wa, wb := WholeRun(a.Records), WholeRun(b.Records)
+		d.diffRequests(wa, wb)
+		if FunctionsOf(wa) != nil || FunctionsOf(wb) != nil {
+			d.diffFunctions(FunctionsOf(wa), FunctionsOf(wb))
+		}
 		d.Findings = diffFindings(a.Records[len(a.Records)-1].Findings, b.Records[len(b.Records)-1].Findings)
+	case DiffFunctions:
+		d.diffFunctions(FunctionsOf(WholeRun(a.Records)), FunctionsOf(WholeRun(b.Records)))
 	case DiffSyscalls:
 		d.diffSyscalls(a.Records[0].Syscalls, b.Records[0].Syscalls)
 	case DiffBench:

@@ -86,7 +86,15 @@ func WriteDiffText(w io.Writer, d *Diff, o DiffOptions) error {
 		if err := writeRequestDiff(w, d, o); err != nil {
 			return err
 		}
+		if d.Functions != nil || d.DaemonStage != nil {
+			io.WriteString(w, "\nFunctions, B against A:\n")
+			if err := writeFunctionDiff(w, d, o); err != nil {
+				return err
+			}
+		}
 		return writeFindingsDiff(w, d.Findings)
+	case DiffFunctions:
+		return writeFunctionDiff(w, d, o)
 	case DiffSyscalls:
 		return writeSyscallDiff(w, d, o)
 	}
@@ -356,6 +364,15 @@ func WriteDiffCSV(w io.Writer, d *Diff) error {
 		for _, r := range d.Syscalls {
 			cw.Write([]string{r.Syscall, r.Category, strconv.Itoa(r.CallsA), strconv.Itoa(r.CallsB), opt(r.CallsPct),
 				strconv.Itoa(r.ErrorsA), strconv.Itoa(r.ErrorsB), g(r.TimeA), g(r.TimeB), opt(r.TimePct), g(r.TimeS)})
+		}
+	case DiffFunctions:
+		cw.Write([]string{"function", "module", "calls_a", "calls_b", "calls_delta_pct", "mean_a_s", "mean_b_s", "mean_delta_pct", "total_a_s", "total_b_s", "total_delta_s"})
+		for _, r := range d.Functions {
+			row := []string{csvName(r.Function), csvName(r.Module), u(r.CallsA), u(r.CallsB), opt(r.CallsPct), "", "", "", "", "", ""}
+			if r.Timed { // a function only counted has no time
+				copy(row[5:], []string{g(r.MeanA), g(r.MeanB), opt(r.MeanPct), g(r.TotalA), g(r.TotalB), g(r.TotalS)})
+			}
+			cw.Write(row)
 		}
 	case DiffBench:
 		cw.Write([]string{"workload", "metric", "unit", "configuration", "median_a", "median_b", "n_a", "n_b", "ratio", "p", "delta"})

@@ -110,16 +110,48 @@ func TestFunctionsTimedOnly(t *testing.T) {
 	}
 }
 
-// The views that cannot show kernel functions say so in one line.
-func TestFunctionsRefusedByDiffAndHTML(t *testing.T) {
-	a := DiffInput{Name: "a.json", Records: []*profile.Record{functionsRecord()}}
-	if _, err := NewDiff(a, a); err == nil || !strings.Contains(err.Error(), "which diff does not compare") {
-		t.Errorf("diff: %v", err)
+// diff compares two function records: each function's calls, mean and
+// total, the largest change in time first; a function in one record only
+// is new (or gone); the CSV has every row. The HTML report renders the
+// functions, every name escaped.
+func TestFunctionsDiffAndHTML(t *testing.T) {
+	a := functionsRecord()
+	b := functionsRecord()
+	b.Functions.Functions[len(b.Functions.Functions)-1].Count *= 2
+	for i := range b.Functions.Functions {
+		f := &b.Functions.Functions[i]
+		if f.Latency != nil {
+			var h hist.Hist
+			for range f.Latency.Count {
+				h.Add(uint64(f.Latency.Mean() * 3))
+			}
+			f.Latency = &h
+		}
 	}
-	var buf bytes.Buffer
-	err := WriteHTML(&buf, "t", []HTMLInput{{Name: "a.json", Records: a.Records}})
-	if err == nil || !strings.Contains(err.Error(), "which the HTML report does not render: use fusescope show a.json") || buf.Len() > 0 {
-		t.Errorf("report: %v (%d bytes written)", err, buf.Len())
+	b.Functions.Functions = append(b.Functions.Functions, profile.FunctionCalls{Name: "fuse_new_in_b", Module: "fuse", Count: 7})
+	d, err := NewDiff(DiffInput{Name: "a.json", Records: []*profile.Record{a}}, DiffInput{Name: "b.json", Records: []*profile.Record{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, csv bytes.Buffer
+	if err := WriteDiffText(&text, d, DiffOptions{Unit: hist.Usecs}); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "diff_functions.golden", text.Bytes())
+	if err := WriteDiffCSV(&csv, d); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "diff_functions.csv.golden", csv.Bytes())
+	if d.Functions[0].Function != "fuse_lookup" || len(d.Functions) != 7 {
+		t.Errorf("rows: %+v, want fuse_lookup's tripled time first, and 7 functions", d.Functions)
+	}
+	a.Functions.Functions[0].Name = "<script>alert(1)</script>"
+	var page bytes.Buffer
+	if err := WriteHTML(&page, "t", []HTMLInput{{Name: "a.json", Records: []*profile.Record{a}}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page.String(), "<script>alert") || !strings.Contains(page.String(), "&lt;script&gt;") || !strings.Contains(page.String(), "fuse_copy_finish") {
+		t.Errorf("the HTML report does not render the functions with their names escaped")
 	}
 }
 

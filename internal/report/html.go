@@ -48,13 +48,14 @@ type page struct {
 }
 
 type section struct {
-	Name     string
-	Meta     []kv
-	Requests *requestView
-	Syscalls *syscallView
-	Bench    *benchView
-	Findings *profile.Findings // fusescope doctor's, in the record
-	Notes    []string
+	Name      string
+	Meta      []kv
+	Requests  *requestView
+	Syscalls  *syscallView
+	Bench     *benchView
+	Findings  *profile.Findings // fusescope doctor's, in the record
+	Functions *functionsView    // kfunc's or ufunc's calls
+	Notes     []string
 }
 
 type kv struct{ K, V string }
@@ -71,6 +72,7 @@ func WriteHTML(w io.Writer, title string, inputs []HTMLInput) error {
 	t, err := template.New("report").Funcs(template.FuncMap{
 		"f1": func(v float64) string { return fmt.Sprintf("%.1f", v) },
 		"f3": func(v float64) string { return fmt.Sprintf("%.3f", v) },
+		"f6": func(v float64) string { return fmt.Sprintf("%.6f", v) },
 		"us": func(ns float64) string { return fmt.Sprintf("%.1f", ns/1e3) },
 		"pct": func(v float64) string {
 			return fmt.Sprintf("%.1f%%", 100*v)
@@ -89,14 +91,81 @@ func WriteHTML(w io.Writer, title string, inputs []HTMLInput) error {
 }
 
 // CheckHTML refuses, in one sentence, a kind of record the page does not
-// render.
+// render: every kind renders now.
 func CheckHTML(inputs []HTMLInput) error {
 	for _, in := range inputs {
-		if Kind(in.Records[0]) == KindFunctions {
-			return fmt.Errorf("%s is %s, which the HTML report does not render: use fusescope show %s", in.Name, KindNames[KindFunctions], in.Name)
+		if len(in.Records) == 0 {
+			return fmt.Errorf("%s holds no record: give a file made by fusescope trace -o, ufunc -o, bench -o or syscalls --json", in.Name)
 		}
 	}
 	return nil
+}
+
+// --- function calls (kfunc, ufunc) ---
+
+type functionsView struct {
+	Title string
+	Rows  []functionRow
+	Stage []stageRow
+}
+
+type functionRow struct {
+	Name, Module         string
+	Count                uint64
+	Timed                bool
+	Mean, P50, P99, TotS float64 // ns, ns, ns, s
+}
+
+// stageRow is an opcode's hold (Function ""), a function's part of it, or
+// what no function accounts for (Unaccounted).
+type stageRow struct {
+	Conn        uint32
+	Op          string
+	Requests    uint64
+	Function    string
+	Unaccounted bool
+	Calls       uint64
+	PerRequest  float64 // ns
+	Share       float64
+}
+
+func newFunctionsView(fn *profile.KernelFunctions, kernel bool) *functionsView {
+	v := &functionsView{Title: "Daemon functions (ufunc): " + fn.Why}
+	if kernel {
+		v.Title = "Kernel functions (kfunc): " + fn.Why
+	}
+	// Most called first, where the text view (funccount's) puts them last.
+	for i := len(fn.Functions) - 1; i >= 0; i-- {
+		f := fn.Functions[i]
+		r := functionRow{Name: f.Name, Module: f.Module, Count: f.Count}
+		if h := f.Latency; h != nil && h.Count > 0 {
+			r.Timed, r.Mean, r.P50, r.P99, r.TotS = true, h.Mean(), h.Quantile(0.5), h.Quantile(0.99), float64(h.Sum)/1e9
+		}
+		v.Rows = append(v.Rows, r)
+		if len(v.Rows) == htmlMaxRows {
+			break
+		}
+	}
+	for _, s := range fn.DaemonStage {
+		per := func(ns uint64) float64 {
+			if s.Requests == 0 {
+				return 0
+			}
+			return float64(ns) / float64(s.Requests)
+		}
+		share := func(ns uint64) float64 {
+			if s.HeldNs == 0 {
+				return 0
+			}
+			return float64(ns) / float64(s.HeldNs)
+		}
+		v.Stage = append(v.Stage, stageRow{Conn: s.Conn, Op: s.Op, Requests: s.Requests, PerRequest: per(s.HeldNs), Share: 1})
+		for _, f := range s.Functions {
+			v.Stage = append(v.Stage, stageRow{Conn: s.Conn, Op: s.Op, Function: f.Name, Calls: f.Calls, PerRequest: per(f.Ns), Share: share(f.Ns)})
+		}
+		v.Stage = append(v.Stage, stageRow{Conn: s.Conn, Op: s.Op, Unaccounted: true, PerRequest: per(s.UnaccountedNs()), Share: share(s.UnaccountedNs())})
+	}
+	return v
 }
 
 func htmlSection(in HTMLInput) section {
@@ -127,8 +196,12 @@ func htmlSection(in HTMLInput) section {
 		s.Bench = newBenchView(first.Bench)
 	case first.Syscalls != nil && !first.HasRequests():
 		s.Syscalls = newSyscallView(first.Syscalls)
+	case Kind(first) == KindFunctions:
 	default:
 		s.Requests = newRequestView(in.Records)
+	}
+	if fn := FunctionsOf(WholeRun(in.Records)); fn != nil {
+		s.Functions = newFunctionsView(fn, first.Functions != nil)
 	}
 	s.Findings = last.Findings
 	return s

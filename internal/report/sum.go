@@ -30,6 +30,11 @@ func WholeRun(recs []*profile.Record) *profile.Record {
 	out.Calls = sumCalls(recs)
 	out.PageCache = sumPageCache(recs)
 	out.Files = sumFiles(recs)
+	var kf, df []*profile.KernelFunctions
+	for _, r := range recs {
+		kf, df = append(kf, r.Functions), append(df, r.DaemonFunctions)
+	}
+	out.Functions, out.DaemonFunctions = profile.SumFunctions(kf), profile.SumFunctions(df)
 	return out
 }
 

@@ -97,7 +97,8 @@ func TestKfuncBadInput(t *testing.T) {
 
 // A kfunc record renders with show as the live run printed it (the
 // golden record of internal/report), in text with a unit, CSV and JSON;
-// the views that do not take it say so in one line.
+// report and diff render it; what does not apply to it says so in one
+// line.
 func TestShowKfuncRecord(t *testing.T) {
 	t.Parallel()
 	rec := "../../../internal/report/testdata/functions.json.golden"
@@ -122,7 +123,14 @@ func TestShowKfuncRecord(t *testing.T) {
 	}
 	oneLineExit(t, "--counts applies to records of FUSE requests", "show", "--counts", rec)
 	oneLineExit(t, "--top applies to syscalls reports", "show", "--top", "3", rec)
-	oneLineExit(t, "which the HTML report does not render: use fusescope show", "report", rec, "-o", filepath.Join(t.TempDir(), "r.html"))
-	oneLineExit(t, "which diff does not compare", "diff", rec, rec)
+	page := filepath.Join(t.TempDir(), "r.html")
+	if out, err := exec.Command(e2e.Fusescope, "report", rec, "-o", page).CombinedOutput(); err != nil {
+		t.Errorf("report: %v\n%s", err, out)
+	} else if b, _ := os.ReadFile(page); !strings.Contains(string(b), "Kernel functions (kfunc)") || !strings.Contains(string(b), "fuse_copy_finish") {
+		t.Errorf("the HTML report of a kfunc record has no functions' table")
+	}
+	if got := e2e.MustRead(t, e2e.Fusescope, "diff", rec, rec); !strings.Contains(string(got), "fuse_lookup") || !strings.Contains(string(got), "+0.0%") {
+		t.Errorf("diff of a kfunc record with itself:\n%s", got)
+	}
 	oneLineExit(t, "is "+"a record of FUSE requests (trace, fs stats) and", "diff", "../../../internal/report/testdata/record.json.golden", rec)
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 
 // stageRows runs fusescope ufunc --stages on a daemon while work runs
 // and returns its record's daemon stage by function, by opcode, for conn.
-func stageRows(t *testing.T, conn uint32, args ...string) (*profile.Record, map[string]profile.StageFunctions) {
+func stageRows(t *testing.T, conn uint32, args ...string) (string, *profile.Record, map[string]profile.StageFunctions) {
 	t.Helper()
 	rec := filepath.Join(t.TempDir(), "stages.json")
 	out, err := exec.Command(e2e.Fusescope, append([]string{"ufunc", "--stages", "-o", rec}, args...)...).CombinedOutput()
@@ -44,7 +45,7 @@ func stageRows(t *testing.T, conn uint32, args ...string) (*profile.Record, map[
 			}
 		}
 	}
-	return r, rows
+	return rec, r, rows
 }
 
 // stageFunction is one function's row under an opcode, by a suffix of its
@@ -86,7 +87,7 @@ func TestUfuncStagesLabFS(t *testing.T) {
 	for p := range 4 {
 		work += "for i in $(seq " + strconv.Itoa(p*25) + " " + strconv.Itoa(p*25+24) + "); do stat " + mnt + "/f$i; done > /dev/null & "
 	}
-	_, rows := stageRows(t, conn, exe, "*/labfs.(?labRaw).[LG]*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", work+"wait")
+	rec, _, rows := stageRows(t, conn, exe, "*/labfs.(?labRaw).[LG]*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", work+"wait")
 	after := labLookups(t, mnt)
 	lookups, sum := after.Count-before.Count, after.Sum-before.Sum
 	lk := rows["LOOKUP"]
@@ -105,6 +106,23 @@ func TestUfuncStagesLabFS(t *testing.T) {
 	}
 	if u := lk.UnaccountedNs(); u*10 > lk.HeldNs {
 		t.Errorf("LOOKUP: %v of %v held unaccounted for, more than a tenth", time.Duration(u), time.Duration(lk.HeldNs))
+	}
+	// The record's views: show's text and CSV table, diff, the HTML report.
+	if out := e2e.MustRead(t, e2e.Fusescope, "show", rec); !strings.Contains(string(out), "Daemon stage by function") || !strings.Contains(string(out), "op = LOOKUP") {
+		t.Errorf("show of the record has no daemon stage by function, or no requests:\n%s", out)
+	}
+	want := "," + strconv.FormatUint(lookups, 10) + "," + strconv.FormatUint(lk.HeldNs, 10) + ","
+	if out := e2e.MustRead(t, e2e.Fusescope, "show", "--csv", "--table", "daemon-stage", rec); !strings.Contains(string(out), "LOOKUP"+want) {
+		t.Errorf("show --csv --table daemon-stage has no LOOKUP row with %q:\n%s", want, out)
+	}
+	if out := e2e.MustRead(t, e2e.Fusescope, "diff", rec, rec); !regexp.MustCompile(`LOOKUP +\(held\) +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +\+0\.0%`).Match(out) {
+		t.Errorf("diff of the record with itself has no daemon stage:\n%s", out)
+	}
+	page := filepath.Join(t.TempDir(), "r.html")
+	if out, err := exec.Command(e2e.Fusescope, "report", "-o", page, rec).CombinedOutput(); err != nil {
+		t.Errorf("report: %v\n%s", err, out)
+	} else if b, _ := os.ReadFile(page); !strings.Contains(string(b), "Daemon stage by function") {
+		t.Errorf("the HTML report has no daemon stage by function")
 	}
 	for op, s := range rows {
 		for _, f := range s.Functions {
@@ -138,7 +156,7 @@ func TestUfuncStagesPassthroughHP(t *testing.T) {
 	conn := e2e.ConnOf(t, mnt)
 	daemon := daemonOf(t, conn)
 	before := labLookups(t, below)
-	r, rows := stageRows(t, conn, hp, "sfs_*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", "for i in $(seq 0 49); do stat "+mnt+"/f$i; done > /dev/null; cat "+mnt+"/f* > /dev/null")
+	_, r, rows := stageRows(t, conn, hp, "sfs_*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", "for i in $(seq 0 49); do stat "+mnt+"/f$i; done > /dev/null; cat "+mnt+"/f* > /dev/null")
 	after := labLookups(t, below)
 	counts := e2e.Counts(r, conn)
 	handlers := map[string]string{"LOOKUP": "sfs_lookup", "GETATTR": "sfs_getattr", "OPEN": "sfs_open", "RELEASE": "sfs_release"}
