@@ -20,6 +20,7 @@ func newUfuncCmd() *cobra.Command {
 		pid                  int
 		latency, usdt, list  bool
 		stages               bool
+		arg                  int
 		msecs, usecs, nsecs  bool
 		asJSON, asCSV, stamp bool
 		recordTo             string
@@ -40,7 +41,8 @@ request_receive, request_process and request_reply when it is built with
 (with --usdt, each probe's arguments) and attaches nothing.
 
 -p PID probes that process alone (its exit ends the run); -- CMD runs the
-command once the probes are attached and ends with it. Records (-o,
+command once the probes are attached and ends with it (with -p, the
+command is the workload of -p's daemon: its calls are not counted). Records (-o,
 --json) hold the calls in their daemon_functions section, which show
 renders again.
 
@@ -53,7 +55,9 @@ cannot be found is refused in one line.`,
   fusescope ufunc ./passthrough_hp 'sfs_*' --latency -p $(pidof passthrough_hp) 5
   fusescope ufunc /usr/lib/x86_64-linux-gnu/libfuse3.so.3 'fuse_reply_*' -p 1234 -o calls.json
   fusescope ufunc --usdt --list ./libfuse3.so.4 '*'    # its USDT probes and their arguments
-  fusescope ufunc --usdt ./libfuse3.so.4 'libfuse:request_*' -p $(pidof passthrough_hp) 10 1`,
+  fusescope ufunc --usdt ./libfuse3.so.4 'libfuse:request_*' -p $(pidof passthrough_hp) 10 1
+  fusescope ufunc --usdt ./libfuse3.so.4 'libfuse:request_process' --arg 1 -p $(pidof passthrough_hp)   # per opcode
+  fusescope ufunc ./passthrough_hp 'sfs_*' --stages -p $(pidof passthrough_hp) -- ls -l /mnt/hp   # the daemon stage by function`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				args = args[:dash]
@@ -77,8 +81,6 @@ cannot be found is refused in one line.`,
 			switch {
 			case pid < 0:
 				return fmt.Errorf("-p %d: give a positive process id", pid)
-			case pid > 0 && len(command) > 0 && !stages:
-				return fmt.Errorf("-p and -- CMD both say whose calls to count: give one (with --stages, -p names the daemon and CMD its workload)")
 			}
 			if pid > 0 {
 				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
@@ -97,7 +99,13 @@ cannot be found is refused in one line.`,
 			case nsecs:
 				unit = hist.Nsecs
 			}
-			cfg := ufunc.Config{Binary: args[0], Pattern: args[1], Latency: latency, USDT: usdt, PID: pid, Command: os.Args, Tool: version}
+			switch {
+			case arg < 0:
+				return fmt.Errorf("--arg %d: give an argument's number, from 1", arg)
+			case arg > 0 && !usdt:
+				return fmt.Errorf("--arg reads a USDT probe's argument, whose size and place its note gives: add --usdt (ufunc --usdt --list shows each probe's arguments)")
+			}
+			cfg := ufunc.Config{Binary: args[0], Pattern: args[1], Latency: latency, USDT: usdt, Arg: arg, PID: pid, Command: os.Args, Tool: version}
 			if list {
 				return listUfunc(cfg)
 			}
@@ -113,11 +121,11 @@ cannot be found is refused in one line.`,
 				Ready: func() { ufuncReady(src.Functions(), stages, len(command) > 0, interval, count) },
 				Emit:  func(rec *profile.Record, final bool) error { return r.Render(rec) },
 			}
+			if len(command) > 0 {
+				run.PID = 0 // the probes stay in -p's process (a daemon); the command (its workload) ends the run
+			}
 			if stages {
 				run.Emit = stageEmitter(r, unit, asJSON, asCSV, stamp)
-				if len(command) > 0 {
-					run.PID = 0 // the daemon's probes stay in -p; the command's end ends the run
-				}
 			}
 			_, err = session.Run(context.Background(), run, func(session.Target) (session.Source, error) {
 				if stages {
@@ -141,6 +149,7 @@ cannot be found is refused in one line.`,
 	f := c.Flags()
 	f.IntVarP(&pid, "pid", "p", 0, "probe process `PID` alone; its exit ends the run")
 	f.BoolVar(&usdt, "usdt", false, "PATTERN matches the binary's USDT probes (provider:name, e.g. 'libfuse:request_*'), whose hits are counted")
+	f.IntVar(&arg, "arg", 0, "with --usdt, count the hits per value of argument `N` (from 1), as bcc's argdist -C; libfuse's request_process opcodes and request_reply errors are named")
 	f.BoolVarP(&list, "list", "l", false, "list what PATTERN matches (with --usdt, each probe's arguments) and attach nothing")
 	f.BoolVar(&stages, "stages", false, "trace the FUSE requests' stages too and break the daemon stage down by these functions (timed): a call that begins while the daemon holds a request counts for its opcode")
 	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (Go: to each RET instruction)")

@@ -190,6 +190,90 @@ int ufunc_count(void *ctx)
 	return 0;
 }
 
+/* --arg: a USDT probe's hits counted per value of one of its arguments
+ * (bcc's argdist -C), by probe and value. */
+struct arg_key {
+	__u32 index;
+	__u32 pad;
+	__s64 value;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct arg_key);
+	__type(value, __u64);
+} uargs SEC(".maps");
+
+/* Hits whose value found the table full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} uargs_lost SEC(".maps");
+
+/* The cookie's upper half says where the argument is (usdt.go's
+ * ArgSpec.cookie): bits 0-1 the kind (1 a register, 2 memory at a
+ * register plus an offset, 3 a constant), 2-5 its size, 6 signed, 7-11
+ * the register's index in struct pt_regs, 12-31 the offset or constant. */
+SEC("uprobe")
+int ufunc_count_arg(void *ctx)
+{
+	if (!kept())
+		return 0;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 index = (__u32)cookie, spec = cookie >> 32;
+	__u64 *n = bpf_map_lookup_elem(&ucounts, &index);
+	if (n)
+		(*n)++;
+	__u32 kind = spec & 3, size = (spec >> 2) & 15, reg = (spec >> 7) & 31;
+	__s64 off = ((__s32)spec) >> 12;
+	__u64 raw = 0, r = 0;
+	if (kind == 1 || kind == 2)
+		bpf_probe_read_kernel(&r, sizeof(r), (void *)((__u64)ctx + reg * 8));
+	if (kind == 1)
+		raw = r;
+	else if (kind == 2)
+		bpf_probe_read_user(&raw, size > 8 ? 8 : size, (void *)(r + off));
+	else
+		raw = off;
+	__s64 v;
+	int sgn = (spec >> 6) & 1;
+	switch (size) {
+	case 1:
+		v = sgn ? (__s64)(__s8)raw : (__s64)(__u8)raw;
+		break;
+	case 2:
+		v = sgn ? (__s64)(__s16)raw : (__s64)(__u16)raw;
+		break;
+	case 4:
+		v = sgn ? (__s64)(__s32)raw : (__s64)(__u32)raw;
+		break;
+	default:
+		v = (__s64)raw;
+	}
+	struct arg_key k = { .index = index, .value = v };
+	__u64 *c = bpf_map_lookup_elem(&uargs, &k);
+	if (c) {
+		__sync_fetch_and_add(c, 1);
+		return 0;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&uargs, &k, &one, BPF_NOEXIST)) {
+		c = bpf_map_lookup_elem(&uargs, &k);
+		if (c) {
+			__sync_fetch_and_add(c, 1); /* another CPU made it first */
+			return 0;
+		}
+		__u32 zero = 0;
+		__u64 *lost = bpf_map_lookup_elem(&uargs_lost, &zero);
+		if (lost)
+			(*lost)++;
+	}
+	return 0;
+}
+
 /* A timed function's entry: counted, and its start kept by thread. */
 SEC("uprobe")
 int ufunc_enter(void *ctx)

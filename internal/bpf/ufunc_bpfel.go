@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type UfuncArgKey struct {
+	_     structs.HostLayout
+	Index uint32
+	Pad   uint32
+	Value int64
+}
+
 type UfuncFuncHist struct {
 	_     structs.HostLayout
 	Slots [64]uint64
@@ -73,20 +80,23 @@ type UfuncUstart struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	UfuncMapDaemonHeld    = "daemon_held"
-	UfuncMapUcounts       = "ucounts"
-	UfuncMapUhists        = "uhists"
-	UfuncMapUmissed       = "umissed"
-	UfuncMapUstage        = "ustage"
-	UfuncMapUstarts       = "ustarts"
-	UfuncMapUstartsGo     = "ustarts_go"
-	UfuncProgUfuncCount   = "ufunc_count"
-	UfuncProgUfuncEnter   = "ufunc_enter"
-	UfuncProgUfuncEnterGo = "ufunc_enter_go"
-	UfuncProgUfuncExit    = "ufunc_exit"
-	UfuncProgUfuncRetGo   = "ufunc_ret_go"
-	UfuncVarFilterTgid    = "filter_tgid"
-	UfuncVarStageJoin     = "stage_join"
+	UfuncMapDaemonHeld     = "daemon_held"
+	UfuncMapUargs          = "uargs"
+	UfuncMapUargsLost      = "uargs_lost"
+	UfuncMapUcounts        = "ucounts"
+	UfuncMapUhists         = "uhists"
+	UfuncMapUmissed        = "umissed"
+	UfuncMapUstage         = "ustage"
+	UfuncMapUstarts        = "ustarts"
+	UfuncMapUstartsGo      = "ustarts_go"
+	UfuncProgUfuncCount    = "ufunc_count"
+	UfuncProgUfuncCountArg = "ufunc_count_arg"
+	UfuncProgUfuncEnter    = "ufunc_enter"
+	UfuncProgUfuncEnterGo  = "ufunc_enter_go"
+	UfuncProgUfuncExit     = "ufunc_exit"
+	UfuncProgUfuncRetGo    = "ufunc_ret_go"
+	UfuncVarFilterTgid     = "filter_tgid"
+	UfuncVarStageJoin      = "stage_join"
 )
 
 // LoadUfunc returns the embedded CollectionSpec for Ufunc.
@@ -131,11 +141,12 @@ type UfuncSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type UfuncProgramSpecs struct {
-	UfuncCount   *ebpf.ProgramSpec `ebpf:"ufunc_count"`
-	UfuncEnter   *ebpf.ProgramSpec `ebpf:"ufunc_enter"`
-	UfuncEnterGo *ebpf.ProgramSpec `ebpf:"ufunc_enter_go"`
-	UfuncExit    *ebpf.ProgramSpec `ebpf:"ufunc_exit"`
-	UfuncRetGo   *ebpf.ProgramSpec `ebpf:"ufunc_ret_go"`
+	UfuncCount    *ebpf.ProgramSpec `ebpf:"ufunc_count"`
+	UfuncCountArg *ebpf.ProgramSpec `ebpf:"ufunc_count_arg"`
+	UfuncEnter    *ebpf.ProgramSpec `ebpf:"ufunc_enter"`
+	UfuncEnterGo  *ebpf.ProgramSpec `ebpf:"ufunc_enter_go"`
+	UfuncExit     *ebpf.ProgramSpec `ebpf:"ufunc_exit"`
+	UfuncRetGo    *ebpf.ProgramSpec `ebpf:"ufunc_ret_go"`
 }
 
 // UfuncMapSpecs contains maps before they are loaded into the kernel.
@@ -143,6 +154,8 @@ type UfuncProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type UfuncMapSpecs struct {
 	DaemonHeld *ebpf.MapSpec `ebpf:"daemon_held"`
+	Uargs      *ebpf.MapSpec `ebpf:"uargs"`
+	UargsLost  *ebpf.MapSpec `ebpf:"uargs_lost"`
 	Ucounts    *ebpf.MapSpec `ebpf:"ucounts"`
 	Uhists     *ebpf.MapSpec `ebpf:"uhists"`
 	Umissed    *ebpf.MapSpec `ebpf:"umissed"`
@@ -180,6 +193,8 @@ func (o *UfuncObjects) Close() error {
 // It can be passed to LoadUfuncObjects or ebpf.CollectionSpec.LoadAndAssign.
 type UfuncMaps struct {
 	DaemonHeld *ebpf.Map `ebpf:"daemon_held"`
+	Uargs      *ebpf.Map `ebpf:"uargs"`
+	UargsLost  *ebpf.Map `ebpf:"uargs_lost"`
 	Ucounts    *ebpf.Map `ebpf:"ucounts"`
 	Uhists     *ebpf.Map `ebpf:"uhists"`
 	Umissed    *ebpf.Map `ebpf:"umissed"`
@@ -191,6 +206,8 @@ type UfuncMaps struct {
 func (m *UfuncMaps) Close() error {
 	return _UfuncClose(
 		m.DaemonHeld,
+		m.Uargs,
+		m.UargsLost,
 		m.Ucounts,
 		m.Uhists,
 		m.Umissed,
@@ -212,16 +229,18 @@ type UfuncVariables struct {
 //
 // It can be passed to LoadUfuncObjects or ebpf.CollectionSpec.LoadAndAssign.
 type UfuncPrograms struct {
-	UfuncCount   *ebpf.Program `ebpf:"ufunc_count"`
-	UfuncEnter   *ebpf.Program `ebpf:"ufunc_enter"`
-	UfuncEnterGo *ebpf.Program `ebpf:"ufunc_enter_go"`
-	UfuncExit    *ebpf.Program `ebpf:"ufunc_exit"`
-	UfuncRetGo   *ebpf.Program `ebpf:"ufunc_ret_go"`
+	UfuncCount    *ebpf.Program `ebpf:"ufunc_count"`
+	UfuncCountArg *ebpf.Program `ebpf:"ufunc_count_arg"`
+	UfuncEnter    *ebpf.Program `ebpf:"ufunc_enter"`
+	UfuncEnterGo  *ebpf.Program `ebpf:"ufunc_enter_go"`
+	UfuncExit     *ebpf.Program `ebpf:"ufunc_exit"`
+	UfuncRetGo    *ebpf.Program `ebpf:"ufunc_ret_go"`
 }
 
 func (p *UfuncPrograms) Close() error {
 	return _UfuncClose(
 		p.UfuncCount,
+		p.UfuncCountArg,
 		p.UfuncEnter,
 		p.UfuncEnterGo,
 		p.UfuncExit,

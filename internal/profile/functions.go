@@ -37,6 +37,9 @@ type KernelFunctions struct {
 	// NotAttached are the matching functions the kernel would not probe,
 	// with its reason.
 	NotAttached []FunctionError `json:"not_attached,omitempty"`
+	// ValuesLost counts the hits whose argument's value found the table
+	// of values full (16,384 values; --arg).
+	ValuesLost uint64 `json:"values_lost,omitempty"`
 	// Missed counts the timed calls not timed: the table of calls in
 	// progress was full (10,240 at once), or the kernel skipped the entry
 	// or return program (Skipped's reason).
@@ -172,6 +175,58 @@ type FunctionCalls struct {
 	// Latency is each timed call's time from entry to return, ns
 	// (--latency); nil for a function only counted.
 	Latency *hist.Hist `json:"latency,omitempty"`
+	// Arg is the argument (from 1) whose values Values counts, most hits
+	// first (ufunc --usdt --arg); none without it.
+	Arg    int        `json:"arg,omitempty"`
+	Values []ArgValue `json:"values,omitempty"`
+}
+
+// ArgValue is how often a probe was hit with its argument at one value.
+type ArgValue struct {
+	Value int64  `json:"value"`
+	Count uint64 `json:"count"`
+}
+
+// SortValues orders the values most hits first, then by value.
+func (f *FunctionCalls) SortValues() {
+	sort.Slice(f.Values, func(i, j int) bool {
+		a, b := f.Values[i], f.Values[j]
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		return a.Value < b.Value
+	})
+}
+
+// addValues adds (sign 1) or takes away (sign -1) o's values from f's.
+func (f *FunctionCalls) addValues(o []ArgValue, sign int) {
+	if len(o) == 0 {
+		return
+	}
+	at := map[int64]int{}
+	for i, v := range f.Values {
+		at[v.Value] = i
+	}
+	for _, v := range o {
+		i, ok := at[v.Value]
+		switch {
+		case ok && sign > 0:
+			f.Values[i].Count += v.Count
+		case ok:
+			f.Values[i].Count -= min(f.Values[i].Count, v.Count)
+		case sign > 0:
+			at[v.Value] = len(f.Values)
+			f.Values = append(f.Values, v)
+		}
+	}
+	kept := f.Values[:0]
+	for _, v := range f.Values {
+		if v.Count > 0 {
+			kept = append(kept, v)
+		}
+	}
+	f.Values = kept
+	f.SortValues()
 }
 
 // Key names a function uniquely in one kernel.
@@ -198,6 +253,7 @@ func (k *KernelFunctions) Sort() {
 func (k *KernelFunctions) Sub(earlier *KernelFunctions) (*KernelFunctions, error) {
 	out := *k
 	out.Missed -= min(out.Missed, earlier.Missed)
+	out.ValuesLost -= min(out.ValuesLost, earlier.ValuesLost)
 	out.Skipped -= min(out.Skipped, earlier.Skipped)
 	old := make(map[string]*FunctionCalls, len(earlier.Functions))
 	for i := range earlier.Functions {
@@ -210,6 +266,8 @@ func (k *KernelFunctions) Sub(earlier *KernelFunctions) (*KernelFunctions, error
 				return nil, fmt.Errorf("%s: %d calls, fewer than the earlier snapshot's %d", f.Name, f.Count, o.Count)
 			}
 			f.Count -= o.Count
+			f.Values = append([]ArgValue(nil), f.Values...)
+			f.addValues(o.Values, -1)
 			if f.Latency != nil && o.Latency != nil {
 				lat, err := f.Latency.Sub(o.Latency)
 				if err != nil {
@@ -261,6 +319,7 @@ func (k *KernelFunctions) check() error {
 func (k *KernelFunctions) Add(o *KernelFunctions) {
 	k.Missed += o.Missed
 	k.Skipped += o.Skipped
+	k.ValuesLost += o.ValuesLost
 	at := map[string]int{}
 	for i := range k.Functions {
 		at[k.Functions[i].Key()] = i
@@ -273,11 +332,13 @@ func (k *KernelFunctions) Add(o *KernelFunctions) {
 				h := f.Latency.Clone()
 				f.Latency = &h
 			}
+			f.Values = append([]ArgValue(nil), f.Values...)
 			k.Functions = append(k.Functions, f)
 			continue
 		}
 		g := &k.Functions[i]
 		g.Count += f.Count
+		g.addValues(f.Values, 1)
 		switch {
 		case f.Latency == nil:
 		case g.Latency == nil:
@@ -335,7 +396,7 @@ func SumFunctions(sections []*KernelFunctions) *KernelFunctions {
 		if out == nil {
 			c := *s
 			c.Functions = []FunctionCalls{}
-			c.Missed, c.Skipped = 0, 0
+			c.Missed, c.Skipped, c.ValuesLost = 0, 0, 0
 			if s.DaemonStage != nil {
 				c.DaemonStage = []StageFunctions{}
 			}

@@ -176,3 +176,35 @@ func TestFunctionsSkippedNote(t *testing.T) {
 		t.Errorf("-p:\n%s", buf.String())
 	}
 }
+
+// --arg's values: the most hit first, libfuse's opcodes and errors
+// named, ten at most in the text, every one in the CSV.
+func TestFunctionArgValues(t *testing.T) {
+	r := functionsRecord()
+	var vals []profile.ArgValue
+	for i := range int64(12) {
+		vals = append(vals, profile.ArgValue{Value: i + 1, Count: uint64(100 - i)})
+	}
+	r.Functions.Functions = []profile.FunctionCalls{
+		{Name: "usdt:libfuse:request_process", Count: 1000, Arg: 1, Values: vals},
+		{Name: "usdt:libfuse:request_reply", Count: 7, Arg: 3, Values: []profile.ArgValue{{Value: 0, Count: 5}, {Value: -39, Count: 2}}},
+	}
+	var text, csv bytes.Buffer
+	if err := WriteFunctionsText(&text, r, hist.Usecs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"argument 1 (FUSE opcode)", "1        100  LOOKUP", "(2 more values, the least hit: show --csv lists them all)", "-39          2  ENOTEMPTY", "argument 3 (negative errno)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("no %q in\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "  12  ") {
+		t.Errorf("the least hit value is shown:\n%s", text.String())
+	}
+	if err := WriteFunctionsCSV(&csv, r, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(csv.String(), ",usdt:libfuse:request_process,"); n != 13 || !strings.Contains(csv.String(), ",2,,,,,,,3,-39\n") {
+		t.Errorf("CSV: %d rows of request_process (want the total and 12 values), or no -39 row:\n%s", n, csv.String())
+	}
+}

@@ -34,6 +34,7 @@ type Config struct {
 	Pattern string // glob of the functions counted (and timed under Latency)
 	Latency bool   // time each call, entry to return, in a log2 histogram
 	USDT    bool   // Pattern matches USDT probes (provider:name), counted
+	Arg     int    // USDT: count the hits per value of this argument (from 1); 0: none
 	PID     int    // only this process's calls (and probes in it alone)
 	Command []string
 	Tool    string
@@ -182,7 +183,20 @@ func openUSDT(cfg Config, bin *Binary) (_ *Source, err error) {
 	for i, p := range probes {
 		s.counted = append(s.counted, Symbol{Name: "usdt:" + p.FullName()})
 		opts := &link.UprobeOptions{Address: p.Offset, RefCtrOffset: p.SemaphoreOffset, Cookie: uint64(i), PID: cfg.PID}
-		l, err := ex.Uprobe(p.Name, s.coll.Programs["ufunc_count"], opts)
+		prog := s.coll.Programs["ufunc_count"]
+		if cfg.Arg > 0 {
+			spec, err := p.Arg(cfg.Arg)
+			if err != nil {
+				return nil, err
+			}
+			c, err := spec.cookie()
+			if err != nil {
+				return nil, fmt.Errorf("--arg %d of %s: %v", cfg.Arg, p.FullName(), err)
+			}
+			opts.Cookie |= uint64(c) << 32
+			prog = s.coll.Programs["ufunc_count_arg"]
+		}
+		l, err := ex.Uprobe(p.Name, prog, opts)
 		if err != nil {
 			s.fn.NotAttached = append(s.fn.NotAttached, profile.FunctionError{Name: p.FullName(), Error: err.Error()})
 			continue
@@ -305,6 +319,11 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 		}
 		fn.Functions = append(fn.Functions, f)
 	}
+	if s.cfg.Arg > 0 {
+		if err := s.readValues(&fn); err != nil {
+			return nil, err
+		}
+	}
 	var missed []uint64
 	if err := s.coll.Maps["umissed"].Lookup(uint32(0), &missed); err != nil {
 		return nil, fmt.Errorf("reading the missed calls: %w", err)
@@ -322,6 +341,40 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 		fn.DaemonStage = stage
 	}
 	return &fn, nil
+}
+
+// readValues reads --arg's hits per value of the argument.
+func (s *Source) readValues(fn *profile.KernelFunctions) error {
+	byName := map[string]*profile.FunctionCalls{}
+	for i := range fn.Functions {
+		byName[fn.Functions[i].Name] = &fn.Functions[i]
+	}
+	var k bpf.UfuncArgKey
+	var n uint64
+	it := s.coll.Maps["uargs"].Iterate()
+	for it.Next(&k, &n) {
+		if int(k.Index) >= len(s.counted) {
+			continue
+		}
+		if f := byName[s.counted[k.Index].Name]; f != nil {
+			f.Arg = s.cfg.Arg
+			f.Values = append(f.Values, profile.ArgValue{Value: k.Value, Count: n})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading the arguments' values: %w", err)
+	}
+	for i := range fn.Functions {
+		fn.Functions[i].SortValues()
+	}
+	var lost []uint64
+	if err := s.coll.Maps["uargs_lost"].Lookup(uint32(0), &lost); err != nil {
+		return fmt.Errorf("reading the values lost: %w", err)
+	}
+	for _, l := range lost {
+		fn.ValuesLost += l
+	}
+	return nil
 }
 
 // inFunctions is the index under which the join keeps each opcode's time

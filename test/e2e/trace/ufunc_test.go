@@ -8,10 +8,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fusescope/fusescope/internal/fuseconn"
+	"github.com/fusescope/fusescope/internal/fuseproto"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/labfs"
 	"github.com/fusescope/fusescope/internal/profile"
@@ -147,7 +149,8 @@ func TestUfuncBadInput(t *testing.T) {
 	oneLineExit(t, "no such file", "ufunc", "/nonexistent/bin", "x")
 	oneLineExit(t, `no function of `+libc+` matches "zzz_no_such_*"`, "ufunc", libc, "zzz_no_such_*")
 	oneLineExit(t, "give the binary and a pattern", "ufunc", libc)
-	oneLineExit(t, "-p and -- CMD both", "ufunc", libc, "statx", "-p", "1", "--", "true")
+	oneLineExit(t, "--arg reads a USDT probe's argument", "ufunc", libc, "statx", "--arg", "1")
+	oneLineExit(t, "--arg -1: give an argument's number", "ufunc", "--usdt", libc, "*", "--arg", "-1")
 }
 
 // A ufunc record renders again with show, as text and as JSON.
@@ -302,4 +305,74 @@ func labLookups(t *testing.T, mnt string) hist.Hist {
 		}
 	}
 	return hist.Hist{}
+}
+
+// USDT arguments' values (--arg): passthrough_hp's libfuse counted per
+// request_process opcode and per request_reply error, while fusescope
+// trace counts the same workload's requests: each opcode's count equals
+// the trace's, and the replies with -ENOTEMPTY equal the RMDIRs the trace
+// saw fail with ENOTEMPTY (a directory with a file in it, removed 20
+// times); --arg past a probe's arguments is refused in one line.
+func TestUfuncUSDTArgs(t *testing.T) {
+	t.Parallel()
+	e2e.KeepsCaches(t) // no FORGET from another test's cache drop
+	hp := e2e.LibfuseExample(t, "passthrough_hp")
+	lib := filepath.Join(filepath.Dir(hp), "..", "lib", "libfuse3.so.4")
+	oneLineExit(t, "--arg 3: libfuse:request_process has 2 arguments", "ufunc", "--usdt", lib, "libfuse:request_process", "--arg", "3")
+	src, mnt := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(src, "full"), 0o755)
+	os.WriteFile(filepath.Join(src, "full", "f"), nil, 0o644)
+	for i := range 30 {
+		os.WriteFile(filepath.Join(src, "f"+strconv.Itoa(i)), []byte("data\n"), 0o644)
+	}
+	e2e.MountDaemon(t, mnt, hp, "--nocache", src, mnt)
+	conn := e2e.ConnOf(t, mnt)
+	daemon := strconv.Itoa(daemonOf(t, conn))
+	ops, errs := filepath.Join(t.TempDir(), "ops.json"), filepath.Join(t.TempDir(), "errs.json")
+	u1 := proctest.Start(t, exec.Command(e2e.Fusescope, "ufunc", "--usdt", lib, "libfuse:request_process", "--arg", "1", "-p", daemon, "-o", ops), "Tracing", 30*time.Second)
+	u2 := proctest.Start(t, exec.Command(e2e.Fusescope, "ufunc", "--usdt", lib, "libfuse:request_reply", "--arg", "3", "-p", daemon, "-o", errs), "Tracing", 30*time.Second)
+	trRec := filepath.Join(t.TempDir(), "trace.json")
+	work := "stat " + mnt + "/f* > /dev/null; cat " + mnt + "/f* > /dev/null; for i in $(seq 20); do rmdir " + mnt + "/full 2>/dev/null; done; true"
+	if out, err := exec.Command(e2e.Fusescope, "trace", "--mount", mnt, "-o", trRec, "--", "sh", "-c", work).CombinedOutput(); err != nil {
+		t.Fatalf("trace: %v\n%s", err, out)
+	}
+	e2e.WaitIdle(t, conn)
+	for _, u := range []*proctest.Process{u1, u2} {
+		if err := u.Interrupt(t, 30*time.Second); err != nil {
+			t.Fatalf("ufunc: %v\n%s", err, u.Output())
+		}
+	}
+	tr := e2e.LoadRecord(t, trRec)
+	counts := e2e.Counts(tr, conn)
+	values := func(rec string) map[int64]uint64 {
+		out := map[int64]uint64{}
+		for _, f := range e2e.LoadRecord(t, rec).DaemonFunctions.Functions {
+			for _, v := range f.Values {
+				out[v.Value] = v.Count
+			}
+		}
+		return out
+	}
+	byOpcode := map[string]uint64{}
+	for v, n := range values(ops) {
+		byOpcode[fuseproto.Opcode(v).String()] = n
+	}
+	for op, n := range counts {
+		if byOpcode[op] != n {
+			t.Errorf("%s: request_process fired %d times with its opcode; the trace counted %d", op, byOpcode[op], n)
+		}
+	}
+	t.Logf("opcodes by request_process: %v; by the trace: %v", byOpcode, counts)
+	if len(byOpcode) != len(counts) || counts["RMDIR"] != 20 {
+		t.Errorf("opcodes by request_process %v; by the trace %v (20 RMDIRs)", byOpcode, counts)
+	}
+	var notEmpty uint64
+	for _, o := range tr.Profile.Ops {
+		if o.Conn == conn && o.Op == "RMDIR" {
+			notEmpty = o.Errnos["ENOTEMPTY"]
+		}
+	}
+	if got := values(errs)[-int64(syscall.ENOTEMPTY)]; got != notEmpty || notEmpty != 20 {
+		t.Errorf("request_reply's error was -ENOTEMPTY %d times; the trace saw %d RMDIRs fail with it (20)", got, notEmpty)
+	}
 }
