@@ -10,33 +10,41 @@ import (
 // outputFlags are the flags that choose how profiles are shown; trace and
 // show share them so a saved record renders exactly as the live trace did.
 type outputFlags struct {
-	msecs, usecs, nsecs bool
-	json, csv           bool
-	counts              bool
-	noHists             bool
+	unitFlags
+	json, csv bool
+	counts    bool
+	noHists   bool
+}
+
+// unitFlags are bcc's -m and -u, and --ns: the unit of times shown.
+type unitFlags struct{ msecs, usecs, nsecs bool }
+
+func (u *unitFlags) register(c *cobra.Command) {
+	f := c.Flags()
+	f.BoolVarP(&u.msecs, "milliseconds", "m", false, "show times in milliseconds")
+	f.BoolVarP(&u.usecs, "microseconds", "u", false, "show times in microseconds (the default)")
+	f.BoolVar(&u.nsecs, "ns", false, "show times in nanoseconds")
+	exclusive(c, "milliseconds", "microseconds", "ns")
+}
+
+func (u *unitFlags) unit() hist.Unit {
+	switch {
+	case u.msecs:
+		return hist.Msecs
+	case u.nsecs:
+		return hist.Nsecs
+	}
+	return hist.Usecs
 }
 
 func (o *outputFlags) register(c *cobra.Command) {
+	o.unitFlags.register(c)
 	f := c.Flags()
-	f.BoolVarP(&o.msecs, "milliseconds", "m", false, "show times in milliseconds")
-	f.BoolVarP(&o.usecs, "microseconds", "u", false, "show times in microseconds (the default)")
-	f.BoolVar(&o.nsecs, "ns", false, "show times in nanoseconds")
 	f.BoolVar(&o.json, "json", false, "print the record as JSON (docs/record.md)")
 	f.BoolVar(&o.csv, "csv", false, "print one CSV row per mount and opcode (docs/record.md)")
 	f.BoolVar(&o.counts, "counts", false, "counters only: requests and errors per opcode, no latency")
 	f.BoolVar(&o.noHists, "no-hist", false, "print the table without the per-opcode histograms")
-	exclusive(c, "milliseconds", "microseconds", "ns")
 	exclusive(c, "json", "csv")
-}
-
-func (o *outputFlags) unit() hist.Unit {
-	switch {
-	case o.msecs:
-		return hist.Msecs
-	case o.nsecs:
-		return hist.Nsecs
-	}
-	return hist.Usecs
 }
 
 // format is the view the flags chose.

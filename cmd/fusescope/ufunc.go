@@ -21,7 +21,7 @@ func newUfuncCmd() *cobra.Command {
 		latency, usdt, list  bool
 		stages               bool
 		arg                  int
-		msecs, usecs, nsecs  bool
+		units                unitFlags
 		asJSON, asCSV, stamp bool
 		recordTo             string
 	)
@@ -92,13 +92,7 @@ cannot be found is refused in one line.`,
 					return err
 				}
 			}
-			unit := hist.Usecs
-			switch {
-			case msecs:
-				unit = hist.Msecs
-			case nsecs:
-				unit = hist.Nsecs
-			}
+			unit := units.unit()
 			switch {
 			case arg < 0:
 				return fmt.Errorf("--arg %d: give an argument's number, from 1", arg)
@@ -153,14 +147,11 @@ cannot be found is refused in one line.`,
 	f.BoolVarP(&list, "list", "l", false, "list what PATTERN matches (with --usdt, each probe's arguments) and attach nothing")
 	f.BoolVar(&stages, "stages", false, "trace the FUSE requests' stages too and break the daemon stage down by these functions (timed): a call that begins while the daemon holds a request counts for its opcode")
 	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (Go: to each RET instruction)")
-	f.BoolVarP(&msecs, "milliseconds", "m", false, "show times in milliseconds")
-	f.BoolVarP(&usecs, "microseconds", "u", false, "show times in microseconds (the default)")
-	f.BoolVar(&nsecs, "ns", false, "show times in nanoseconds")
+	units.register(c)
 	f.BoolVar(&asJSON, "json", false, "print the record as JSON (docs/record.md; one line per interval)")
 	f.BoolVar(&asCSV, "csv", false, "print one CSV row per function (docs/record.md)")
 	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
 	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
-	exclusive(c, "milliseconds", "microseconds", "ns")
 	exclusive(c, "json", "csv")
 	return c
 }

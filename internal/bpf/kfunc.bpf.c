@@ -92,19 +92,6 @@ static __always_inline void start(__u32 index)
 	}
 }
 
-static __always_inline __u32 log2_slot(__u64 v)
-{
-	__u32 r = 0;
-#pragma unroll
-	for (int s = 32; s > 0; s >>= 1) {
-		if (v >> s) {
-			v >>= s;
-			r += s;
-		}
-	}
-	return r;
-}
-
 static __always_inline void finish(__u32 index)
 {
 	struct start_key key = { .tid = (__u32)bpf_get_current_pid_tgid(), .index = index };
@@ -114,18 +101,8 @@ static __always_inline void finish(__u32 index)
 	__u64 ns = bpf_ktime_get_ns() - *t0;
 	bpf_map_delete_elem(&starts, &key);
 	struct func_hist *h = bpf_map_lookup_elem(&hists, &index);
-	if (!h)
-		return;
-	__u32 slot = log2_slot(ns);
-	if (slot >= KFUNC_HIST_SLOTS)
-		slot = KFUNC_HIST_SLOTS - 1;
-	h->slots[slot]++;
-	if (h->count == 0 || ns < h->min_ns)
-		h->min_ns = ns;
-	if (ns > h->max_ns)
-		h->max_ns = ns;
-	h->count++;
-	h->sum_ns += ns;
+	if (h)
+		func_hist_add(h, ns);
 }
 
 SEC("kprobe")

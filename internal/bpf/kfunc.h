@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Structs shared by kfunc.bpf.c and its Go loader, internal/kfunc (bpf2go
- * generates the Go side from this file's BTF). */
+/* Structs shared by kfunc.bpf.c, ufunc.bpf.c and their Go loaders,
+ * internal/kfunc and internal/ufunc (bpf2go generates the Go side from this
+ * file's BTF), and the histogram both programs keep. Included after
+ * bpf_helpers.h. */
 #ifndef FUSESCOPE_KFUNC_H
 #define FUSESCOPE_KFUNC_H
 
@@ -21,6 +23,35 @@ struct func_hist {
 	__u64 min_ns;
 	__u64 max_ns;
 };
+
+/* The log2 bucket of v (libbpf-tools' log2l). */
+static __always_inline __u32 log2_slot(__u64 v)
+{
+	__u32 r = 0;
+#pragma unroll
+	for (int s = 32; s > 0; s >>= 1) {
+		if (v >> s) {
+			v >>= s;
+			r += s;
+		}
+	}
+	return r;
+}
+
+/* A call of ns into its function's histogram (kfunc's and ufunc's). */
+static __always_inline void func_hist_add(struct func_hist *h, __u64 ns)
+{
+	__u32 slot = log2_slot(ns);
+	if (slot >= KFUNC_HIST_SLOTS)
+		slot = KFUNC_HIST_SLOTS - 1;
+	h->slots[slot]++;
+	if (h->count == 0 || ns < h->min_ns)
+		h->min_ns = ns;
+	if (ns > h->max_ns)
+		h->max_ns = ns;
+	h->count++;
+	h->sum_ns += ns;
+}
 
 /* A call being timed: the thread and the function (nested calls of other
  * functions are timed apart; a function that calls itself is timed from its

@@ -112,19 +112,6 @@ static __always_inline int kept(void)
 	return !filter_tgid || (bpf_get_current_pid_tgid() >> 32) == filter_tgid;
 }
 
-static __always_inline __u32 log2_slot(__u64 v)
-{
-	__u32 r = 0;
-#pragma unroll
-	for (int s = 32; s > 0; s >>= 1) {
-		if (v >> s) {
-			v >>= s;
-			r += s;
-		}
-	}
-	return r;
-}
-
 static __always_inline void stage_add(__u32 conn, __u32 opcode, __u32 index, __u64 ns)
 {
 	struct stage_fn_key k = { .conn = conn, .opcode = opcode, .index = index };
@@ -300,18 +287,8 @@ int ufunc_enter(void *ctx)
 static __always_inline void record(__u32 timed, __u64 ns)
 {
 	struct func_hist *h = bpf_map_lookup_elem(&uhists, &timed);
-	if (!h)
-		return;
-	__u32 slot = log2_slot(ns);
-	if (slot >= KFUNC_HIST_SLOTS)
-		slot = KFUNC_HIST_SLOTS - 1;
-	h->slots[slot]++;
-	if (h->count == 0 || ns < h->min_ns)
-		h->min_ns = ns;
-	if (ns > h->max_ns)
-		h->max_ns = ns;
-	h->count++;
-	h->sum_ns += ns;
+	if (h)
+		func_hist_add(h, ns);
 }
 
 /* Its return: the call's time into the function's histogram. The cookie

@@ -393,15 +393,12 @@ func (s *Source) Interval(bool) (interval, whole *profile.Record, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	fn, err := cur.Functions.Sub(s.prev.Functions)
+	in, err := cur.FunctionsSince(s.prev)
 	if err != nil {
 		return nil, nil, err
 	}
-	in := *cur
-	in.Functions = fn
-	in.Meta.Start = s.prev.Meta.End
 	s.prev = cur
-	return &in, cur, nil
+	return in, cur, nil
 }
 
 func (s *Source) record(from, to time.Time, fn *profile.KernelFunctions) *profile.Record {
@@ -470,7 +467,7 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 		if err := s.maps.Maps["hists"].Lookup(uint32(j), &perCPU); err != nil {
 			return nil, fmt.Errorf("reading the histograms: %w", err)
 		}
-		h := mergeHists(perCPU)
+		h := MergeHists(perCPU)
 		if h.Count == 0 {
 			continue
 		}
@@ -517,8 +514,9 @@ func sum(perCPU []uint64) uint64 {
 	return n
 }
 
-// mergeHists sums one function's per-CPU histograms.
-func mergeHists(perCPU []bpf.KfuncFuncHist) hist.Hist {
+// MergeHists sums one function's per-CPU histograms (kfunc.h's
+// func_hist, which ufunc's programs keep too).
+func MergeHists(perCPU []bpf.KfuncFuncHist) hist.Hist {
 	var buckets [hist.NumBuckets]uint64
 	var total, sumNs, lo, hi uint64
 	for _, c := range perCPU {

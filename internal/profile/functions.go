@@ -406,3 +406,23 @@ func SumFunctions(sections []*KernelFunctions) *KernelFunctions {
 	}
 	return out
 }
+
+// FunctionsSince is the record of what happened between earlier, a
+// snapshot of the same run of kfunc or ufunc, and r: its functions'
+// calls in between (the sections' Sub), from earlier's end.
+func (r *Record) FunctionsSince(earlier *Record) (*Record, error) {
+	out := *r
+	out.Meta.Start = earlier.Meta.End
+	var err error
+	if r.Functions != nil && earlier.Functions != nil {
+		if out.Functions, err = r.Functions.Sub(earlier.Functions); err != nil {
+			return nil, err
+		}
+	}
+	if r.DaemonFunctions != nil && earlier.DaemonFunctions != nil {
+		if out.DaemonFunctions, err = r.DaemonFunctions.Sub(earlier.DaemonFunctions); err != nil {
+			return nil, err
+		}
+	}
+	return &out, nil
+}

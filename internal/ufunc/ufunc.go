@@ -12,8 +12,8 @@ import (
 
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/fuseproto"
-	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/kernel"
+	"github.com/fusescope/fusescope/internal/kfunc"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 )
@@ -271,15 +271,12 @@ func (s *Source) Interval(bool) (interval, whole *profile.Record, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	fn, err := cur.DaemonFunctions.Sub(s.prev.DaemonFunctions)
+	in, err := cur.FunctionsSince(s.prev)
 	if err != nil {
 		return nil, nil, err
 	}
-	in := *cur
-	in.DaemonFunctions = fn
-	in.Meta.Start = s.prev.Meta.End
 	s.prev = cur
-	return &in, cur, nil
+	return in, cur, nil
 }
 
 func (s *Source) record(from, to time.Time, fn *profile.KernelFunctions) *profile.Record {
@@ -297,7 +294,7 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 	fn := s.fn
 	fn.Functions = []profile.FunctionCalls{}
 	var perCPU []uint64
-	var hists []bpf.UfuncFuncHist
+	var hists []bpf.KfuncFuncHist // kfunc.h's func_hist, as ufunc.bpf.c keeps it
 	for i, sym := range s.counted {
 		if err := s.coll.Maps["ucounts"].Lookup(uint32(i), &perCPU); err != nil {
 			return nil, fmt.Errorf("reading the counts: %w", err)
@@ -314,7 +311,7 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 			if err := s.coll.Maps["uhists"].Lookup(uint32(i), &hists); err != nil {
 				return nil, fmt.Errorf("reading the histograms: %w", err)
 			}
-			h := mergeHists(hists)
+			h := kfunc.MergeHists(hists)
 			f.Latency = &h
 		}
 		fn.Functions = append(fn.Functions, f)
@@ -416,26 +413,6 @@ func (s *Source) readStage() ([]profile.StageFunctions, error) {
 		out = append(out, *r)
 	}
 	return out, nil
-}
-
-func mergeHists(perCPU []bpf.UfuncFuncHist) hist.Hist {
-	var buckets [hist.NumBuckets]uint64
-	var total, sumNs, lo, hi uint64
-	for _, c := range perCPU {
-		if c.Count == 0 {
-			continue
-		}
-		for i, n := range c.Slots {
-			buckets[i] += n
-		}
-		if total == 0 || c.MinNs < lo {
-			lo = c.MinNs
-		}
-		hi = max(hi, c.MaxNs)
-		total += c.Count
-		sumNs += c.SumNs
-	}
-	return hist.FromBuckets(buckets[:], sumNs, lo, hi)
 }
 
 // Close detaches the probes and frees the maps.
