@@ -37,14 +37,23 @@ program and nothing per call reaches user space.
 
 --usdt matches the binary's USDT probes instead (provider:name; libfuse's
 request_receive, request_process and request_reply when it is built with
--Denable-usdt) and counts their hits; --list lists what PATTERN matches
-(with --usdt, each probe's arguments) and attaches nothing.
+-Denable-usdt) and counts their hits, and --arg N their hits per value
+of argument N (per FUSE opcode, per reply error); --list lists what
+PATTERN matches (with --usdt, each probe's arguments) and attaches
+nothing.
+
+--stages breaks the daemon stage down by function: it traces the FUSE
+requests' stages (trace --stages) and times the functions in the same
+run, and a call that begins while a daemon thread (a Go daemon's
+goroutine) holds a request, read and not yet answered, counts for that
+request's opcode up to the reply's start; per opcode it prints the hold,
+each function's part of it and what no function accounts for.
 
 -p PID probes that process alone (its exit ends the run); -- CMD runs the
 command once the probes are attached and ends with it (with -p, the
-command is the workload of -p's daemon: its calls are not counted). Records (-o,
---json) hold the calls in their daemon_functions section, which show
-renders again.
+command is the workload of -p's daemon: its calls are not counted).
+Records (-o, --json) hold the calls in their daemon_functions section,
+which show, diff and report render.
 
 Go programs: a return probe would rewrite the return address on a
 goroutine's stack, which the Go runtime moves and reads, so a Go function
