@@ -335,3 +335,32 @@ func FromBuckets(buckets []uint64, sum, min, max uint64) Hist {
 	}
 	return h
 }
+
+// CPUHist is one CPU's copy of a log2 histogram as the BPF programs keep
+// it (internal/bpf's kfunc.h, struct func_hist, which kfunc's and ufunc's
+// programs share): a per-CPU map's values read into []CPUHist.
+type CPUHist struct {
+	Slots                      [NumBuckets]uint64
+	Count, SumNs, MinNs, MaxNs uint64
+}
+
+// MergeCPUs sums the CPUs' copies of one histogram.
+func MergeCPUs(perCPU []CPUHist) Hist {
+	var buckets [NumBuckets]uint64
+	var total, sumNs, lo, hi uint64
+	for _, c := range perCPU {
+		if c.Count == 0 {
+			continue
+		}
+		for i, n := range c.Slots {
+			buckets[i] += n
+		}
+		if total == 0 || c.MinNs < lo {
+			lo = c.MinNs
+		}
+		hi = max(hi, c.MaxNs)
+		total += c.Count
+		sumNs += c.SumNs
+	}
+	return FromBuckets(buckets[:], sumNs, lo, hi)
+}

@@ -294,3 +294,15 @@ func TestQuantileWithSubBuckets(t *testing.T) {
 		t.Errorf("with incomplete sub-buckets: %.0f", got)
 	}
 }
+
+// The CPUs' copies add up: buckets, count and sum summed, the least
+// minimum and the greatest maximum, empty copies left out.
+func TestMergeCPUs(t *testing.T) {
+	var a, b CPUHist
+	a.Slots[Bucket(1000)], a.Count, a.SumNs, a.MinNs, a.MaxNs = 2, 2, 2100, 1000, 1100
+	b.Slots[Bucket(5000)], b.Count, b.SumNs, b.MinNs, b.MaxNs = 1, 1, 5000, 5000, 5000
+	h := MergeCPUs([]CPUHist{{}, a, b})
+	if h.Count != 3 || h.Sum != 7100 || h.Min != 1000 || h.Max != 5000 || h.Buckets[Bucket(1000)] != 2 || h.Buckets[Bucket(5000)] != 1 {
+		t.Errorf("merged: count %d sum %d min %d max %d", h.Count, h.Sum, h.Min, h.Max)
+	}
+}

@@ -462,12 +462,12 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 			fn.Functions = append(fn.Functions, profile.FunctionCalls{Name: sym.Name, Module: sym.Module, Count: calls[i]})
 		}
 	}
-	var perCPU []bpf.KfuncFuncHist
+	var perCPU []hist.CPUHist
 	for j, sym := range s.timed {
 		if err := s.maps.Maps["hists"].Lookup(uint32(j), &perCPU); err != nil {
 			return nil, fmt.Errorf("reading the histograms: %w", err)
 		}
-		h := MergeHists(perCPU)
+		h := hist.MergeCPUs(perCPU)
 		if h.Count == 0 {
 			continue
 		}
@@ -512,28 +512,6 @@ func sum(perCPU []uint64) uint64 {
 		n += v
 	}
 	return n
-}
-
-// MergeHists sums one function's per-CPU histograms (kfunc.h's
-// func_hist, which ufunc's programs keep too).
-func MergeHists(perCPU []bpf.KfuncFuncHist) hist.Hist {
-	var buckets [hist.NumBuckets]uint64
-	var total, sumNs, lo, hi uint64
-	for _, c := range perCPU {
-		if c.Count == 0 {
-			continue
-		}
-		for i, n := range c.Slots {
-			buckets[i] += n
-		}
-		if total == 0 || c.MinNs < lo {
-			lo = c.MinNs
-		}
-		hi = max(hi, c.MaxNs)
-		total += c.Count
-		sumNs += c.SumNs
-	}
-	return hist.FromBuckets(buckets[:], sumNs, lo, hi)
 }
 
 // Close detaches the programs and frees the maps.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/fusescope/fusescope/internal/bpf"
 	"github.com/fusescope/fusescope/internal/fuseproto"
+	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/kernel"
-	"github.com/fusescope/fusescope/internal/kfunc"
 	"github.com/fusescope/fusescope/internal/ktrace"
 	"github.com/fusescope/fusescope/internal/profile"
 )
@@ -294,7 +294,7 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 	fn := s.fn
 	fn.Functions = []profile.FunctionCalls{}
 	var perCPU []uint64
-	var hists []bpf.KfuncFuncHist // kfunc.h's func_hist, as ufunc.bpf.c keeps it
+	var hists []hist.CPUHist
 	for i, sym := range s.counted {
 		if err := s.coll.Maps["ucounts"].Lookup(uint32(i), &perCPU); err != nil {
 			return nil, fmt.Errorf("reading the counts: %w", err)
@@ -311,7 +311,7 @@ func (s *Source) read() (*profile.KernelFunctions, error) {
 			if err := s.coll.Maps["uhists"].Lookup(uint32(i), &hists); err != nil {
 				return nil, fmt.Errorf("reading the histograms: %w", err)
 			}
-			h := kfunc.MergeHists(hists)
+			h := hist.MergeCPUs(hists)
 			f.Latency = &h
 		}
 		fn.Functions = append(fn.Functions, f)

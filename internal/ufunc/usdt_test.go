@@ -1,8 +1,12 @@
 package ufunc
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/hist"
 )
 
 func TestParseArgSpec(t *testing.T) {
@@ -84,4 +88,12 @@ func FuzzParseArgSpec(f *testing.F) {
 		}
 		a.cookie() // never panics
 	})
+}
+
+// The histograms are read from the maps into hist.CPUHist: it must have
+// the layout of the programs' struct func_hist.
+func TestCPUHistLayout(t *testing.T) {
+	if a, b, c := binary.Size(hist.CPUHist{}), binary.Size(bpf.UfuncFuncHist{}), binary.Size(bpf.KfuncFuncHist{}); a != b || a != c {
+		t.Errorf("hist.CPUHist is %d bytes, func_hist %d (ufunc) and %d (kfunc)", a, b, c)
+	}
 }

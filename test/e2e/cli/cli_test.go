@@ -66,7 +66,7 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"trace", "-o", filepath.Join(plain, "missing", "run.json"), "60"}, "writable directory"}, // at once, not after 60 s
 		{[]string{"show", filepath.Join(plain, "missing.json")}, "no such file"},
 		{[]string{"show", "/etc/hostname"}, "/etc/hostname is not JSON: give a record"},
-		{[]string{"show", "--csv", "--table", "files", "../../../internal/report/testdata/record.json.golden"}, `--table "files": ../../../internal/report/testdata/record.json.golden is a record: give opcodes, slow (its trace --slower requests) or findings`},
+		{[]string{"show", "--csv", "--table", "files", "../../../internal/report/testdata/record.json.golden"}, `--table "files": ../../../internal/report/testdata/record.json.golden is a record: give opcodes, slow (its trace --slower requests), findings (fusescope doctor's), functions or daemon-stage`},
 		{[]string{"show", "--table", "slow", "../../../internal/report/testdata/record.json.golden"}, "--table chooses the table --csv prints: add --csv"},
 		{[]string{"show", "--csv", "--counts", "--table", "slow", "../../../internal/report/testdata/record.json.golden"}, "leave out --counts"},
 	}
