@@ -280,7 +280,11 @@ func (s *RequestSource) Finish(*session.Exit) (*profile.Record, error) {
 			return nil, err
 		}
 	}
-	whole, err := s.t.Snapshot()
+	// Cut at one moment, as an interval is: a request that ended while
+	// the maps were read one after another would be in its opcode's count
+	// and not in its stages (a close's RELEASE, sent in the background,
+	// often ends just then).
+	whole, _, err := s.t.NextInterval()
 	if err != nil {
 		return nil, err
 	}

@@ -88,26 +88,32 @@ func runningBinary(cfg Config) ([]int, error) {
 // Functions says what was attached.
 func (s *StageSource) Functions() profile.KernelFunctions { return s.fn.Functions() }
 
+// The functions are read before the trace, each time: a call counted has
+// replied, so its request has ended and is in the trace's figures read
+// after it (a handler replies before it returns), and no function's time
+// within the holds can exceed the holds' own.
+
 // Snapshot is the run so far.
 func (s *StageSource) Snapshot() (*profile.Record, error) {
+	fr, err := s.fn.Snapshot()
+	if err != nil {
+		return nil, err
+	}
 	rec, err := s.RequestSource.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	return s.joined(rec)
+	rec.DaemonFunctions = s.join(rec, fr.DaemonFunctions)
+	return rec, nil
 }
 
 // Finish is the whole run, read at its end.
 func (s *StageSource) Finish(exit *session.Exit) (*profile.Record, error) {
-	rec, err := s.RequestSource.Finish(exit)
+	fr, err := s.fn.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	return s.joined(rec)
-}
-
-func (s *StageSource) joined(rec *profile.Record) (*profile.Record, error) {
-	fr, err := s.fn.Snapshot()
+	rec, err := s.RequestSource.Finish(exit)
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +123,11 @@ func (s *StageSource) joined(rec *profile.Record) (*profile.Record, error) {
 
 // Interval is the interval since the previous one, and the whole run.
 func (s *StageSource) Interval(final bool) (interval, whole *profile.Record, err error) {
-	interval, whole, err = s.RequestSource.Interval(final)
+	fi, fw, err := s.fn.Interval(final)
 	if err != nil {
 		return nil, nil, err
 	}
-	fi, fw, err := s.fn.Interval(final)
+	interval, whole, err = s.RequestSource.Interval(final)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,13 @@ import (
 	"github.com/fusescope/fusescope/test/e2e"
 )
 
+// idle is a shell command that returns once connection conn has no
+// request in flight: a close's RELEASE is sent in the background, and
+// would otherwise end after the run.
+func idle(conn uint32) string {
+	return `; while [ "$(cat /sys/fs/fuse/connections/` + strconv.FormatUint(uint64(conn), 10) + `/waiting)" != 0 ]; do sleep 0.01; done`
+}
+
 // stageRows runs fusescope ufunc --stages on a daemon while work runs
 // and returns its record's daemon stage by function, by opcode, for conn.
 func stageRows(t *testing.T, conn uint32, args ...string) (string, *profile.Record, map[string]profile.StageFunctions) {
@@ -87,7 +94,7 @@ func TestUfuncStagesLabFS(t *testing.T) {
 	for p := range 4 {
 		work += "for i in $(seq " + strconv.Itoa(p*25) + " " + strconv.Itoa(p*25+24) + "); do stat " + mnt + "/f$i; done > /dev/null & "
 	}
-	rec, _, rows := stageRows(t, conn, exe, "*/labfs.(?labRaw).[LG]*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", work+"wait")
+	rec, _, rows := stageRows(t, conn, exe, "*/labfs.(?labRaw).[LG]*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", work+"wait"+idle(conn))
 	after := labLookups(t, mnt)
 	lookups, sum := after.Count-before.Count, after.Sum-before.Sum
 	lk := rows["LOOKUP"]
@@ -156,7 +163,7 @@ func TestUfuncStagesPassthroughHP(t *testing.T) {
 	conn := e2e.ConnOf(t, mnt)
 	daemon := daemonOf(t, conn)
 	before := labLookups(t, below)
-	_, r, rows := stageRows(t, conn, hp, "sfs_*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", "for i in $(seq 0 49); do stat "+mnt+"/f$i; done > /dev/null; cat "+mnt+"/f* > /dev/null")
+	_, r, rows := stageRows(t, conn, hp, "sfs_*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", "for i in $(seq 0 49); do stat "+mnt+"/f$i; done > /dev/null; cat "+mnt+"/f* > /dev/null"+idle(conn))
 	after := labLookups(t, below)
 	counts := e2e.Counts(r, conn)
 	handlers := map[string]string{"LOOKUP": "sfs_lookup", "GETATTR": "sfs_getattr", "OPEN": "sfs_open", "RELEASE": "sfs_release"}
