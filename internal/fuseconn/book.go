@@ -2,6 +2,7 @@ package fuseconn
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,15 +56,22 @@ func (b *Book) Refresh() {
 		return
 	}
 	live, _ := Live()
+	b.refresh(infos, live)
+}
+
+// refresh is Refresh on mountinfo's FUSE mounts and fusectl's live
+// connections as read.
+func (b *Book) refresh(infos []MountInfo, live map[uint32]bool) {
+	reused := b.reusedNumbers(infos)
 	b.present = map[uint32]bool{}
 	for _, m := range DescribeMounts(infos, b.named) {
-		if live[m.Conn] {
+		if live[m.Conn] && !reused[m.Conn] {
 			b.present[m.Conn] = true
 			b.known[m.Conn] = m
 		}
 	}
 	for c := range live {
-		if m := b.known[c]; m.MountPoint == "" {
+		if m := b.known[c]; m.MountPoint == "" && !reused[c] {
 			// Not in mountinfo (another namespace's): fusectl still counts.
 			b.known[c] = profile.Mount{Conn: c, Connection: Read(c)}
 			b.present[c] = true
@@ -76,6 +84,32 @@ func (b *Book) Refresh() {
 			b.present[c] = false
 		}
 	}
+}
+
+// reusedNumbers are the traced connections whose number another file
+// system now has: the kernel gives a new mount the lowest free device
+// number, so once a traced mount is unmounted and its connection gone,
+// the next FUSE mount (under make test, within the second between two
+// looks) takes it. A traced connection that was mounted somewhere and is
+// now mounted only at places it never was is that new file system.
+func (b *Book) reusedNumbers(infos []MountInfo) map[uint32]bool {
+	at := map[uint32][]string{}
+	for _, m := range infos {
+		if m.IsFUSE() {
+			at[m.Minor] = append(at[m.Minor], m.MountPoint)
+		}
+	}
+	out := map[uint32]bool{}
+	for _, c := range b.traced {
+		was := b.known[c].MountPoint
+		if was == "" || len(at[c]) == 0 {
+			continue
+		}
+		if !slices.Contains(at[c], was) && !slices.Contains(at[c], b.named[c]) {
+			out[c] = true
+		}
+	}
+	return out
 }
 
 func (b *Book) aborted(c uint32) bool {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -197,6 +198,42 @@ func TestTraceMountDisappears(t *testing.T) {
 	}
 	probes.AssertNoneLeft(t, tr.Cmd.Process.Pid)
 	os.MkdirAll(mnt, 0o755) // the cleanup's fusermount3 -u now fails harmlessly
+}
+
+// A traced mount unmounted and its number taken at once by the next FUSE
+// mount (the kernel gives out the lowest free one; make test mounts
+// dozens a minute) still ends the trace: the new mount is another file
+// system, whose requests are not the traced mount's.
+func TestTraceMountNumberReused(t *testing.T) {
+	t.Parallel()
+	_, mnt := e2e.MountBindfs(t, 3)
+	conn := e2e.ConnOf(t, mnt)
+	tr := e2e.StartTrace(t, "--mount", mnt)
+	e2e.Run(t, "fusermount3", "-u", mnt)
+	gone := filepath.Join("/sys/fs/fuse/connections", strconv.FormatUint(uint64(conn), 10))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(gone); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connection %d still in fusectl 10 s after its unmount", conn)
+		}
+	}
+	_, other := e2e.MountBindfs(t, 1)
+	if c := e2e.ConnOf(t, other); c != conn {
+		t.Skipf("another test's mount took number %d; the new one got %d", conn, c)
+	}
+	select {
+	case err := <-tr.Done:
+		if err == nil || !strings.Contains(tr.Stderr.String(), "disappeared while traced") {
+			t.Errorf("exit %v; stderr:\n%s", err, tr.Stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		tr.Cmd.Process.Signal(syscall.SIGINT)
+		<-tr.Done
+		t.Fatalf("fusescope trace took the new mount with the traced one's number for it, for 30 s:\n%s", tr.Stderr.String())
+	}
+	os.MkdirAll(mnt, 0o755)
 }
 
 // Interval mode prints count reports and exits 0 by itself.
