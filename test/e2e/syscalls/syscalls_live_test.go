@@ -670,31 +670,43 @@ func TestSyscallsLiveTimeFromRelease(t *testing.T) {
 			return stretched
 		})
 
-		// -p: from the attach, before the process's next call.
-		trigger := filepath.Join(dir, "stop")
-		os.Remove(trigger)
-		prog := exec.Command(pythonExecutable(t), "-c", `
+		// -p: from the attach, before the process's next call, which comes
+		// within 2 ms unless the load beside this package kept the process
+		// off the processors for a bin (0.02 s once): measured again.
+		e2e.Timed(t, 3, func() (stretched []string) {
+			if got := firstBinUnderP(t, dir, via, firstBin); got != 0 {
+				stretched = append(stretched, e2e.Stretched("%v -p: the first calls in the bin at %.2f s, want 0: the attach", via, got))
+			}
+			return stretched
+		})
+	}
+}
+
+// firstBinUnderP runs syscalls -p on a process that polls a file every 2
+// ms until it appears, and returns the first timeline bin with its calls.
+func firstBinUnderP(t *testing.T, dir string, via []string, firstBin func(*profile.SyscallReport) float64) float64 {
+	t.Helper()
+	trigger := filepath.Join(dir, "stop")
+	os.Remove(trigger)
+	prog := exec.Command(pythonExecutable(t), "-c", `
 import os, sys, time
 print("ready", flush=True)
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.002)
 `, trigger)
-		stdout, _ := prog.StdoutPipe()
-		if err := prog.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
-		out := filepath.Join(dir, "p.json")
-		tracer := proctest.Start(t, exec.Command(e2e.Fusescope, append([]string{"syscalls", "--json", "--timeline", "0.02", "-o", out, "-p", strconv.Itoa(prog.Process.Pid)}, via...)...), "Hit Ctrl-C to end", 30*time.Second)
-		os.WriteFile(trigger, nil, 0o644)
-		prog.Wait()
-		if exited, err := tracer.Wait(10 * time.Second); !exited || err != nil {
-			t.Fatalf("%v -p: exited %v, %v\n%s", via, exited, err, tracer.Output())
-		}
-		if got := firstBin(decodeReport(t, out)); got != 0 {
-			t.Errorf("%v -p: the first calls in the bin at %.2f s, want 0: the attach", via, got)
-		}
+	stdout, _ := prog.StdoutPipe()
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "p.json")
+	tracer := proctest.Start(t, exec.Command(e2e.Fusescope, append([]string{"syscalls", "--json", "--timeline", "0.02", "-o", out, "-p", strconv.Itoa(prog.Process.Pid)}, via...)...), "Hit Ctrl-C to end", 30*time.Second)
+	os.WriteFile(trigger, nil, 0o644)
+	prog.Wait()
+	if exited, err := tracer.Wait(10 * time.Second); !exited || err != nil {
+		t.Fatalf("%v -p: exited %v, %v\n%s", via, exited, err, tracer.Output())
+	}
+	return firstBin(decodeReport(t, out))
 }
