@@ -89,31 +89,50 @@ func TestUfuncStagesLabFS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := labLookups(t, mnt)
 	work := ""
 	for p := range 4 {
 		work += "for i in $(seq " + strconv.Itoa(p*25) + " " + strconv.Itoa(p*25+24) + "); do stat " + mnt + "/f$i; done > /dev/null & "
 	}
-	rec, _, rows := stageRows(t, conn, exe, "*/labfs.(?labRaw).[LG]*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", work+"wait"+idle(conn))
-	after := labLookups(t, mnt)
-	lookups, sum := after.Count-before.Count, after.Sum-before.Sum
-	lk := rows["LOOKUP"]
-	f, ok := stageFunction(lk, "labRaw).Lookup")
-	switch {
-	case !ok:
-		t.Fatalf("no labRaw.Lookup under LOOKUP: %+v", rows)
-	case f.Calls != lookups || lk.Requests != lookups || lookups < 100:
-		t.Errorf("labRaw.Lookup: %d calls within %d LOOKUPs held; the daemon served %d (100 or more)", f.Calls, lk.Requests, lookups)
-	}
-	if f.Calls > 0 && lookups > 0 {
-		mean, daemonMean := float64(f.Ns)/float64(f.Calls), float64(sum)/float64(lookups)
-		if r := mean / daemonMean; r < 0.95 || r > 1.05 || mean < 2e6 {
-			t.Errorf("labRaw.Lookup within the holds: %v a call; the daemon's timer %v (%.3f; want within 5%%, and the 2 ms delay or more)", time.Duration(mean), time.Duration(daemonMean), r)
+	var rec string
+	var lookups uint64
+	var lk profile.StageFunctions
+	// The unaccounted part is the daemon's own dispatch, and its
+	// goroutines' waits for a processor: the load of the packages beside
+	// this one stretches it (a fifth of the hold once), so it is measured
+	// again; the counts and the handler's time are exact under any load.
+	e2e.Timed(t, 3, func() (stretched []string) {
+		before := labLookups(t, mnt)
+		var rows map[string]profile.StageFunctions
+		rec, _, rows = stageRows(t, conn, exe, "*/labfs.(?labRaw).[LG]*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", work+"wait"+idle(conn))
+		after := labLookups(t, mnt)
+		var sum uint64
+		lookups, sum = after.Count-before.Count, after.Sum-before.Sum
+		lk = rows["LOOKUP"]
+		f, ok := stageFunction(lk, "labRaw).Lookup")
+		switch {
+		case !ok:
+			t.Fatalf("no labRaw.Lookup under LOOKUP: %+v", rows)
+		case f.Calls != lookups || lk.Requests != lookups || lookups < 100:
+			t.Errorf("labRaw.Lookup: %d calls within %d LOOKUPs held; the daemon served %d (100 or more)", f.Calls, lk.Requests, lookups)
 		}
-	}
-	if u := lk.UnaccountedNs(); u*10 > lk.HeldNs {
-		t.Errorf("LOOKUP: %v of %v held unaccounted for, more than a tenth", time.Duration(u), time.Duration(lk.HeldNs))
-	}
+		if f.Calls > 0 && lookups > 0 {
+			mean, daemonMean := float64(f.Ns)/float64(f.Calls), float64(sum)/float64(lookups)
+			if r := mean / daemonMean; r < 0.95 || r > 1.05 || mean < 2e6 {
+				t.Errorf("labRaw.Lookup within the holds: %v a call; the daemon's timer %v (%.3f; want within 5%%, and the 2 ms delay or more)", time.Duration(mean), time.Duration(daemonMean), r)
+			}
+		}
+		for op, s := range rows {
+			for _, f := range s.Functions {
+				if (strings.HasSuffix(f.Name, ").Lookup") && op != "LOOKUP") || (strings.HasSuffix(f.Name, ").GetAttr") && op != "GETATTR") {
+					t.Errorf("%s counted under %s", f.Name, op)
+				}
+			}
+		}
+		if u := lk.UnaccountedNs(); u*10 > lk.HeldNs {
+			stretched = append(stretched, e2e.Stretched("LOOKUP: %v of %v held unaccounted for, more than a tenth", time.Duration(u), time.Duration(lk.HeldNs)))
+		}
+		return stretched
+	})
 	// The record's views: show's text and CSV table, diff, the HTML report.
 	if out := e2e.MustRead(t, e2e.Fusescope, "show", rec); !strings.Contains(string(out), "Daemon stage by function") || !strings.Contains(string(out), "op = LOOKUP") {
 		t.Errorf("show of the record has no daemon stage by function, or no requests:\n%s", out)
@@ -130,13 +149,6 @@ func TestUfuncStagesLabFS(t *testing.T) {
 		t.Errorf("report: %v\n%s", err, out)
 	} else if b, _ := os.ReadFile(page); !strings.Contains(string(b), "Daemon stage by function") {
 		t.Errorf("the HTML report has no daemon stage by function")
-	}
-	for op, s := range rows {
-		for _, f := range s.Functions {
-			if (strings.HasSuffix(f.Name, ").Lookup") && op != "LOOKUP") || (strings.HasSuffix(f.Name, ").GetAttr") && op != "GETATTR") {
-				t.Errorf("%s counted under %s", f.Name, op)
-			}
-		}
 	}
 }
 
@@ -162,34 +174,39 @@ func TestUfuncStagesPassthroughHP(t *testing.T) {
 	e2e.MountDaemon(t, mnt, hp, "--nocache", below, mnt)
 	conn := e2e.ConnOf(t, mnt)
 	daemon := daemonOf(t, conn)
-	before := labLookups(t, below)
-	_, r, rows := stageRows(t, conn, hp, "sfs_*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", "for i in $(seq 0 49); do stat "+mnt+"/f$i; done > /dev/null; cat "+mnt+"/f* > /dev/null"+idle(conn))
-	after := labLookups(t, below)
-	counts := e2e.Counts(r, conn)
-	handlers := map[string]string{"LOOKUP": "sfs_lookup", "GETATTR": "sfs_getattr", "OPEN": "sfs_open", "RELEASE": "sfs_release"}
-	for op, fn := range handlers {
-		s := rows[op]
-		f, ok := stageFunction(s, fn)
-		if !ok || f.Calls != counts[op] || s.Requests != counts[op] || counts[op] == 0 {
-			t.Errorf("%s: %s called %d times within %d requests held; the trace counted %d", op, fn, f.Calls, s.Requests, counts[op])
-		}
-	}
-	for op, s := range rows {
-		for _, f := range s.Functions {
-			if want, ok := handlers[op]; ok && strings.HasPrefix(f.Name, "sfs_") && f.Name != want && f.Name != "sfs_create_open_flags" {
-				t.Errorf("%s counted under %s", f.Name, op)
+	// The unaccounted part is stretched by load, as on the lab fs: measured
+	// again; the counts and the handler's time are exact under any load.
+	e2e.Timed(t, 3, func() (stretched []string) {
+		before := labLookups(t, below)
+		_, r, rows := stageRows(t, conn, hp, "sfs_*", "-p", strconv.Itoa(daemon), "--", "sh", "-c", "for i in $(seq 0 49); do stat "+mnt+"/f$i; done > /dev/null; cat "+mnt+"/f* > /dev/null"+idle(conn))
+		after := labLookups(t, below)
+		counts := e2e.Counts(r, conn)
+		handlers := map[string]string{"LOOKUP": "sfs_lookup", "GETATTR": "sfs_getattr", "OPEN": "sfs_open", "RELEASE": "sfs_release"}
+		for op, fn := range handlers {
+			s := rows[op]
+			f, ok := stageFunction(s, fn)
+			if !ok || f.Calls != counts[op] || s.Requests != counts[op] || counts[op] == 0 {
+				t.Errorf("%s: %s called %d times within %d requests held; the trace counted %d", op, fn, f.Calls, s.Requests, counts[op])
 			}
 		}
-	}
-	lk := rows["LOOKUP"]
-	if f, ok := stageFunction(lk, "sfs_lookup"); ok && f.Calls > 0 {
-		mean := float64(f.Ns) / float64(f.Calls)
-		labMean := float64(after.Sum-before.Sum) / float64(max(after.Count-before.Count, 1))
-		if mean < 2e6 || mean < labMean {
-			t.Errorf("sfs_lookup within the holds: %v a call; the lab fs below took %v a LOOKUP (2 ms delayed)", time.Duration(mean), time.Duration(labMean))
+		for op, s := range rows {
+			for _, f := range s.Functions {
+				if want, ok := handlers[op]; ok && strings.HasPrefix(f.Name, "sfs_") && f.Name != want && f.Name != "sfs_create_open_flags" {
+					t.Errorf("%s counted under %s", f.Name, op)
+				}
+			}
 		}
-	}
-	if u := lk.UnaccountedNs(); u*10 > lk.HeldNs {
-		t.Errorf("LOOKUP: %v of %v held unaccounted for, more than a tenth", time.Duration(u), time.Duration(lk.HeldNs))
-	}
+		lk := rows["LOOKUP"]
+		if f, ok := stageFunction(lk, "sfs_lookup"); ok && f.Calls > 0 {
+			mean := float64(f.Ns) / float64(f.Calls)
+			labMean := float64(after.Sum-before.Sum) / float64(max(after.Count-before.Count, 1))
+			if mean < 2e6 || mean < labMean {
+				t.Errorf("sfs_lookup within the holds: %v a call; the lab fs below took %v a LOOKUP (2 ms delayed)", time.Duration(mean), time.Duration(labMean))
+			}
+		}
+		if u := lk.UnaccountedNs(); u*10 > lk.HeldNs {
+			stretched = append(stretched, e2e.Stretched("LOOKUP: %v of %v held unaccounted for, more than a tenth", time.Duration(u), time.Duration(lk.HeldNs)))
+		}
+		return stretched
+	})
 }
