@@ -134,6 +134,9 @@ func TestRulesThresholds(t *testing.T) {
 		{"passthrough",
 			newRec().op("READ", 640, 100*us, 0, 640*(16+64<<10), 0).mount(func(m *profile.Mount) { m.Daemons[0].Backing = "ext4 (/srv)" }),
 			newRec().op("READ", 640, 100*us, 0, 640*(16+64<<10), 0).mount(func(m *profile.Mount) { m.Daemons[0].Backing, m.PassthroughOpens = "ext4 (/srv)", 3 })},
+		{"daemon-stage", // 1 MiB WRITEs at 5 MiB/s are the daemon's backend; at 23 MiB/s (a loaded machine's tmpfs) their data's
+			newRec().op("WRITE", 4, 210*ms, 4<<20, 0, 200*ms),
+			newRec().op("WRITE", 4, 45*ms, 4<<20, 0, 43*ms)},
 		{"io-uring",
 			newRec().op("LOOKUP", 300, 30*us, 0, 0, 0).mount(func(*profile.Mount) {}),
 			newRec().op("LOOKUP", 300, 30*us, 0, 0, 0)},
