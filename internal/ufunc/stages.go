@@ -23,7 +23,14 @@ type StageSource struct {
 	*ktrace.RequestSource
 	fn  *Source
 	pid int
+	// base is each (connection, opcode)'s daemon stage when the functions'
+	// probes were attached: the requests held before, which no probe saw,
+	// are left out of the rows of the whole run and of its first interval.
+	base      map[stageKey][2]uint64 // requests, held ns
+	intervals int
 }
+
+type stageKey struct{ conn, opcode uint32 }
 
 // OpenStages opens the trace, then the functions' probes sharing its
 // map of holds.
@@ -41,24 +48,41 @@ func OpenStages(cfg Config, req ktrace.RequestConfig) (_ *StageSource, err error
 			trace.Close()
 		}
 	}()
+	if cfg.bin, err = OpenBinary(cfg.Binary); err != nil {
+		return nil, err
+	}
+	if cfg.bin.IsGo { // held by goroutine before any call is probed
+		pids, err := runningBinary(cfg)
+		if err != nil {
+			return nil, err
+		}
+		for _, pid := range pids {
+			if err := trace.HoldByGoroutine(pid); err != nil {
+				return nil, err
+			}
+		}
+	}
 	cfg.Latency, cfg.holds = true, trace.Holds()
 	fn, err := Open(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if fn.bin.IsGo {
-		pids, err := runningBinary(cfg)
-		if err == nil {
-			for _, pid := range pids {
-				err = trace.HoldByGoroutine(pid)
-			}
-		}
-		if err != nil {
-			fn.Close()
-			return nil, err
+	// The requests held until the probes were attached are left out
+	// (base), read at once after: attaching takes a while, and the calls
+	// count from its end.
+	base, err := trace.Snapshot()
+	if err != nil {
+		fn.Close()
+		return nil, err
+	}
+	ss := &StageSource{RequestSource: trace, fn: fn, pid: cfg.PID, base: map[stageKey][2]uint64{}}
+	for i := range base.Profile.Ops {
+		op := &base.Profile.Ops[i]
+		if h := op.Stage(profile.StageDaemon); h != nil {
+			ss.base[stageKey{op.Conn, op.Opcode}] = [2]uint64{h.Count, h.Sum}
 		}
 	}
-	return &StageSource{RequestSource: trace, fn: fn, pid: cfg.PID}, nil
+	return ss, nil
 }
 
 // runningBinary is -p's process, or else the daemons (the holders of
@@ -103,7 +127,7 @@ func (s *StageSource) Snapshot() (*profile.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec.DaemonFunctions = s.join(rec, fr.DaemonFunctions)
+	rec.DaemonFunctions = s.join(rec, fr.DaemonFunctions, true)
 	return rec, nil
 }
 
@@ -117,7 +141,7 @@ func (s *StageSource) Finish(exit *session.Exit) (*profile.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec.DaemonFunctions = s.join(rec, fr.DaemonFunctions)
+	rec.DaemonFunctions = s.join(rec, fr.DaemonFunctions, true)
 	return rec, nil
 }
 
@@ -131,8 +155,9 @@ func (s *StageSource) Interval(final bool) (interval, whole *profile.Record, err
 	if err != nil {
 		return nil, nil, err
 	}
-	interval.DaemonFunctions = s.join(interval, fi.DaemonFunctions)
-	whole.DaemonFunctions = s.join(whole, fw.DaemonFunctions)
+	s.intervals++
+	interval.DaemonFunctions = s.join(interval, fi.DaemonFunctions, s.intervals == 1)
+	whole.DaemonFunctions = s.join(whole, fw.DaemonFunctions, true)
 	return interval, whole, nil
 }
 
@@ -140,7 +165,7 @@ func (s *StageSource) Interval(final bool) (interval, whole *profile.Record, err
 // stage of the same window: each row's requests and held time, and a row
 // for each opcode the daemon's connections served whose holds no
 // function's call fell in (all of it unaccounted for).
-func (s *StageSource) join(rec *profile.Record, fn *profile.KernelFunctions) *profile.KernelFunctions {
+func (s *StageSource) join(rec *profile.Record, fn *profile.KernelFunctions, fromStart bool) *profile.KernelFunctions {
 	out := *fn
 	type key struct{ conn, opcode uint32 }
 	rows := map[key]int{}
@@ -172,6 +197,10 @@ func (s *StageSource) join(rec *profile.Record, fn *profile.KernelFunctions) *pr
 		}
 		r := &out.DaemonStage[j]
 		r.Op, r.Requests, r.HeldNs = op.Op, h.Count, h.Sum
+		if b := s.base[stageKey{op.Conn, op.Opcode}]; fromStart {
+			r.Requests -= min(r.Requests, b[0])
+			r.HeldNs -= min(r.HeldNs, b[1])
+		}
 	}
 	out.SortStage()
 	return &out

@@ -41,6 +41,7 @@ type Config struct {
 	// holds is the tracer's map of the requests the daemons hold
 	// (OpenStages): each timed call within a hold counts for its request.
 	holds *ebpf.Map
+	bin   *Binary // the binary, when the caller has read it already
 }
 
 // Source is the run's probes, read as records (a session source).
@@ -63,9 +64,11 @@ func Open(cfg Config) (_ *Source, err error) {
 	if err := ktrace.CheckPrivileges(); err != nil {
 		return nil, err
 	}
-	bin, err := OpenBinary(cfg.Binary)
-	if err != nil {
-		return nil, err
+	bin := cfg.bin
+	if bin == nil {
+		if bin, err = OpenBinary(cfg.Binary); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.USDT {
 		return openUSDT(cfg, bin)

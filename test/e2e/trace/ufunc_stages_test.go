@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,4 +210,66 @@ func TestUfuncStagesPassthroughHP(t *testing.T) {
 		}
 		return stretched
 	})
+}
+
+// ufunc --stages attached to a daemon already busy, reporting intervals:
+// the requests held before its probes were attached are left out, so
+// that in each interval and in the whole run labRaw.Lookup's calls and
+// the LOOKUPs held agree (within the two in flight at a cut), and the
+// intervals add up to the run. Without the cut at the attach, the
+// hundreds of LOOKUPs of the attach's own time were held with no call.
+func TestUfuncStagesWindow(t *testing.T) {
+	t.Parallel()
+	src, mnt := t.TempDir(), t.TempDir()
+	for i := range 100 {
+		os.WriteFile(filepath.Join(src, "f"+strconv.Itoa(i)), nil, 0o644)
+	}
+	if out, err := exec.Command(e2e.Fusescope, "fs", "mount", "--background", "--entry-timeout", "0", "--attr-timeout", "0", src, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fs mount: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(e2e.Fusescope, "fs", "umount", mnt).Run() })
+	daemon := daemonOf(t, e2e.ConnOf(t, mnt))
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(daemon) + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := exec.Command("sh", "-c", "while :; do stat "+mnt+"/f* > /dev/null; done")
+	busy.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the loop and its stat, killed together
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(-busy.Process.Pid, syscall.SIGKILL); busy.Wait() }()
+	rec := filepath.Join(t.TempDir(), "w.json")
+	out, err := exec.Command(e2e.Fusescope, "ufunc", exe, "*/labfs.(?labRaw).Lookup", "--stages", "-p", strconv.Itoa(daemon), "--json", "-o", rec, "1", "2").Output()
+	if err != nil {
+		t.Fatalf("ufunc --stages 1 2: %v\n%s", err, out)
+	}
+	lookup := func(r *profile.Record) (requests, calls uint64) {
+		for _, s := range r.DaemonFunctions.DaemonStage {
+			if s.Op == "LOOKUP" {
+				requests = s.Requests
+				for _, f := range s.Functions {
+					calls += f.Calls
+				}
+			}
+		}
+		return
+	}
+	var sumReq, sumCalls uint64
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, l := range lines {
+		r, err := profile.Parse([]byte(l))
+		if err != nil {
+			t.Fatalf("interval %d: %v", i+1, err)
+		}
+		req, calls := lookup(r)
+		sumReq, sumCalls = sumReq+req, sumCalls+calls
+		if req > calls+2 || calls > req+2 || calls == 0 {
+			t.Errorf("interval %d: %d LOOKUPs held, %d calls of labRaw.Lookup within them", i+1, req, calls)
+		}
+	}
+	wr, wc := lookup(e2e.LoadRecord(t, rec))
+	if len(lines) != 2 || wr != sumReq || wc != sumCalls || wr > wc+2 || wc > wr+2 {
+		t.Errorf("%d intervals summing to %d LOOKUPs held and %d calls; the run's %d and %d", len(lines), sumReq, sumCalls, wr, wc)
+	}
 }
