@@ -18,14 +18,11 @@ import (
 
 func newKfuncCmd() *cobra.Command {
 	var (
-		pid           int
-		latency       []string
-		attach        string
-		duration      float64
-		units         unitFlags
-		asJSON, asCSV bool
-		stamp         bool
-		recordTo      string
+		pid      int
+		latency  []string
+		attach   string
+		duration float64
+		out      functionFlags
 	)
 	c := &cobra.Command{
 		Use:   "kfunc [flags] PATTERN [interval [count]] | --latency F1,F2,... [interval [count]] [-- CMD ARGS...]",
@@ -121,12 +118,11 @@ as a record that "fusescope show" renders the same way.`,
 					return fmt.Errorf("-p %d: no such process", pid)
 				}
 			}
-			unit := units.unit()
 			cfg := kfunc.Config{Pattern: pattern, Latency: latency, Attach: attach, PID: pid, Command: os.Args, Tool: version}
-			r := &report.Renderer{Format: report.Format{Unit: unit, JSON: asJSON, CSV: asCSV}, W: os.Stdout, Stamp: stamp, Lines: interval > 0}
+			r := out.renderer(interval > 0)
 			var src *kfunc.Source
 			run := session.Config{
-				Interval: interval, Count: count, Command: command, PID: pid, Output: recordTo, Log: os.Stderr,
+				Interval: interval, Count: count, Command: command, PID: pid, Output: out.output, Log: os.Stderr,
 				Ready: func() { kfuncReady(src, pattern, len(command) > 0, interval, count) },
 				Emit:  func(rec *profile.Record, final bool) error { return r.Render(rec) },
 			}
@@ -145,12 +141,7 @@ as a record that "fusescope show" renders the same way.`,
 	f.StringSliceVar(&latency, "latency", nil, "time each call of these functions (names or globs, e.g. `fuse_lookup,fuse_readdir`): a log2 histogram each")
 	f.StringVar(&attach, "attach", kfunc.AttachAuto, "how to attach: `auto` (fentry where the kernel has BTF for the functions, kprobes otherwise or for more than 16 where it has kprobe.multi), fentry, or kprobe")
 	f.Float64VarP(&duration, "duration", "d", 0, "end the run after `SECONDS` (with an interval: the reports within it)")
-	units.register(c)
-	f.BoolVar(&asJSON, "json", false, "print the record as JSON (docs/record.md; one line per interval)")
-	f.BoolVar(&asCSV, "csv", false, "print one CSV row per function (docs/record.md)")
-	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
-	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
-	exclusive(c, "json", "csv")
+	out.register(c)
 	return c
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/hist"
 	"github.com/fusescope/fusescope/internal/report"
@@ -35,6 +37,30 @@ func (u *unitFlags) unit() hist.Unit {
 		return hist.Nsecs
 	}
 	return hist.Usecs
+}
+
+// functionFlags are kfunc's and ufunc's output flags: the unit, JSON or
+// CSV, -T and -o.
+type functionFlags struct {
+	unitFlags
+	json, csv, stamp bool
+	output           string
+}
+
+func (o *functionFlags) register(c *cobra.Command) {
+	o.unitFlags.register(c)
+	f := c.Flags()
+	f.BoolVar(&o.json, "json", false, "print the record as JSON (docs/record.md; one line per interval)")
+	f.BoolVar(&o.csv, "csv", false, "print one CSV row per function (docs/record.md)")
+	f.BoolVarP(&o.stamp, "timestamp", "T", false, "print a timestamp before each report")
+	f.StringVarP(&o.output, "output", "o", "", "save the whole run as a record to `RECORD.json`")
+	exclusive(c, "json", "csv")
+}
+
+// renderer renders the records to standard output, a line each under
+// intervals (JSON).
+func (o *functionFlags) renderer(intervals bool) *report.Renderer {
+	return &report.Renderer{Format: report.Format{Unit: o.unit(), JSON: o.json, CSV: o.csv}, W: os.Stdout, Stamp: o.stamp, Lines: intervals}
 }
 
 func (o *outputFlags) register(c *cobra.Command) {

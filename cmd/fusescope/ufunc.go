@@ -17,13 +17,11 @@ import (
 
 func newUfuncCmd() *cobra.Command {
 	var (
-		pid                  int
-		latency, usdt, list  bool
-		stages               bool
-		arg                  int
-		units                unitFlags
-		asJSON, asCSV, stamp bool
-		recordTo             string
+		pid                 int
+		latency, usdt, list bool
+		stages              bool
+		arg                 int
+		out                 functionFlags
 	)
 	c := &cobra.Command{
 		Use:   "ufunc BINARY 'PATTERN' [flags] [interval [count]] [-- CMD ARGS...]",
@@ -101,7 +99,7 @@ cannot be found is refused in one line.`,
 					return err
 				}
 			}
-			unit := units.unit()
+			unit := out.unit()
 			switch {
 			case arg < 0:
 				return fmt.Errorf("--arg %d: give an argument's number, from 1", arg)
@@ -115,12 +113,12 @@ cannot be found is refused in one line.`,
 			if stages && usdt {
 				return fmt.Errorf("--stages times functions within the daemon's requests, and a USDT probe marks a point: leave out --usdt")
 			}
-			r := &report.Renderer{Format: report.Format{Unit: unit, JSON: asJSON, CSV: asCSV}, W: os.Stdout, Stamp: stamp, Lines: interval > 0}
+			r := out.renderer(interval > 0)
 			var src interface {
 				Functions() profile.KernelFunctions
 			}
 			run := session.Config{
-				Interval: interval, Count: count, Command: command, PID: pid, Output: recordTo, Log: os.Stderr,
+				Interval: interval, Count: count, Command: command, PID: pid, Output: out.output, Log: os.Stderr,
 				Ready: func() { ufuncReady(src.Functions(), stages, len(command) > 0, interval, count) },
 				Emit:  func(rec *profile.Record, final bool) error { return r.Render(rec) },
 			}
@@ -128,7 +126,7 @@ cannot be found is refused in one line.`,
 				run.PID = 0 // the probes stay in -p's process (a daemon); the command (its workload) ends the run
 			}
 			if stages {
-				run.Emit = stageEmitter(r, unit, asJSON, asCSV, stamp)
+				run.Emit = stageEmitter(r, unit, out.json, out.csv, out.stamp)
 			}
 			_, err = session.Run(context.Background(), run, func(session.Target) (session.Source, error) {
 				if stages {
@@ -156,12 +154,7 @@ cannot be found is refused in one line.`,
 	f.BoolVarP(&list, "list", "l", false, "list what PATTERN matches (with --usdt, each probe's arguments) and attach nothing")
 	f.BoolVar(&stages, "stages", false, "trace the FUSE requests' stages too and break the daemon stage down by these functions (timed): a call that begins while the daemon holds a request counts for its opcode")
 	f.BoolVar(&latency, "latency", false, "time each call from entry to return: a log2 histogram per function (Go: to each RET instruction)")
-	units.register(c)
-	f.BoolVar(&asJSON, "json", false, "print the record as JSON (docs/record.md; one line per interval)")
-	f.BoolVar(&asCSV, "csv", false, "print one CSV row per function (docs/record.md)")
-	f.BoolVarP(&stamp, "timestamp", "T", false, "print a timestamp before each report")
-	f.StringVarP(&recordTo, "output", "o", "", "save the whole run as a record to `RECORD.json`")
-	exclusive(c, "json", "csv")
+	out.register(c)
 	return c
 }
 

@@ -215,9 +215,11 @@ func TestUfuncStagesPassthroughHP(t *testing.T) {
 // ufunc --stages attached to a daemon already busy, reporting intervals:
 // the requests held before its probes were attached are left out, so
 // that in each interval and in the whole run labRaw.Lookup's calls and
-// the LOOKUPs held agree (within the two in flight at a cut), and the
-// intervals add up to the run. Without the cut at the attach, the
-// hundreds of LOOKUPs of the attach's own time were held with no call.
+// the LOOKUPs held agree, and the intervals add up to the run. Without
+// the cut at the attach, the thousands of LOOKUPs of the attach's own
+// time were held with no call (9,700 against 7,127). They agree within
+// the requests of the few milliseconds the cut's read takes, 2,000 a
+// second here: 1%, and two in flight at a cut.
 func TestUfuncStagesWindow(t *testing.T) {
 	t.Parallel()
 	src, mnt := t.TempDir(), t.TempDir()
@@ -264,12 +266,19 @@ func TestUfuncStagesWindow(t *testing.T) {
 		}
 		req, calls := lookup(r)
 		sumReq, sumCalls = sumReq+req, sumCalls+calls
-		if req > calls+2 || calls > req+2 || calls == 0 {
+		if !near(req, calls) || calls == 0 {
 			t.Errorf("interval %d: %d LOOKUPs held, %d calls of labRaw.Lookup within them", i+1, req, calls)
 		}
 	}
 	wr, wc := lookup(e2e.LoadRecord(t, rec))
-	if len(lines) != 2 || wr != sumReq || wc != sumCalls || wr > wc+2 || wc > wr+2 {
+	if len(lines) != 2 || wr != sumReq || wc != sumCalls || !near(wr, wc) {
 		t.Errorf("%d intervals summing to %d LOOKUPs held and %d calls; the run's %d and %d", len(lines), sumReq, sumCalls, wr, wc)
 	}
+}
+
+// near says whether a count of LOOKUPs held and one of calls within them
+// agree within a cut's skew (TestUfuncStagesWindow).
+func near(a, b uint64) bool {
+	d := max(a, b) - min(a, b)
+	return d <= 2+max(a, b)/100
 }

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +45,9 @@ func ufuncRecord(t *testing.T, args ...string) map[string]profile.FunctionCalls 
 }
 
 // The calls of libc's statx under ls -l of a directory of 50 files on the
-// lab fs, counted by uprobes, are the statx system calls strace counts for
-// the same command.
+// lab fs, counted by uprobes in ls alone (-p: the other tests' processes
+// call statx too), are the statx system calls strace counts for the same
+// command.
 func TestUfuncAgainstStrace(t *testing.T) {
 	t.Parallel()
 	e2e.Need(t, "strace", "ls")
@@ -55,7 +57,29 @@ func TestUfuncAgainstStrace(t *testing.T) {
 		os.WriteFile(filepath.Join(src, "d", "f"+strconv.Itoa(i)), nil, 0o644)
 	}
 	dir := filepath.Join(mnt, "d")
-	got := ufuncRecord(t, libc, "statx", "--", "ls", "-l", dir)
+	// ls, held until the probes are in it: a shell that execs it.
+	ls := exec.Command("sh", "-c", "read go; exec ls -l "+dir)
+	ls.Stdout = io.Discard
+	release, err := ls.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(t.TempDir(), "statx.json")
+	u := proctest.Start(t, exec.Command(e2e.Fusescope, "ufunc", "-o", rec, "-p", strconv.Itoa(ls.Process.Pid), libc, "statx"), "Tracing", 30*time.Second)
+	io.WriteString(release, "go\n")
+	if err := ls.Wait(); err != nil {
+		t.Fatalf("ls: %v", err)
+	}
+	if exited, err := u.Wait(30 * time.Second); !exited || err != nil {
+		t.Fatalf("ufunc -p did not end with ls: %v, %v\n%s", exited, err, u.Output())
+	}
+	got := map[string]profile.FunctionCalls{}
+	for _, f := range e2e.LoadRecord(t, rec).DaemonFunctions.Functions {
+		got[f.Name] = f
+	}
 	out, err := exec.Command("strace", "-f", "-c", "-e", "trace=statx", "-o", "/dev/stdout", "ls", "-l", dir).Output()
 	if err != nil {
 		t.Fatalf("strace: %v", err)
