@@ -292,6 +292,13 @@ func (s *RequestSource) Finish(*session.Exit) (*profile.Record, error) {
 	return r, s.readFeatures(r, nil)
 }
 
+// Settle waits, at most max, for the requests in flight to end: the
+// RELEASE of a command's last close is sent in the background and ends
+// after the command has exited; it is the command's, and counted.
+func (s *RequestSource) Settle(max time.Duration) error {
+	return s.t.WaitInFlight(max)
+}
+
 // Interval returns the interval since the previous one, with its exact
 // extremes and its slow requests, and the cumulative record at its end.
 func (s *RequestSource) Interval(final bool) (interval, whole *profile.Record, err error) {

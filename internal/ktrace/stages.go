@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/fusescope/fusescope/internal/bpf"
+	"github.com/fusescope/fusescope/internal/fuseconn"
 	"github.com/fusescope/fusescope/internal/kernel"
 	"github.com/fusescope/fusescope/internal/option"
 )
@@ -372,6 +373,48 @@ func (t *Tracer) InFlight(min time.Duration) ([]InFlight, error) {
 			Taken: s.TakenNs != 0, Replied: s.RepliedNs != 0})
 	}
 	return out, nil
+}
+
+// WaitInFlight waits, at most max, for the requests in flight now to end
+// (their slots freed or taken by later requests). A request whose
+// connection has gone never ends and is not waited for.
+func (t *Tracer) WaitInFlight(max time.Duration) error {
+	type request struct {
+		conn          uint32
+		unique, start uint64
+	}
+	pending := func(want map[request]bool) (map[request]bool, error) {
+		slots, err := t.inflightSlots()
+		if err != nil {
+			return nil, err
+		}
+		left := map[request]bool{}
+		for _, s := range slots {
+			r := request{s.Conn, s.Unique, s.StartNs}
+			if s.StartNs != 0 && (want == nil || want[r]) {
+				left[r] = true
+			}
+		}
+		return left, nil
+	}
+	left, err := pending(nil)
+	if err != nil || len(left) == 0 {
+		return err
+	}
+	if live, err := fuseconn.Live(); err == nil {
+		for r := range left {
+			if !live[r.conn] {
+				delete(left, r)
+			}
+		}
+	}
+	for deadline := time.Now().Add(max); len(left) > 0 && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+		if left, err = pending(left); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // read adds to each mount of the records the opens its daemon answered

@@ -59,6 +59,19 @@ type Finisher interface {
 	Finish(command *Exit) (*profile.Record, error)
 }
 
+// Settler is a source whose requests can outlive the process that made
+// them: a close's RELEASE is sent in the background and often ends after
+// the command has exited. When the run ends with its command's (or -p
+// PID's) exit, Run calls Settle before the last record, to wait at most
+// max for what was in flight then to end.
+type Settler interface {
+	Settle(max time.Duration) error
+}
+
+// settleMax bounds the wait for a command's last requests: a daemon that
+// holds one longer (hung, or delayed on purpose) leaves it in flight.
+const settleMax = time.Second
+
 // Releaser is a source whose clock starts with the command (syscalls'
 // --since and --until count from it, as a log's from its first line): Run
 // calls Releasing just before it starts the command, or releases it from
@@ -258,8 +271,12 @@ loop:
 	}
 
 	var exit *Exit
+	exited := pidExited.Load() // the run ends as its process did
 	if cmd != nil {
-		if exit = cmd.ended(); exit == nil {
+		exited = false
+		if exit = cmd.ended(); exit != nil {
+			exited = true
+		} else {
 			why := "the run ended"
 			if runErr != nil {
 				why = fmt.Sprintf("the run ended (%v)", runErr)
@@ -267,6 +284,11 @@ loop:
 				why = *p
 			}
 			exit = cmd.terminate(why, cfg.log)
+		}
+	}
+	if s, ok := src.(Settler); ok && exited && runErr == nil {
+		if err := s.Settle(settleMax); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.Interval > 0 {

@@ -310,3 +310,53 @@ func TestHasCapability(t *testing.T) {
 		t.Errorf("no CapEff line: a capability")
 	}
 }
+
+type settlingSource struct {
+	fakeSource
+	settles int
+	within  time.Duration
+}
+
+func (s *settlingSource) Settle(max time.Duration) error {
+	s.settles, s.within = s.settles+1, max
+	return nil
+}
+
+// The requests a command leaves in flight (its last close's RELEASE) are
+// waited for when the run ends with the command's exit or -p's, before
+// the last record; a run ended by its count, its duration or a signal
+// cuts at that moment.
+func TestRunSettlesAfterTheProcessExits(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  func() Config
+		want int
+	}{
+		{"command exits", func() Config { return Config{Command: []string{"true"}} }, 1},
+		{"command exits, intervals", func() Config { return Config{Command: []string{"true"}, Interval: time.Hour} }, 1},
+		{"-p exits", func() Config {
+			c := exec.Command("sleep", "0.1")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go c.Wait()
+			return Config{PID: c.Process.Pid}
+		}, 1},
+		{"the count ends the command", func() Config {
+			return Config{Command: []string{"sleep", "30"}, Interval: 5 * time.Millisecond, Count: 1}
+		}, 0},
+		{"the count ends the run", func() Config { return Config{Interval: 5 * time.Millisecond, Count: 2} }, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := &settlingSource{}
+			_, err := Run(context.Background(), c.cfg(), opener(src))
+			var ee *ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			if src.settles != c.want || (c.want > 0 && src.within != settleMax) {
+				t.Errorf("Settle called %d times (within %v), want %d", src.settles, src.within, c.want)
+			}
+		})
+	}
+}

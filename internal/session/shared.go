@@ -51,6 +51,16 @@ func (s *Shared) Poll() error {
 	return nil
 }
 
+// Settle waits for the source's requests in flight, if it has any.
+func (s *Shared) Settle(max time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.src.(Settler); ok {
+		return st.Settle(max)
+	}
+	return nil
+}
+
 // Finish ends the source's run, as a Finisher's, or takes its last snapshot.
 func (s *Shared) Finish(command *Exit) (*profile.Record, error) {
 	s.mu.Lock()

@@ -439,6 +439,41 @@ func TestTraceCommand(t *testing.T) {
 	}
 }
 
+// The RELEASE of a command's last close is sent in the background and
+// ends after the command has exited: the trace waits for it (the lab fs
+// delays RELEASE 300 ms), so that cat's one OPEN has its RELEASE. A
+// RELEASE the daemon holds 5 s is not waited for beyond a second: the
+// trace ends well before it, without it.
+func TestTraceCommandWaitsForItsLastRelease(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		delay       string
+		wantRelease uint64
+	}{{"300ms", 1}, {"5s", 0}} {
+		src, mnt := t.TempDir(), t.TempDir()
+		if err := os.WriteFile(filepath.Join(src, "f"), []byte("data\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(e2e.Fusescope, "fs", "mount", "--background", "--latency", "release="+c.delay, src, mnt).CombinedOutput(); err != nil {
+			t.Fatalf("fs mount: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { exec.Command(e2e.Fusescope, "fs", "umount", mnt).Run() })
+		rec := filepath.Join(t.TempDir(), "rec.json")
+		start := time.Now()
+		if out, err := exec.Command(e2e.Fusescope, "trace", "--mount", mnt, "-o", rec, "--", "cat", filepath.Join(mnt, "f")).CombinedOutput(); err != nil {
+			t.Fatalf("trace: %v\n%s", err, out)
+		}
+		took := time.Since(start)
+		got := e2e.Counts(e2e.LoadRecord(t, rec), e2e.ConnOf(t, mnt))
+		if got["OPEN"] != 1 || got["RELEASE"] != c.wantRelease {
+			t.Errorf("RELEASE delayed %s: traced %v, want 1 OPEN and %d RELEASE", c.delay, got, c.wantRelease)
+		}
+		if c.wantRelease == 0 && took >= 4500*time.Millisecond {
+			t.Errorf("RELEASE delayed %s: the trace took %v, waiting for it beyond its second", c.delay, took)
+		}
+	}
+}
+
 // trace's count ends the command with the trace (once, trace 1 20
 // -- CMD exited after its count and left CMD running): a command that
 // started a child of its own and outlives `trace 0.2 2` is ended with it,
